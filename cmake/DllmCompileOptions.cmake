@@ -1,0 +1,13 @@
+# Warnings and sanitizer flags, applied per target through dllm_target_defaults().
+function(dllm_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra)
+  if(DLLM_SANITIZE STREQUAL "address")
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  elseif(DLLM_SANITIZE STREQUAL "thread")
+    target_compile_options(${target} PRIVATE -fsanitize=thread -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=thread)
+  elseif(NOT DLLM_SANITIZE STREQUAL "")
+    message(FATAL_ERROR "DLLM_SANITIZE must be '', 'address' or 'thread'")
+  endif()
+endfunction()

@@ -1,0 +1,47 @@
+// A read-only memory mapping of a whole file (RAII, move-only).
+#ifndef DLLM_ENGINE_GGUF_MAPPED_FILE_H_
+#define DLLM_ENGINE_GGUF_MAPPED_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace dllm {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. NOT_FOUND when it does not exist, INVALID_ARGUMENT
+  // when it is not a regular file or is empty.
+  static absl::StatusOr<MappedFile> Open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  // Drops the resident pages of [offset, offset + length) (rounded inward to
+  // whole pages); the range stays mapped and reads fault it back in. Used
+  // after a tensor has been repacked, so one copy stays resident.
+  void ReleasePages(size_t offset, size_t length) const;
+
+ private:
+  MappedFile(std::string path, const uint8_t* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size) {}
+  void Reset();
+
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_GGUF_MAPPED_FILE_H_

@@ -1,0 +1,152 @@
+#include "absl/strings/string_view.h"
+#include "engine/model/model_config.h"
+
+#include <cmath>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+
+namespace dllm {
+namespace {
+
+// Largest size any hyperparameter may claim; protects the buffer arithmetic.
+constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+absl::Status Invalid(const GgufFile& f, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("gguf: ", f.path(), ": ", what));
+}
+
+absl::StatusOr<int64_t> ReadDim(const GgufFile& f, const std::string& key,
+                                std::optional<int64_t> fallback = std::nullopt) {
+  if (!f.HasKey(key) && fallback) return *fallback;
+  // Some converters write per-layer arrays (feed_forward_length); all our
+  // layers share one size, so accept a uniform array.
+  if (const GgufValue* v = f.FindValue(key); v && v->type == GgufValueType::kArray) {
+    DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> values, f.GetIntArray(key));
+    if (values.empty()) return Invalid(f, absl::StrCat("key '", key, "' is an empty array"));
+    for (int64_t x : values) {
+      if (x != values[0]) {
+        return absl::UnimplementedError(absl::StrCat(
+            "gguf: ", f.path(), ": key '", key, "' varies per layer; not supported"));
+      }
+    }
+    if (values[0] < 1 || values[0] > kMaxDim) {
+      return Invalid(f, absl::StrCat("key '", key, "' = ", values[0], " is out of range"));
+    }
+    return values[0];
+  }
+  DLLM_ASSIGN_OR_RETURN(uint64_t value, f.GetUint(key));
+  if (value < 1 || value > static_cast<uint64_t>(kMaxDim)) {
+    return Invalid(f, absl::StrCat("key '", key, "' = ", value, " is out of range [1, ",
+                                   kMaxDim, "]"));
+  }
+  return static_cast<int64_t>(value);
+}
+
+absl::StatusOr<int32_t> ReadTokenId(const GgufFile& f, absl::string_view key) {
+  if (!f.HasKey(key)) return -1;
+  DLLM_ASSIGN_OR_RETURN(uint64_t id, f.GetUint(key));
+  if (id > static_cast<uint64_t>(INT32_MAX)) {
+    return Invalid(f, absl::StrCat("key '", key, "' = ", id, " is not a token id"));
+  }
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
+
+absl::string_view ArchName(Arch arch) { return arch == Arch::kLlada ? "llada" : "dream"; }
+
+std::optional<Arch> ParseArch(absl::string_view name) {
+  if (name == "llada") return Arch::kLlada;
+  if (name == "dream") return Arch::kDream;
+  return std::nullopt;
+}
+
+absl::string_view RopeTypeName(RopeType type) {
+  return type == RopeType::kNorm ? "norm" : "neox";
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
+  ModelConfig c;
+  DLLM_ASSIGN_OR_RETURN(absl::string_view arch_name, f.GetString("general.architecture"));
+  const std::optional<Arch> arch = ParseArch(arch_name);
+  if (!arch) {
+    return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": architecture '",
+                                                 arch_name,
+                                                 "' is not supported (supported: llada, dream)"));
+  }
+  c.arch = *arch;
+  const std::string a(arch_name);
+  DLLM_ASSIGN_OR_RETURN(absl::string_view name, f.GetStringOr("general.name", ""));
+  c.name = std::string(name);
+  DLLM_ASSIGN_OR_RETURN(c.n_layer, ReadDim(f, a + ".block_count"));
+  DLLM_ASSIGN_OR_RETURN(c.n_embd, ReadDim(f, a + ".embedding_length"));
+  DLLM_ASSIGN_OR_RETURN(c.n_head, ReadDim(f, a + ".attention.head_count"));
+  DLLM_ASSIGN_OR_RETURN(c.n_head_kv, ReadDim(f, a + ".attention.head_count_kv", c.n_head));
+  DLLM_ASSIGN_OR_RETURN(c.n_ff, ReadDim(f, a + ".feed_forward_length"));
+  DLLM_ASSIGN_OR_RETURN(c.n_ctx_train, ReadDim(f, a + ".context_length"));
+  if (c.n_embd % c.n_head != 0) {
+    return Invalid(f, absl::StrCat("embedding_length ", c.n_embd,
+                                   " is not a multiple of head_count ", c.n_head));
+  }
+  DLLM_ASSIGN_OR_RETURN(c.head_dim, ReadDim(f, a + ".attention.key_length", c.n_embd / c.n_head));
+  DLLM_ASSIGN_OR_RETURN(int64_t value_dim, ReadDim(f, a + ".attention.value_length", c.head_dim));
+  if (value_dim != c.head_dim) {
+    return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": value_length ", value_dim,
+                                                 " != key_length ", c.head_dim));
+  }
+  if (c.n_head % c.n_head_kv != 0) {
+    return Invalid(f, absl::StrCat("head_count ", c.n_head, " is not a multiple of head_count_kv ",
+                                   c.n_head_kv));
+  }
+  if (c.head_dim % 2 != 0) return Invalid(f, absl::StrCat("head dim ", c.head_dim, " is odd"));
+  DLLM_ASSIGN_OR_RETURN(int64_t n_rot, ReadDim(f, a + ".rope.dimension_count", c.head_dim));
+  if (n_rot != c.head_dim) {
+    return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": rope.dimension_count ",
+                                                 n_rot, " != head dim ", c.head_dim,
+                                                 " (partial RoPE is not supported)"));
+  }
+  c.rope_type = c.arch == Arch::kLlada ? RopeType::kNorm : RopeType::kNeox;
+  DLLM_ASSIGN_OR_RETURN(c.rope_theta, f.GetFloatOr(a + ".rope.freq_base", 10000.0));
+  if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
+    return Invalid(f, absl::StrCat("rope.freq_base ", c.rope_theta, " is not positive"));
+  }
+  DLLM_ASSIGN_OR_RETURN(c.rms_eps, f.GetFloat(a + ".attention.layer_norm_rms_epsilon"));
+  if (!(c.rms_eps > 0) || !(c.rms_eps < 1)) {
+    return Invalid(f, absl::StrCat("layer_norm_rms_epsilon ", c.rms_eps, " not in (0, 1)"));
+  }
+  // llama-diffusion-cli defaults a missing key to true; LLaDA's converter
+  // writes false.
+  DLLM_ASSIGN_OR_RETURN(c.shift_logits, f.GetBoolOr("diffusion.shift_logits", true));
+
+  const GgufTensor* embd = f.FindTensor("token_embd.weight");
+  if (embd == nullptr) return Invalid(f, "missing tensor 'token_embd.weight'");
+  if (embd->n_dims != 2 || embd->ne[0] != c.n_embd) {
+    return Invalid(f, absl::StrCat("tensor 'token_embd.weight' has shape ", embd->ShapeString(),
+                                   ", expected [", c.n_embd, ", n_vocab]"));
+  }
+  c.n_vocab = embd->ne[1];
+  c.tied_output = f.FindTensor("output.weight") == nullptr;
+
+  DLLM_ASSIGN_OR_RETURN(absl::string_view tok_model, f.GetStringOr("tokenizer.ggml.model", ""));
+  DLLM_ASSIGN_OR_RETURN(absl::string_view tok_pre, f.GetStringOr("tokenizer.ggml.pre", ""));
+  c.tokenizer_model = std::string(tok_model);
+  c.tokenizer_pre = std::string(tok_pre);
+  c.has_chat_template = f.HasKey("tokenizer.chat_template");
+  DLLM_ASSIGN_OR_RETURN(c.tokens.bos, ReadTokenId(f, "tokenizer.ggml.bos_token_id"));
+  DLLM_ASSIGN_OR_RETURN(c.tokens.eos, ReadTokenId(f, "tokenizer.ggml.eos_token_id"));
+  DLLM_ASSIGN_OR_RETURN(c.tokens.eot, ReadTokenId(f, "tokenizer.ggml.eot_token_id"));
+  DLLM_ASSIGN_OR_RETURN(c.tokens.pad, ReadTokenId(f, "tokenizer.ggml.padding_token_id"));
+  DLLM_ASSIGN_OR_RETURN(c.tokens.mask, ReadTokenId(f, "tokenizer.ggml.mask_token_id"));
+  DLLM_ASSIGN_OR_RETURN(c.tokens.add_bos, f.GetBoolOr("tokenizer.ggml.add_bos_token", false));
+  for (int32_t id : {c.tokens.bos, c.tokens.eos, c.tokens.eot, c.tokens.pad, c.tokens.mask}) {
+    if (id >= c.n_vocab) {
+      return Invalid(f, absl::StrCat("special token id ", id, " is outside the vocabulary of ",
+                                     c.n_vocab));
+    }
+  }
+  return c;
+}
+
+}  // namespace dllm

@@ -1,0 +1,36 @@
+// `dllm`: the command-line front end (inspect, doctor, ...).
+#include <cstdio>
+#include <string_view>
+
+#include "absl/strings/string_view.h"
+#include "service/cli/doctor_command.h"
+#include "service/cli/inspect_command.h"
+
+namespace {
+
+void PrintUsage() {
+  std::fprintf(stderr,
+               "usage: dllm COMMAND [ARGS]\n"
+               "commands:\n"
+               "  inspect MODEL.gguf [--json]   what the file holds and whether it can run\n"
+               "  doctor [MODEL.gguf]           check this machine (and a model) before serving\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage();
+    return 2;
+  }
+  const absl::string_view command = argv[1];
+  if (command == "inspect") return dllm::RunInspect(argc - 2, argv + 2);
+  if (command == "doctor") return dllm::RunDoctor(argc - 2, argv + 2);
+  if (command == "--help" || command == "-h" || command == "help") {
+    PrintUsage();
+    return 0;
+  }
+  std::fprintf(stderr, "dllm: unknown command '%s'\n", argv[1]);
+  PrintUsage();
+  return 2;
+}

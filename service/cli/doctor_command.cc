@@ -1,0 +1,146 @@
+#include "service/cli/doctor_command.h"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_layout.h"
+#include "engine/scheduler/cpu_topology.h"
+#include "kernels/cpu_features.h"
+
+namespace dllm {
+namespace {
+
+enum class Level { kOk, kWarn, kFail };
+
+struct Check {
+  Level level;
+  std::string what;
+  std::string advice;  // what to do; empty when nothing
+};
+
+std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", bytes / 1073741824.0); }
+
+void CpuChecks(std::vector<Check>* out) {
+  const CpuFeatures& f = GetCpuFeatures();
+  out->push_back({Level::kOk, absl::StrCat("cpu: ", f.brand.empty() ? f.vendor : f.brand), ""});
+  if (!IsaLevelSupported(IsaLevel::kAvx2)) {
+    out->push_back({Level::kWarn, "no AVX2/FMA/F16C: only the scalar kernels can run",
+                    "expect steps far slower than on any x86-64 CPU from 2013 on"});
+  } else {
+    out->push_back({Level::kOk, "avx2: yes", ""});
+  }
+  out->push_back({IsaLevelSupported(IsaLevel::kAvx512Vnni) ? Level::kOk : Level::kWarn,
+                  absl::StrCat("avx512-vnni: ",
+                               IsaLevelSupported(IsaLevel::kAvx512Vnni) ? "yes" : "no"),
+                  IsaLevelSupported(IsaLevel::kAvx512Vnni)
+                      ? ""
+                      : "int8 GEMM falls back to AVX2 (about half the throughput)"});
+  if (f.amx_tile && f.amx_int8) {
+    if (f.amx_permitted) {
+      out->push_back({Level::kOk, "amx-int8: yes, tile data granted by the kernel", ""});
+    } else {
+      out->push_back({Level::kWarn, absl::StrCat("amx-int8: present but unusable: ",
+                                                 f.amx_denied_reason),
+                      "use Linux >= 5.16 with AMX enabled; AVX512-VNNI is used meanwhile"});
+    }
+  } else {
+    out->push_back({Level::kOk, "amx-int8: not on this CPU", ""});
+  }
+  out->push_back({Level::kOk, absl::StrCat("kernel path: ", IsaLevelName(BestIsaLevel())), ""});
+
+  const CpuTopology topo = ReadCpuTopology();
+  std::string cores = absl::StrCat("cores: ", topo.usable_cpus.size(), " logical, ",
+                                   topo.physical_cores, " physical usable");
+  if (topo.hybrid()) {
+    absl::StrAppend(&cores, "; hybrid: ", topo.performance_cpus.size(), " performance + ",
+                    topo.efficiency_cpus.size(), " efficiency logical CPUs");
+  } else {
+    absl::StrAppend(&cores, "; one core type");
+  }
+  if (topo.cgroup_cpu_quota) {
+    absl::StrAppend(&cores, absl::StrFormat("; cgroup quota %.2f CPUs", *topo.cgroup_cpu_quota));
+  }
+  absl::StrAppend(&cores, "; threads to use: ", topo.UsableThreads());
+  out->push_back({Level::kOk, cores, ""});
+}
+
+void ModelChecks(const std::string& path, std::vector<Check>* out) {
+  absl::StatusOr<GgufFile> file = GgufFile::Open(path);
+  if (!file.ok()) {
+    out->push_back({Level::kFail, absl::StrCat("model: ", file.status().message()),
+                    "check the path, or re-download the file (it may be truncated)"});
+    return;
+  }
+  absl::StatusOr<ModelConfig> config = ModelConfigFromGguf(*file);
+  if (!config.ok()) {
+    out->push_back({Level::kFail, absl::StrCat("model: ", config.status().message()),
+                    "dllm serves llama.cpp-format LLaDA and Dream GGUF files"});
+    return;
+  }
+  out->push_back({Level::kOk,
+                  absl::StrCat("model: ", ArchName(config->arch), ", ", config->n_layer,
+                               " layers, d ", config->n_embd, ", vocab ", config->n_vocab,
+                               ", mask token ", config->tokens.mask, ", tokenizer ",
+                               config->tokenizer_model, "/", config->tokenizer_pre),
+                  ""});
+  const std::vector<std::string> problems = CompatibilityProblems(*file, *config);
+  if (problems.empty()) {
+    out->push_back({Level::kOk, "model: every tensor type and shape is supported", ""});
+  } else {
+    out->push_back({Level::kFail, absl::StrCat("model: ", absl::StrJoin(problems, "; ")),
+                    "convert the model with llama.cpp's convert_hf_to_gguf.py and quantize to "
+                    "Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0, F16, BF16 or F32"});
+  }
+  const MemoryInfo mem = ReadMemoryInfo();
+  uint64_t available = mem.available_bytes;
+  if (mem.cgroup_limit_bytes && *mem.cgroup_limit_bytes < available) {
+    available = *mem.cgroup_limit_bytes;
+  }
+  // One copy of the weights plus headroom for activations and the server.
+  const uint64_t need = file->file_size() + file->file_size() / 10 + (256u << 20);
+  const std::string line = absl::StrCat("memory: ", Gib(available), " available, model needs about ",
+                                        Gib(need));
+  if (available < need) {
+    out->push_back({Level::kFail, line, "free memory, raise the container limit, or use a smaller "
+                                        "quantization"});
+  } else {
+    out->push_back({Level::kOk, line, ""});
+  }
+}
+
+}  // namespace
+
+int RunDoctor(int argc, char** argv) {
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: dllm doctor [MODEL.gguf]\n");
+    return 2;
+  }
+  std::vector<Check> checks;
+  CpuChecks(&checks);
+  if (argc == 1) ModelChecks(argv[0], &checks);
+
+  int fails = 0, warns = 0;
+  for (const Check& c : checks) {
+    const char* tag = c.level == Level::kOk ? "ok  " : c.level == Level::kWarn ? "warn" : "FAIL";
+    std::printf("[%s] %s\n", tag, c.what.c_str());
+    if (!c.advice.empty()) std::printf("       -> %s\n", c.advice.c_str());
+    fails += c.level == Level::kFail;
+    warns += c.level == Level::kWarn;
+  }
+  if (fails > 0) {
+    std::printf("verdict: NOT READY (%d problem%s to fix)\n", fails, fails == 1 ? "" : "s");
+    return 1;
+  }
+  std::printf("verdict: ready%s\n",
+              warns ? absl::StrCat(" (", warns, " warning", warns == 1 ? "" : "s", ")").c_str()
+                    : "");
+  return 0;
+}
+
+}  // namespace dllm

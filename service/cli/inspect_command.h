@@ -1,0 +1,25 @@
+// `dllm inspect MODEL.gguf [--json]`: what a GGUF file holds and whether
+// this build can run it.
+#ifndef DLLM_SERVICE_CLI_INSPECT_COMMAND_H_
+#define DLLM_SERVICE_CLI_INSPECT_COMMAND_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/base/json.h"
+#include "engine/gguf/gguf_reader.h"
+
+namespace dllm {
+
+// The report `inspect --json` prints. Fails only when the file cannot be
+// parsed at all; model-level problems are listed under "compatibility".
+absl::StatusOr<Json> InspectReport(const GgufFile& file);
+
+// Human-readable rendering of `InspectReport`.
+std::string RenderInspectReport(const Json& report);
+
+int RunInspect(int argc, char** argv);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_CLI_INSPECT_COMMAND_H_

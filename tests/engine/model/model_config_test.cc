@@ -1,0 +1,107 @@
+#include "engine/model/model_config.h"
+
+#include "engine/model/tensor_layout.h"
+#include "gtest/gtest.h"
+#include "tests/testing/gguf_builder.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using testing::GgufBuilder;
+using testing::StatusIs;
+
+struct Parsed {
+  std::string bytes;
+  absl::StatusOr<GgufFile> file;
+};
+
+std::unique_ptr<Parsed> ParseBuilder(const GgufBuilder& b) {
+  auto p = std::make_unique<Parsed>();
+  p->bytes = b.Build();
+  p->file = GgufFile::Parse(reinterpret_cast<const uint8_t*>(p->bytes.data()), p->bytes.size(),
+                            "mem.gguf");
+  return p;
+}
+
+TEST(ModelConfigTest, ReadsLladaAndDreamHyperparameters) {
+  for (const std::string arch : {"llada", "dream"}) {
+    SCOPED_TRACE(arch);
+    auto p = ParseBuilder(testing::TinyModelBuilder(arch));
+    ASSERT_TRUE(p->file.ok()) << p->file.status();
+    auto c = ModelConfigFromGguf(*p->file);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ(ArchName(c->arch), arch);
+    EXPECT_EQ(c->n_layer, 2);
+    EXPECT_EQ(c->n_embd, 32);
+    EXPECT_EQ(c->head_dim, 8);
+    EXPECT_EQ(c->n_head_kv, arch == "dream" ? 2 : 4);
+    EXPECT_EQ(c->n_vocab, 300);
+    EXPECT_EQ(c->tokens.mask, 258);
+    EXPECT_EQ(c->rope_type, arch == "dream" ? RopeType::kNeox : RopeType::kNorm);
+    EXPECT_TRUE(c->tied_output);
+    EXPECT_TRUE(CompatibilityProblems(*p->file, *c).empty());
+  }
+}
+
+TEST(ModelConfigTest, ErrorsNameTheKey) {
+  GgufBuilder b = testing::TinyModelBuilder("llada");
+  b.Str("general.architecture", "gpt-neox");  // duplicate key -> parse error
+  auto dup = ParseBuilder(b);
+  EXPECT_FALSE(dup->file.ok());
+
+  GgufBuilder c;
+  c.Str("general.architecture", "mamba");
+  auto p = ParseBuilder(c);
+  ASSERT_TRUE(p->file.ok());
+  EXPECT_THAT(ModelConfigFromGguf(*p->file).status(),
+              StatusIs(absl::StatusCode::kUnimplemented, "architecture 'mamba' is not supported"));
+
+  GgufBuilder d;
+  d.Str("general.architecture", "llada").Str("llada.block_count", "32");
+  auto q = ParseBuilder(d);
+  ASSERT_TRUE(q->file.ok());
+  EXPECT_THAT(ModelConfigFromGguf(*q->file).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key 'llada.block_count' has type string, expected an unsigned integer"));
+
+  GgufBuilder e;
+  e.Str("general.architecture", "dream");
+  auto r = ParseBuilder(e);
+  EXPECT_THAT(ModelConfigFromGguf(*r->file).status(),
+              StatusIs(absl::StatusCode::kNotFound, "missing key 'dream.block_count'"));
+}
+
+TEST(ModelConfigTest, CompatibilityListsEveryProblem) {
+  GgufBuilder b = testing::TinyModelBuilder("llada");
+  auto& tensors = b.tensors();
+  tensors.erase(tensors.begin() + 1);  // output_norm.weight
+  tensors[2].ne = {32, 7};            // blk.0.attn_q.weight, wrong shape
+  tensors[2].data.assign(32 * 7 * 4, '\0');
+  auto p = ParseBuilder(b);
+  ASSERT_TRUE(p->file.ok()) << p->file.status();
+  auto c = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(c.ok());
+  const std::vector<std::string> problems = CompatibilityProblems(*p->file, *c);
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_EQ(problems[0], "missing tensor output_norm.weight");
+  EXPECT_EQ(problems[1], "tensor blk.0.attn_q.weight has shape [32, 7], expected [32, 32]");
+}
+
+TEST(ModelConfigTest, MissingMaskTokenIsAProblem) {
+  GgufBuilder b = testing::TinyModelBuilder("dream");
+  // Rebuild without the mask key by overriding it with an out-of-vocab id.
+  GgufBuilder c;
+  c.Str("general.architecture", "dream");
+  auto p = ParseBuilder(b);
+  ASSERT_TRUE(p->file.ok());
+  auto config = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(config.ok());
+  config->tokens.mask = -1;
+  const auto problems = CompatibilityProblems(*p->file, *config);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("mask_token_id"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dllm

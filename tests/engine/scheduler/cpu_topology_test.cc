@@ -1,0 +1,69 @@
+#include "engine/scheduler/cpu_topology.h"
+
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Writes a fake sysfs tree: `cores` physical cores with `smt` threads each.
+void WriteCpu(const std::string& root, int cpu, int core) {
+  const std::string dir = root + "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology";
+  fs::create_directories(dir);
+  testing::WriteFileOrDie(dir + "/core_id", std::to_string(core) + "\n");
+  testing::WriteFileOrDie(dir + "/physical_package_id", "0\n");
+}
+
+TEST(CpuTopologyTest, ParsesCpuLists) {
+  EXPECT_EQ(ParseCpuList("0-3,8,10-11\n"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_TRUE(ParseCpuList("").empty());
+}
+
+TEST(CpuTopologyTest, DetectsHybridCoresFromSysfs) {
+  const std::string root = testing::TempDir();
+  // 2 P-cores with SMT (cpus 0-3), 4 E-cores (cpus 4-7).
+  for (int c = 0; c < 4; ++c) WriteCpu(root, c, c / 2);
+  for (int c = 4; c < 8; ++c) WriteCpu(root, c, 8 + c);
+  fs::create_directories(root + "/sys/devices/cpu_core");
+  fs::create_directories(root + "/sys/devices/cpu_atom");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
+  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7});
+  EXPECT_TRUE(t.hybrid());
+  EXPECT_EQ(t.physical_cores, 6);
+  EXPECT_EQ(t.performance_cpus.size(), 4u);
+  EXPECT_EQ(t.efficiency_cpus.size(), 4u);
+  EXPECT_EQ(t.core_type_source, "sysfs");
+  EXPECT_EQ(t.UsableThreads(), 6);
+}
+
+TEST(CpuTopologyTest, AffinityAndCgroupQuotaCapThreads) {
+  const std::string root = testing::TempDir();
+  for (int c = 0; c < 8; ++c) WriteCpu(root, c, c);
+  fs::create_directories(root + "/sys/fs/cgroup");
+  testing::WriteFileOrDie(root + "/sys/fs/cgroup/cpu.max", "250000 100000\n");
+  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5});
+  EXPECT_FALSE(t.hybrid());
+  EXPECT_EQ(t.physical_cores, 6);
+  ASSERT_TRUE(t.cgroup_cpu_quota.has_value());
+  EXPECT_DOUBLE_EQ(*t.cgroup_cpu_quota, 2.5);
+  EXPECT_EQ(t.UsableThreads(), 3);
+}
+
+TEST(CpuTopologyTest, ReadsMemoryInfo) {
+  const std::string root = testing::TempDir();
+  fs::create_directories(root + "/proc");
+  testing::WriteFileOrDie(root + "/proc/meminfo",
+                          "MemTotal:       24000000 kB\nMemAvailable:   20000000 kB\n");
+  const MemoryInfo m = ReadMemoryInfo(root);
+  EXPECT_EQ(m.total_bytes, 24000000ull * 1024);
+  EXPECT_EQ(m.available_bytes, 20000000ull * 1024);
+  EXPECT_FALSE(m.cgroup_limit_bytes.has_value());
+}
+
+}  // namespace
+}  // namespace dllm

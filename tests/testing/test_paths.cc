@@ -1,0 +1,67 @@
+#include "tests/testing/test_paths.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "gtest/gtest.h"
+
+namespace dllm::testing {
+
+std::string TestDataDir() { return DLLM_TEST_DATA_DIR; }
+std::string BinaryDir() { return DLLM_BINARY_DIR; }
+
+std::optional<std::string> SharedDir() {
+  if (const char* env = std::getenv("DLLM_SHARED_DIR")) return std::string(env);
+  if (std::filesystem::is_directory(DLLM_SHARED_DIR "/models")) return std::string(DLLM_SHARED_DIR);
+  return std::nullopt;
+}
+
+std::vector<std::string> AllTestModels() {
+  std::vector<std::string> dirs = {TestDataDir() + "/models"};
+  if (auto shared = SharedDir()) dirs.push_back(*shared + "/models");
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  for (const std::string& dir : dirs) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+      if (e.path().extension() == ".gguf") files.push_back(e.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& p : files) {
+      if (seen.insert(p.filename().string()).second) out.push_back(p.string());
+    }
+  }
+  return out;
+}
+
+std::string ReadFileOrDie(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFileOrDie(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  EXPECT_TRUE(out.good()) << "cannot write " << path;
+}
+
+std::string TempDir() {
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "test";
+  std::replace(name.begin(), name.end(), '/', '_');
+  const std::string base = ::testing::TempDir() + "dllm-" + std::to_string(getpid()) + "-" + name;
+  std::filesystem::create_directories(base);
+  return base;
+}
+
+}  // namespace dllm::testing
