@@ -3,35 +3,18 @@
 // never a signal.
 #include "service/cli/inspect_command.h"
 
-#include <sys/wait.h>
-
 #include <filesystem>
 
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out, err;
-};
-
-RunResult RunDllm(const std::string& args) {
-  const std::string dir = testing::TempDir();
-  const std::string cmd = testing::BinaryDir() + "/service/dllm " + args + " >" + dir +
-                          "/out.txt 2>" + dir + "/err.txt";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.signaled = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) >= 128);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = testing::ReadFileOrDie(dir + "/out.txt");
-  r.err = testing::ReadFileOrDie(dir + "/err.txt");
-  return r;
-}
+using testing::RunDllm;
+using testing::RunResult;
 
 const Json* ManifestEntry(const std::string& file) {
   static const Json manifest = *ReadJsonFile(testing::TestDataDir() + "/models/MANIFEST.json");
