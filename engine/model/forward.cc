@@ -70,8 +70,7 @@ void AddBias(float* x, int64_t ldx, int64_t m, int64_t n, const float* bias) {
 }  // namespace
 
 size_t Activations::BytesFor(const ModelConfig& config, int max_tokens) {
-  return static_cast<size_t>(FloatsPerRow(WidthsOf(config)) * max_tokens) * sizeof(float) +
-         static_cast<size_t>(max_tokens) * sizeof(int32_t);
+  return static_cast<size_t>(FloatsPerRow(WidthsOf(config)) * max_tokens) * sizeof(float);
 }
 
 absl::StatusOr<Activations> Activations::Create(const ModelConfig& config, int max_tokens) {
@@ -108,8 +107,6 @@ absl::StatusOr<Activations> Activations::Create(const ModelConfig& config, int m
       a.rope_sin_[pos * w.half_dim + i] = static_cast<float>(std::sin(angle));
     }
   }
-  a.identity_rows_.resize(static_cast<size_t>(max_tokens));
-  for (int i = 0; i < max_tokens; ++i) a.identity_rows_[static_cast<size_t>(i)] = i;
   return a;
 }
 

@@ -43,7 +43,6 @@ class Activations {
   float* up_ = nullptr;    // (n_ff)
   float* rope_cos_ = nullptr;  // (max_tokens, head_dim / 2)
   float* rope_sin_ = nullptr;
-  std::vector<int32_t> identity_rows_;  // 0..max_tokens-1
 };
 
 // Runs the model over `tokens` (the canvas) and writes logits for the

@@ -13,7 +13,8 @@ void PrintUsage() {
   std::fprintf(stderr,
                "usage: dllm COMMAND [ARGS]\n"
                "commands:\n"
-               "  inspect MODEL.gguf [--json]   what the file holds and whether it can run\n"
+               "  inspect MODEL.gguf [--json] [--canvas N]\n"
+               "                                what the file holds, whether it can run, memory for N tokens\n"
                "  doctor [MODEL.gguf]           check this machine (and a model) before serving\n"
                "  logits --model M --tokens IDS --out FILE [--rows IDS] [--threads N] [--isa I]\n"
                "                                one forward pass; raw float32 logits to FILE\n");

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 
+#include "engine/model/forward.h"
+#include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/run_command.h"
@@ -62,6 +64,27 @@ TEST(InspectCommandTest, ReportsTheManifestFactsForEveryModel) {
     EXPECT_EQ(text.exit_code, 0);
     EXPECT_NE(text.out.find("compatible    yes"), std::string::npos);
   }
+}
+
+TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
+  const std::string path = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
+  const RunResult r = RunDllm("inspect --json --canvas 160 " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = Json::Parse(r.out);
+  ASSERT_TRUE(report.ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto config = ModelConfigFromGguf(*file);
+  ASSERT_TRUE(config.ok());
+  auto act = Activations::Create(*config, 160);
+  ASSERT_TRUE(act.ok());
+  const Json& mem = (*report)["memory"];
+  EXPECT_EQ(mem["activation_bytes"].as_int(), static_cast<int64_t>(act->bytes()));
+  EXPECT_EQ(mem["logits_bytes"].as_int(), 160 * 8256 * 4);
+  EXPECT_EQ(mem["peak_bytes_estimate"].as_int(),
+            static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].as_int() +
+                mem["logits_bytes"].as_int());
+  EXPECT_EQ(RunDllm("inspect --canvas x " + path).exit_code, 2);
 }
 
 TEST(InspectCommandTest, MalformedFilesGiveOneLineAndExitTwo) {
