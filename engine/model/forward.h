@@ -1,12 +1,14 @@
 // One forward pass of a LLaDA or Dream model over a whole canvas
 // (bidirectional attention, no KV cache), producing logits only for the
-// rows asked for. Activations are allocated once per canvas-size class and
-// reused; Forward() itself allocates nothing after the first call per thread.
+// rows asked for. A `ForwardPass` owns the activation buffers of one
+// canvas-size class and the per-layer task graph, both built once; Run()
+// allocates nothing after its first call.
 #ifndef DLLM_ENGINE_MODEL_FORWARD_H_
 #define DLLM_ENGINE_MODEL_FORWARD_H_
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,43 +18,48 @@
 
 namespace dllm {
 
-// Every buffer one forward pass needs for canvases of up to `max_tokens`.
-// One thread at a time.
-class Activations {
- public:
-  static absl::StatusOr<Activations> Create(const ModelConfig& config, int max_tokens);
-  // Bytes `Create(config, max_tokens)` would allocate (for `inspect --canvas`).
-  static size_t BytesFor(const ModelConfig& config, int max_tokens);
-
-  int max_tokens() const { return max_tokens_; }
-  size_t bytes() const { return buffer_.size() * sizeof(float); }
-
- private:
-  friend absl::Status Forward(const Model&, Activations&, absl::Span<const int32_t>,
-                              absl::Span<const int32_t>, float*, const std::atomic<bool>*);
-  int max_tokens_ = 0;
-  std::vector<float> buffer_;
-  // Views into `buffer_`, each (max_tokens, width).
-  float* x_ = nullptr;     // residual stream (n_embd)
-  float* h_ = nullptr;     // normed input of a block (n_embd)
-  float* q_ = nullptr;     // (q_dim)
-  float* k_ = nullptr;     // (kv_dim)
-  float* v_ = nullptr;     // (kv_dim)
-  float* attn_ = nullptr;  // attention output (q_dim)
-  float* gate_ = nullptr;  // (n_ff)
-  float* up_ = nullptr;    // (n_ff)
-  float* rope_cos_ = nullptr;  // (max_tokens, head_dim / 2)
-  float* rope_sin_ = nullptr;
+// Wall time per kind of work, summed over layers (seconds). Nodes that run
+// concurrently (q/k/v, gate/up) each count their own time, so the parts can
+// add up to more than `total`.
+struct ForwardStats {
+  double embed = 0;
+  double norm = 0;         // RMSNorms (attention, FFN, output)
+  double projections = 0;  // q, k, v, o GEMMs plus bias and RoPE
+  double attention = 0;
+  double ffn = 0;          // gate, up, SwiGLU, down
+  double head = 0;         // output projection to the vocabulary
+  double total = 0;
 };
 
-// Runs the model over `tokens` (the canvas) and writes logits for the
-// positions in `logit_rows` (ascending, unique) to `logits`
-// (logit_rows.size() x n_vocab, row-major). Unshifted: row i is the output at
-// position i. Returns CANCELLED when `cancel` is set (checked between
-// layers), INVALID_ARGUMENT for out-of-range tokens or rows.
-absl::Status Forward(const Model& model, Activations& act, absl::Span<const int32_t> tokens,
-                     absl::Span<const int32_t> logit_rows, float* logits,
-                     const std::atomic<bool>* cancel = nullptr);
+class ForwardPass {
+ public:
+  // Allocates buffers for canvases of up to `max_tokens` and builds the
+  // layer graph. Call from the tbb::task_arena that will call Run().
+  static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(std::shared_ptr<const Model> model,
+                                                             int max_tokens);
+  // Activation bytes `Create(model, max_tokens)` allocates (for `inspect --canvas`).
+  static size_t ActivationBytes(const ModelConfig& config, int max_tokens);
+
+  ~ForwardPass();
+
+  // Runs the model over `tokens` and writes logits for the positions in
+  // `logit_rows` (ascending, unique) to `logits` (logit_rows.size() x n_vocab,
+  // row-major, unshifted: row i is the output at position i). CANCELLED when
+  // `cancel` is set (checked between layers); INVALID_ARGUMENT for bad tokens
+  // or rows. One thread at a time.
+  absl::Status Run(absl::Span<const int32_t> tokens, absl::Span<const int32_t> logit_rows,
+                   float* logits, const std::atomic<bool>* cancel = nullptr,
+                   ForwardStats* stats = nullptr);
+
+  int max_tokens() const;
+  size_t activation_bytes() const;
+  const Model& model() const;
+
+ private:
+  struct Impl;
+  explicit ForwardPass(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace dllm
 

@@ -104,7 +104,7 @@ absl::StatusOr<Json> InspectReport(const GgufFile& f, int canvas) {
       // What serving a canvas of this size keeps resident: the weights once
       // (mapped or repacked), the activation buffers and the logits rows.
       Json mem = Json::MakeObject();
-      const int64_t act = static_cast<int64_t>(Activations::BytesFor(*config, canvas));
+      const int64_t act = static_cast<int64_t>(ForwardPass::ActivationBytes(*config, canvas));
       const int64_t logits = int64_t{canvas} * config->n_vocab * 4;
       mem.Set("canvas", canvas);
       mem.Set("weights_bytes", total_bytes);

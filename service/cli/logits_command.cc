@@ -3,7 +3,6 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -64,17 +63,18 @@ int RunLogits(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), options);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& c = (*model)->config();
-  absl::StatusOr<Activations> act = Activations::Create(c, static_cast<int>(tokens->size()));
-  if (!act.ok()) return Fail(act.status());
-
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
   tbb::task_arena arena(static_cast<int>(*threads));
   absl::Status status;
-  const auto start = std::chrono::steady_clock::now();
-  arena.execute([&] { status = Forward(**model, *act, *tokens, rows, logits.data()); });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ForwardStats stats;
+  arena.execute([&] {
+    absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
+        ForwardPass::Create(*model, static_cast<int>(tokens->size()));
+    status = pass.ok() ? (*pass)->Run(*tokens, rows, logits.data(), nullptr, &stats)
+                       : pass.status();
+  });
   if (!status.ok()) return Fail(status);
+  const double seconds = stats.total;
 
   const std::string out = flags->Get("out");
   if (absl::Status s = WriteFile(out, logits.data(), logits.size() * sizeof(float)); !s.ok()) {

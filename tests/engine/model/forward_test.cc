@@ -81,22 +81,22 @@ struct Metrics {
   int top1_agree = 0, top1_total = 0, top1_required_fail = 0;
 };
 
-void CheckCanvas(const Model& model, IsaLevel isa, const std::string& json_path) {
+void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa, const std::string& json_path) {
   absl::StatusOr<Json> ref = ReadJsonFile(json_path);
   ASSERT_TRUE(ref.ok()) << ref.status();
   const std::string base = json_path.substr(0, json_path.size() - 5);
   std::vector<int32_t> tokens;
   for (const Json& t : (*ref)["tokens"].as_array()) tokens.push_back(static_cast<int32_t>(t.as_int()));
   const int64_t L = static_cast<int64_t>(tokens.size());
-  const int64_t V = model.config().n_vocab;
+  const int64_t V = model->config().n_vocab;
   ASSERT_EQ((*ref)["n_vocab"].as_int(), V);
 
-  auto act = Activations::Create(model.config(), static_cast<int>(L));
-  ASSERT_TRUE(act.ok()) << act.status();
+  auto pass = ForwardPass::Create(model, static_cast<int>(L));
+  ASSERT_TRUE(pass.ok()) << pass.status();
   std::vector<int32_t> rows(L);
   for (int64_t i = 0; i < L; ++i) rows[i] = static_cast<int32_t>(i);
   std::vector<float> logits(static_cast<size_t>(L * V));
-  ASSERT_TRUE(Forward(model, *act, tokens, rows, logits.data()).ok());
+  ASSERT_TRUE((*pass)->Run(tokens, rows, logits.data()).ok());
 
   Metrics m;
   const std::vector<float> cols = ReadFloats(base + ".cols.f32");
@@ -145,7 +145,7 @@ void CheckCanvas(const Model& model, IsaLevel isa, const std::string& json_path)
               fs::path(base).parent_path().filename().c_str(), IsaLevelName(isa),
               fs::path(base).filename().c_str(), m.max_abs, rms, llama_rms, m.min_cosine,
               m.top1_agree, m.top1_total);
-  if (IsFloatModel(model)) {
+  if (IsFloatModel(*model)) {
     EXPECT_GE(m.min_cosine, 0.99999);
     EXPECT_LE(m.max_abs, 1e-3);
   } else {
@@ -165,7 +165,7 @@ TEST(ForwardTest, MatchesExactLogitsOnEveryReferenceModel) {
       auto model = Model::Load(r.model, options);
       ASSERT_TRUE(model.ok()) << model.status();
       for (const char* canvas : {"c1_short", "c2_partial64", "c3_long200"}) {
-        CheckCanvas(**model, isa, r.dir + "/" + canvas + ".json");
+        CheckCanvas(*model, isa, r.dir + "/" + canvas + ".json");
       }
       if (isa == BestIsaLevel()) break;
     }
@@ -179,15 +179,15 @@ TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   const ModelConfig& c = (*model)->config();
   std::vector<int32_t> tokens(70);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 977) % c.n_vocab);
-  auto act = Activations::Create(c, 70);
-  ASSERT_TRUE(act.ok());
+  auto pass = ForwardPass::Create(*model, 70);
+  ASSERT_TRUE(pass.ok());
   std::vector<int32_t> all(70);
   for (int i = 0; i < 70; ++i) all[i] = i;
   std::vector<float> full(70 * c.n_vocab);
-  ASSERT_TRUE(Forward(**model, *act, tokens, all, full.data()).ok());
+  ASSERT_TRUE((*pass)->Run(tokens, all, full.data()).ok());
   const std::vector<int32_t> some = {0, 5, 6, 33, 69};
   std::vector<float> part(some.size() * c.n_vocab);
-  ASSERT_TRUE(Forward(**model, *act, tokens, some, part.data()).ok());
+  ASSERT_TRUE((*pass)->Run(tokens, some, part.data()).ok());
   for (size_t r = 0; r < some.size(); ++r) {
     for (int64_t v = 0; v < c.n_vocab; ++v) {
       ASSERT_NEAR(part[r * c.n_vocab + v], full[some[r] * c.n_vocab + v], 1e-4) << some[r];
@@ -199,21 +199,21 @@ TEST(ForwardTest, RejectsBadInputAndHonoursCancel) {
   const std::string path = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
   auto model = Model::Load(path, {IsaLevel::kScalar});
   ASSERT_TRUE(model.ok()) << model.status();
-  auto act = Activations::Create((*model)->config(), 8);
-  ASSERT_TRUE(act.ok());
+  auto pass = ForwardPass::Create(*model, 8);
+  ASSERT_TRUE(pass.ok());
   std::vector<float> logits(8 * (*model)->config().n_vocab);
   std::vector<int32_t> tokens(8, 1);
   std::vector<int32_t> rows = {0, 1};
-  EXPECT_THAT(Forward(**model, *act, std::vector<int32_t>(9, 1), rows, logits.data()),
+  EXPECT_THAT((*pass)->Run(std::vector<int32_t>(9, 1), rows, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "exceeds the buffers"));
   tokens[3] = 1 << 20;
-  EXPECT_THAT(Forward(**model, *act, tokens, rows, logits.data()),
+  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "token id 1048576 at position 3"));
   tokens[3] = 1;
-  EXPECT_THAT(Forward(**model, *act, tokens, std::vector<int32_t>{1, 1}, logits.data()),
+  EXPECT_THAT((*pass)->Run(tokens, std::vector<int32_t>{1, 1}, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "not ascending"));
   std::atomic<bool> cancel{true};
-  EXPECT_THAT(Forward(**model, *act, tokens, rows, logits.data(), &cancel),
+  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data(), &cancel),
               testing::StatusIs(absl::StatusCode::kCancelled, "before layer 0"));
 }
 

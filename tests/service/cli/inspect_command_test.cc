@@ -76,10 +76,12 @@ TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
   ASSERT_TRUE(file.ok());
   auto config = ModelConfigFromGguf(*file);
   ASSERT_TRUE(config.ok());
-  auto act = Activations::Create(*config, 160);
-  ASSERT_TRUE(act.ok());
+  auto model = Model::Load(path, {IsaLevel::kScalar});
+  ASSERT_TRUE(model.ok());
+  auto pass = ForwardPass::Create(*model, 160);
+  ASSERT_TRUE(pass.ok());
   const Json& mem = (*report)["memory"];
-  EXPECT_EQ(mem["activation_bytes"].as_int(), static_cast<int64_t>(act->bytes()));
+  EXPECT_EQ(mem["activation_bytes"].as_int(), static_cast<int64_t>((*pass)->activation_bytes()));
   EXPECT_EQ(mem["logits_bytes"].as_int(), 160 * 8256 * 4);
   EXPECT_EQ(mem["peak_bytes_estimate"].as_int(),
             static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].as_int() +

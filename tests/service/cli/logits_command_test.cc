@@ -30,11 +30,11 @@ TEST(LogitsCommandTest, WritesForwardLogitsAndMetadata) {
   ASSERT_EQ(bytes.size(), 2u * 8256 * 4);
   auto loaded = Model::Load(model, {IsaLevel::kScalar});
   ASSERT_TRUE(loaded.ok());
-  auto act = Activations::Create((*loaded)->config(), 5);
-  ASSERT_TRUE(act.ok());
+  auto pass = ForwardPass::Create(*loaded, 5);
+  ASSERT_TRUE(pass.ok());
   std::vector<float> expected(2 * 8256);
-  ASSERT_TRUE(Forward(**loaded, *act, std::vector<int32_t>{8193, 464, 3139, 8194, 8194},
-                      std::vector<int32_t>{1, 3}, expected.data())
+  ASSERT_TRUE((*pass)->Run(std::vector<int32_t>{8193, 464, 3139, 8194, 8194},
+                           std::vector<int32_t>{1, 3}, expected.data())
                   .ok());
   EXPECT_EQ(std::memcmp(bytes.data(), expected.data(), bytes.size()), 0);
 }
