@@ -109,7 +109,9 @@ TEST(OfficialReplayTest, ScheduleMatchesEveryRun) {
   const std::vector<OfficialRun> runs = AllRuns();
   ASSERT_GE(runs.size(), 4u);
   RecordProperty("runs", static_cast<int>(runs.size()));
-  if (::dllm::testing::SharedDir()) EXPECT_GE(runs.size(), 80u);  // every official run
+  if (::dllm::testing::SharedDir()) {
+    EXPECT_GE(runs.size(), 80u);  // every official run
+  }
   for (const OfficialRun& run : runs) {
     const SamplerConfig& c = run.config;
     ASSERT_THAT(c.ValidateForCanvas(static_cast<int>(run.prompt.size()), 1 << 20), IsOk()) << run.path;
