@@ -185,8 +185,7 @@ float Fp16ToFp32(uint16_t h) {
   const uint32_t magic_mask = 126u << 23;
   const float denormalized = FloatOf((two_w >> 17) | magic_mask) - 0.5f;
   const uint32_t denormalized_cutoff = 1u << 27;
-  return FloatOf(sign | (two_w < denormalized_cutoff ? BitsOf(denormalized)
-                                                     : BitsOf(normalized)));
+  return FloatOf(sign | (two_w < denormalized_cutoff ? BitsOf(denormalized) : BitsOf(normalized)));
 }
 
 // Rounds to nearest even by letting a float addition do the rounding: adding

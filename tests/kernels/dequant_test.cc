@@ -255,8 +255,8 @@ TEST(DequantTest, MatchesGgmlGoldens) {
       uint32_t want;
       std::memcpy(&want, values.data() + off + k * sizeof(float), sizeof(want));
       if (BitsOf(y[k]) != want && ++mismatches <= 5) {
-        ADD_FAILURE() << "element " << k << ": got " << y[k] << " (0x" << std::hex
-                      << BitsOf(y[k]) << "), want " << FloatOf(want) << " (0x" << want << ")";
+        ADD_FAILURE() << "element " << k << ": got " << y[k] << " (0x" << std::hex << BitsOf(y[k])
+                      << "), want " << FloatOf(want) << " (0x" << want << ")";
       }
     }
     EXPECT_EQ(mismatches, 0);
