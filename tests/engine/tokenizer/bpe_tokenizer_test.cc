@@ -1,6 +1,8 @@
 #include "engine/tokenizer/bpe_tokenizer.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -125,6 +127,30 @@ TEST(BpeTokenizerTest, MatchesLlamaCppGoldens) {
       auto exact = tok->Decode(plain);
       ASSERT_THAT(exact.status(), IsOk());
       EXPECT_EQ(*exact, text);  // round trip
+    }
+  }
+}
+
+// With the shared reference folder: the models the goldens were made from
+// (not only their extracted vocabularies) give the same ids.
+TEST(BpeTokenizerTest, SharedModelsMatchLlamaCppGoldens) {
+  const std::optional<std::string> shared = testing::SharedDir();
+  if (!shared) GTEST_SKIP() << "no ../shared";
+  for (const VocabCase& vc : kVocabs) {
+    const Json golden = LoadJson(vc.golden);
+    const std::string path = *shared + "/models/" + golden["model_file"].as_string();
+    SCOPED_TRACE(path);
+    auto file = GgufFile::Open(path);
+    ASSERT_THAT(file.status(), IsOk());
+    auto tok = BpeTokenizer::FromGguf(*file);
+    ASSERT_THAT(tok.status(), IsOk());
+    EXPECT_EQ(tok->n_vocab(), golden["n_vocab"].as_int());
+    EXPECT_EQ(tok->mask(), golden["mask_token"].as_int());
+    const Json& items = golden["items"];
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string& text = items[i]["text"].as_string();
+      EXPECT_EQ(tok->Encode(text, false, false), Ids(items[i]["ids_plain"])) << Escaped(text);
+      EXPECT_EQ(tok->Encode(text, true, true), Ids(items[i]["ids_cli"])) << Escaped(text);
     }
   }
 }
