@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "engine/base/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/test_paths.h"
@@ -259,6 +261,45 @@ TEST(BpeTokenizerTest, UserDefinedTokensMatchWithoutParseSpecial) {
   // A control token is plain text unless parse_special.
   EXPECT_GT(tok->Encode("<|im_end|>", false, false).size(), 1u);
   EXPECT_EQ(tok->Encode("<|im_end|>", false, true), std::vector<int32_t>{151645});
+}
+
+// Random bytes and random code points (fixed seed) round-trip through every
+// vocabulary, with and without special-token parsing.
+TEST(BpeTokenizerTest, RandomTextRoundTrips) {
+  std::mt19937 rng(1234);
+  std::vector<std::string> texts;
+  for (int n = 0; n < 200; ++n) {
+    std::string s;
+    const int len = static_cast<int>(rng() % 64);
+    for (int k = 0; k < len; ++k) {
+      switch (rng() % 4) {
+        case 0:
+          s.push_back(static_cast<char>(rng() % 256));
+          break;
+        case 1:
+          s.push_back(" \t\n\r'aZ09.<|>"[rng() % 15]);
+          break;
+        default: {
+          uint32_t cp = rng() % 0x30000;
+          if (cp >= 0xD800 && cp <= 0xDFFF) cp = 'x';
+          AppendUtf8(cp, &s);
+        }
+      }
+    }
+    texts.push_back(s);
+  }
+  texts.push_back(std::string(5000, 'a'));
+  texts.push_back(std::string(3000, ' ') + "x");
+  texts.push_back("<|im_start|><|im_start|><|endoftext|>x<|endoftext|");
+  for (const VocabCase& vc : kVocabs) {
+    SCOPED_TRACE(vc.name);
+    const BpeTokenizer* tok = Load(vc.gguf).tok.get();
+    ASSERT_NE(tok, nullptr);
+    for (const std::string& s : texts) {
+      EXPECT_EQ(*tok->Decode(tok->Encode(s, false, false)), s) << Escaped(s);
+      EXPECT_EQ(*tok->Decode(tok->Encode(s, false, true)), s) << Escaped(s);
+    }
+  }
 }
 
 TEST(BpeTokenizerTest, InvalidUtf8RoundTrips) {
