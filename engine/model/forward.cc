@@ -272,8 +272,8 @@ int ForwardPass::max_tokens() const { return impl_->max_tokens; }
 size_t ForwardPass::activation_bytes() const { return impl_->buffer.size() * sizeof(float); }
 const Model& ForwardPass::model() const { return *impl_->model; }
 
-absl::Status ForwardPass::Run(absl::Span<const int32_t> tokens,
-                              absl::Span<const int32_t> logit_rows, float* logits,
+absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
+                              std::span<const int32_t> logit_rows, float* logits,
                               const std::atomic<bool>* cancel, ForwardStats* stats) {
   Impl& s = *impl_;
   const Model& model = *s.model;
