@@ -12,10 +12,7 @@
 #include "engine/tokenizer/unicode.h"
 
 namespace dllm {
-namespace {
 
-// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves,
-// the other 68 take code points 256, 257, ... in byte order.
 std::array<uint32_t, 256> ByteToCodepoint() {
   std::array<uint32_t, 256> map{};
   uint32_t next = 256;
@@ -25,6 +22,8 @@ std::array<uint32_t, 256> ByteToCodepoint() {
   }
   return map;
 }
+
+namespace {
 
 // Texts llama.cpp treats as control tokens whatever their type (its
 // "control-looking" overrides), so that e.g. Qwen's FIM tokens are only

@@ -126,6 +126,11 @@ class BpeTokenizer {
   int32_t mask_ = -1;
 };
 
+// GPT-2's bytes_to_unicode: the code point that stands for each byte in a
+// byte-level BPE vocabulary (printable Latin-1 bytes stand for themselves,
+// the other 68 take code points 256, 257, ... in byte order).
+std::array<uint32_t, 256> ByteToCodepoint();
+
 // Decodes ids one at a time into UTF-8 text, never splitting a character:
 // bytes of an incomplete character are held until it completes. A sequence
 // that is proven invalid becomes U+FFFD (one per maximal invalid subpart, as
