@@ -3,6 +3,8 @@
 // position asc), the CUDA top-k choice among boundary ties.
 #include "engine/sampler/denoise_sampler.h"
 
+#include <tbb/parallel_for.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -72,8 +74,8 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   s.order_.reserve(len);
   s.commit_positions_.reserve(len);
   s.commit_tokens_.reserve(len);
-  if (config.cfg_scale > 0) s.cfg_row_.resize(n_vocab);
-  if (config.family == Arch::kDream) s.row_scratch_ = RowScratch(n_vocab);
+  s.scratch_ = std::make_unique<tbb::enumerable_thread_specific<WorkerScratch>>(
+      n_vocab, config.cfg_scale > 0);
   s.Plan();
   return s;
 }
@@ -180,20 +182,23 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
   if (needs_unconditional()) DLLM_CHECK(uncond.size() == logits.size());
   const size_t n = candidates_.size();
 
-  for (size_t i = 0; i < n; ++i) {
+  // Rows are independent and every random draw is keyed by (seed, step,
+  // position), so scoring them in parallel gives the same result as in order.
+  tbb::parallel_for(size_t{0}, n, [&](size_t i) {
+    WorkerScratch& scratch = scratch_->local();
     const size_t r = static_cast<size_t>(candidate_row_[i]);
     std::span<const float> row = logits.subspan(r * v, v);
     if (needs_unconditional()) {
-      CombineCfg(row, uncond.subspan(r * v, v), config_.cfg_scale, cfg_row_);
-      row = cfg_row_;
+      CombineCfg(row, uncond.subspan(r * v, v), config_.cfg_scale, scratch.cfg_row);
+      row = scratch.cfg_row;
     }
     const RowKey key{config_.seed, step_, candidates_[i]};
     const RowScore score = config_.family == Arch::kLlada
                                ? ScoreLladaRow(row, config_, special_.eos, special_.eot, key)
-                               : ScoreDreamRow(row, config_, key, &row_scratch_);
+                               : ScoreDreamRow(row, config_, key, &scratch.row);
     confidence_[i] = score.confidence;
     token_[i] = score.token;
-  }
+  });
 
   // Choose: order_ holds candidate indices, the chosen ones first.
   order_.resize(n);

@@ -24,8 +24,11 @@
 #define DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
+
+#include <tbb/enumerable_thread_specific.h>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
@@ -126,8 +129,13 @@ class DenoiseSampler {
   std::vector<int32_t> order_;      // candidate indices
   std::vector<int32_t> commit_positions_;
   std::vector<int32_t> commit_tokens_;
-  std::vector<float> cfg_row_;  // (n_vocab)
-  RowScratch row_scratch_{0};
+  // Rows are scored in parallel; each worker thread keeps its own buffers.
+  struct WorkerScratch {
+    explicit WorkerScratch(int n_vocab, bool cfg) : row(n_vocab), cfg_row(cfg ? n_vocab : 0) {}
+    RowScratch row;
+    std::vector<float> cfg_row;  // (n_vocab), CFG only
+  };
+  std::unique_ptr<tbb::enumerable_thread_specific<WorkerScratch>> scratch_;
 };
 
 }  // namespace dllm

@@ -183,12 +183,16 @@ RowScore ScoreDreamRow(std::span<const float> logits, const SamplerConfig& confi
   } else {
     score.token = ArgmaxRow(work);
   }
-  const double p_token = prob(score.token);
+  // From here on only probabilities are needed: take each exp once (the
+  // same float values `prob` would compute) and keep them in `work`.
+  for (size_t v = 0; v < n; ++v) work[v] = std::exp(work[v] - m);
+  auto prob_of = [&](size_t v) { return static_cast<double>(work[v]) / z; };
+  const double p_token = prob_of(score.token);
   switch (config.algorithm) {
     case Algorithm::kTopkMargin: {
       double p1 = 0, p2 = 0;
       for (size_t v = 0; v < n; ++v) {
-        const double p = prob(v);
+        const double p = prob_of(v);
         if (p > p1) {
           p2 = p1;
           p1 = p;
@@ -202,7 +206,7 @@ RowScore ScoreDreamRow(std::span<const float> logits, const SamplerConfig& confi
     case Algorithm::kEntropy: {
       double sum = 0;
       for (size_t v = 0; v < n; ++v) {
-        const double p = prob(v);
+        const double p = prob_of(v);
         sum += p * std::log(p + 1e-10);
       }
       score.confidence = sum;

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "absl/strings/string_view.h"
+#include "service/cli/bench_command.h"
 #include "service/cli/doctor_command.h"
 #include "service/cli/generate_command.h"
 #include "service/cli/inspect_command.h"
@@ -23,7 +24,9 @@ void PrintUsage() {
                "  generate --model M --prompt TEXT [--chat] [--show-canvas] [--json] ...\n"
                "                                denoise a generation (dllm generate --help)\n"
                "  synth --arch A --shape S --type T --out FILE\n"
-               "                                random-weight GGUF with a real model's shapes\n");
+               "                                random-weight GGUF with a real model's shapes\n"
+               "  bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512] [--out F]\n"
+               "                                end-to-end ms/step, tokens/s, peak RSS\n");
 }
 
 }  // namespace
@@ -39,6 +42,7 @@ int main(int argc, char** argv) {
   if (command == "logits") return dllm::RunLogits(argc - 2, argv + 2);
   if (command == "generate") return dllm::RunGenerate(argc - 2, argv + 2);
   if (command == "synth") return dllm::RunSynth(argc - 2, argv + 2);
+  if (command == "bench") return dllm::RunBench(argc - 2, argv + 2);
   if (command == "--help" || command == "-h" || command == "help") {
     PrintUsage();
     return 0;

@@ -1,0 +1,246 @@
+#include "service/cli/bench_command.h"
+
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/base/isa_option.h"
+#include "engine/base/json.h"
+#include "engine/base/process_memory.h"
+#include "engine/scheduler/cpu_topology.h"
+#include "engine/scheduler/denoise_session.h"
+#include "service/cli/flags.h"
+
+namespace dllm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dllm bench: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Read bandwidth over a buffer much larger than the caches, `threads` wide,
+// best of 3 passes (bytes/s).
+double MeasureReadBandwidth(int threads) {
+  const size_t n = size_t{384} << 20 >> 3;  // 384 MiB of uint64
+  std::vector<uint64_t> buf(n);
+  for (size_t i = 0; i < n; i += 512) buf[i] = i;
+  tbb::task_arena arena(threads);
+  double best = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);
+    const Clock::time_point start = Clock::now();
+    arena.execute([&] {
+      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, n / (threads * 16) + 1),
+                        [&](const tbb::blocked_range<size_t>& r) {
+                          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                          size_t i = r.begin();
+                          for (; i + 4 <= r.end(); i += 4) {
+                            s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
+                          }
+                          for (; i < r.end(); ++i) s0 += buf[i];
+                          sums[static_cast<size_t>(tbb::this_task_arena::current_thread_index()) * 8] +=
+                              s0 + s1 + s2 + s3;
+                        });
+    });
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    volatile uint64_t sink = std::accumulate(sums.begin(), sums.end(), uint64_t{0});
+    (void)sink;
+    best = std::max(best, n * 8.0 / seconds);
+  }
+  return best;
+}
+
+absl::StatusOr<std::vector<int>> IntList(const std::string& text, const std::string& what,
+                                         int all_value) {
+  std::vector<int> out;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int v = 0;
+    if (item == "all") {
+      v = all_value;
+    } else if (!absl::SimpleAtoi(item, &v) || v < 1 || v > 1 << 20) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", item, "' is not a positive integer"));
+    }
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
+  if (out.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " is empty"));
+  return out;
+}
+
+}  // namespace
+
+int RunBench(int argc, char** argv) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      argc, argv,
+      {"model", "threads", "gen-lengths", "prompt-len", "block-length", "steps", "warmup", "isa",
+       "out", "git-sha", "label"},
+      {});
+  if (!flags.ok()) return Fail(flags.status());
+  if (!flags->Has("model") || !flags->positional.empty()) {
+    std::fprintf(stderr,
+                 "usage: dllm bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512]\n"
+                 "         [--prompt-len 16] [--block-length 32] [--steps 5] [--warmup 1]\n"
+                 "         [--isa auto|...] [--out FILE.json] [--git-sha SHA] [--label TEXT]\n");
+    return 2;
+  }
+  const CpuTopology topo = ReadCpuTopology();
+  absl::StatusOr<std::vector<int>> threads =
+      IntList(flags->Get("threads", "1,2,all"), "--threads", topo.UsableThreads());
+  if (!threads.ok()) return Fail(threads.status());
+  absl::StatusOr<std::vector<int>> gens = IntList(flags->Get("gen-lengths", "128,256,512"),
+                                                  "--gen-lengths", 0);
+  if (!gens.ok()) return Fail(gens.status());
+  absl::StatusOr<int64_t> prompt_len = flags->GetInt("prompt-len", 16);
+  absl::StatusOr<int64_t> block = flags->GetInt("block-length", 32);
+  absl::StatusOr<int64_t> measured = flags->GetInt("steps", 5);
+  absl::StatusOr<int64_t> warmup = flags->GetInt("warmup", 1);
+  for (const absl::Status& s : {prompt_len.status(), block.status(), measured.status(),
+                                warmup.status()}) {
+    if (!s.ok()) return Fail(s);
+  }
+  absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
+  if (!isa.ok()) return Fail(isa.status());
+
+  const Clock::time_point load_start = Clock::now();
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), {*isa});
+  if (!model.ok()) return Fail(model.status());
+  const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+  const ModelConfig& c = (*model)->config();
+  const ProcessMemory after_load = ReadProcessMemory();
+  uint64_t weight_bytes = 0;
+  for (const GgufTensor& t : (*model)->file().tensors()) weight_bytes += t.n_bytes;
+
+  const CpuFeatures& cpu = GetCpuFeatures();
+  Json result = Json::MakeObject();
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  result.Set("schema", "dllm-bench-e2e/1");
+  result.Set("date", date);
+  result.Set("git_sha", flags->Get("git-sha", "unknown"));
+  result.Set("label", flags->Get("label", ""));
+  Json machine = Json::MakeObject();
+  machine.Set("cpu", cpu.brand);
+  machine.Set("flags", CpuFlagsString(cpu));
+  machine.Set("logical_cpus", static_cast<int64_t>(topo.usable_cpus.size()));
+  machine.Set("physical_cores", topo.physical_cores);
+  machine.Set("isa", IsaLevelName(*isa));
+  result.Set("machine", machine);
+  Json model_json = Json::MakeObject();
+  model_json.Set("file", flags->Get("model"));
+  model_json.Set("arch", std::string(ArchName(c.arch)));
+  model_json.Set("name", c.name);
+  model_json.Set("file_bytes", static_cast<int64_t>((*model)->file().file_size()));
+  model_json.Set("weight_bytes", static_cast<int64_t>(weight_bytes));
+  model_json.Set("n_layer", c.n_layer);
+  model_json.Set("n_embd", c.n_embd);
+  model_json.Set("n_ff", c.n_ff);
+  model_json.Set("n_vocab", c.n_vocab);
+  model_json.Set("load_seconds", load_seconds);
+  model_json.Set("rss_after_load_bytes", static_cast<int64_t>(after_load.rss_bytes));
+  result.Set("model", model_json);
+
+  Json runs = Json::MakeArray();
+  std::vector<int32_t> prompt(static_cast<size_t>(*prompt_len));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(65 + i % 26);
+  for (int t : *threads) {
+    const double bandwidth = MeasureReadBandwidth(t);
+    for (int gen : *gens) {
+      SamplerConfig sc;
+      sc.family = c.arch;
+      sc.algorithm = c.arch == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+      sc.gen_length = gen;
+      sc.steps = gen;
+      sc.block_length = c.arch == Arch::kLlada && gen % *block == 0 ? static_cast<int>(*block) : 0;
+      sc.early_exit = false;
+      tbb::task_arena arena(t);
+      absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
+      arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt); });
+      if (!session.ok()) return Fail(session.status());
+      std::vector<double> step_ms, forward_ms, sample_ms;
+      ForwardStats ops;
+      int64_t committed = 0;
+      double measured_seconds = 0;
+      for (int64_t s = 0; s < *warmup + *measured && !(*session)->done(); ++s) {
+        absl::StatusOr<StepReport> step;
+        arena.execute([&] { step = (*session)->Advance(); });
+        if (!step.ok()) return Fail(step.status());
+        if (s < *warmup) continue;
+        step_ms.push_back(step->step_seconds * 1e3);
+        forward_ms.push_back(step->forward_seconds * 1e3);
+        sample_ms.push_back(step->sample_seconds * 1e3);
+        committed += static_cast<int64_t>(step->positions.size());
+        measured_seconds += step->step_seconds;
+        ops.attention += step->forward.attention;
+        ops.projections += step->forward.projections;
+        ops.ffn += step->forward.ffn;
+        ops.head += step->forward.head;
+        ops.norm += step->forward.norm + step->forward.embed;
+      }
+      const double n = static_cast<double>(step_ms.size());
+      Json run = Json::MakeObject();
+      run.Set("threads", t);
+      run.Set("prompt_len", static_cast<int64_t>(prompt.size()));
+      run.Set("gen_length", gen);
+      run.Set("canvas", static_cast<int64_t>(prompt.size()) + gen);
+      run.Set("block_length", sc.EffectiveBlockLength());
+      run.Set("steps_measured", static_cast<int64_t>(step_ms.size()));
+      run.Set("ms_per_step_median", Median(step_ms));
+      run.Set("ms_per_step_min", *std::min_element(step_ms.begin(), step_ms.end()));
+      run.Set("ms_per_step_max", *std::max_element(step_ms.begin(), step_ms.end()));
+      run.Set("forward_ms_median", Median(forward_ms));
+      run.Set("sampling_ms_median", Median(sample_ms));
+      run.Set("tokens_per_second", measured_seconds > 0 ? committed / measured_seconds : 0.0);
+      Json split = Json::MakeObject();
+      split.Set("attention", ops.attention * 1e3 / n);
+      split.Set("projections", ops.projections * 1e3 / n);
+      split.Set("ffn", ops.ffn * 1e3 / n);
+      split.Set("head", ops.head * 1e3 / n);
+      split.Set("norm_embed", ops.norm * 1e3 / n);
+      run.Set("op_ms_per_step", split);
+      run.Set("peak_rss_bytes", static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes));
+      run.Set("read_bandwidth_bytes_per_s", bandwidth);
+      const double floor_ms = weight_bytes / bandwidth * 1e3;
+      run.Set("bandwidth_floor_ms", floor_ms);
+      run.Set("efficiency_vs_bandwidth_floor", floor_ms / Median(step_ms));
+      runs.Push(run);
+      std::fprintf(stderr,
+                   "%d threads, gen %d (canvas %lld): %.1f ms/step median [%.1f, %.1f], forward "
+                   "%.1f, sampling %.1f, %.1f tok/s; bandwidth floor %.1f ms (%.0f%%)\n",
+                   t, gen, static_cast<long long>(prompt.size() + gen), Median(step_ms),
+                   *std::min_element(step_ms.begin(), step_ms.end()),
+                   *std::max_element(step_ms.begin(), step_ms.end()), Median(forward_ms),
+                   Median(sample_ms), measured_seconds > 0 ? committed / measured_seconds : 0.0,
+                   floor_ms, 100 * floor_ms / Median(step_ms));
+    }
+  }
+  result.Set("runs", runs);
+  const std::string text = result.Dump(1) + "\n";
+  if (flags->Has("out")) {
+    std::ofstream out(flags->Get("out"), std::ios::trunc);
+    out << text;
+    if (!out) return Fail(absl::PermissionDeniedError(flags->Get("out") + ": cannot write"));
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace dllm
