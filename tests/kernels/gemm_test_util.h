@@ -1,0 +1,252 @@
+// Test-only helpers for the GEMM tests: random GGUF weight rows of every
+// packable type and an independent float64 dequantization of them (written
+// from the GGUF block definitions; kernels/dequant.cc is the project oracle
+// once it lands, and this must agree with it).
+#ifndef DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
+#define DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/block_types.h"
+#include "kernels/ggml_types.h"
+
+namespace dllm::testing {
+
+inline double HalfToDouble(uint16_t h) {
+  const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+  const double v = e == 0 ? std::ldexp(m, -24) : std::ldexp(1024 + m, e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+
+// A random half in +-[2^-6, 2) (or positive only).
+inline uint16_t RandomHalf(std::mt19937& rng, bool positive) {
+  std::uniform_int_distribution<int> exp(9, 15), man(0, 1023), sign(0, 1);
+  return static_cast<uint16_t>(((positive ? 0 : sign(rng)) << 15) | (exp(rng) << 10) | man(rng));
+}
+
+inline void PutHalf(uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); }
+
+// `rows` random rows of `cols` elements of `type`, back to back.
+inline std::vector<uint8_t> RandomWeights(GgmlType type, int64_t rows, int64_t cols,
+                                          std::mt19937& rng) {
+  const GgmlTypeTraits& t = TraitsOf(type);
+  const size_t row_bytes = RowBytes(type, cols);
+  std::vector<uint8_t> out(row_bytes * rows);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = out.data() + r * row_bytes;
+    if (type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16) {
+      for (int64_t k = 0; k < cols; ++k) {
+        const float v = normal(rng);
+        if (type == GgmlType::kF32) {
+          std::memcpy(row + 4 * k, &v, 4);
+        } else {
+          uint32_t bits;
+          std::memcpy(&bits, &v, 4);
+          uint16_t h;
+          if (type == GgmlType::kBF16) {
+            h = static_cast<uint16_t>(bits >> 16);
+          } else {
+            h = RandomHalf(rng, false);  // any normal half is a fine weight
+          }
+          std::memcpy(row + 2 * k, &h, 2);
+        }
+      }
+      continue;
+    }
+    for (size_t i = 0; i < row_bytes; ++i) row[i] = static_cast<uint8_t>(byte(rng));
+    for (int64_t b = 0; b < cols / t.block_size; ++b) {
+      uint8_t* blk = row + b * t.type_size;
+      switch (type) {
+        case GgmlType::kQ4_1:
+        case GgmlType::kQ5_1:
+          PutHalf(blk, RandomHalf(rng, false));
+          PutHalf(blk + 2, RandomHalf(rng, false));
+          break;
+        case GgmlType::kQ4_K:
+        case GgmlType::kQ5_K:
+          PutHalf(blk, RandomHalf(rng, true));
+          PutHalf(blk + 2, RandomHalf(rng, true));
+          break;
+        case GgmlType::kQ6_K:
+          PutHalf(blk + 208, RandomHalf(rng, false));
+          break;
+        default:
+          PutHalf(blk, RandomHalf(rng, false));
+      }
+    }
+  }
+  return out;
+}
+
+inline void ScaleMin(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// Dequantizes one row to `w`. `off` gets, per element, the magnitude of the
+// additive constant of its scale group in the packed scheme (used only to
+// size float-rounding bounds).
+inline void RefDequantRow(GgmlType type, const uint8_t* src, int64_t cols, double* w,
+                          double* off) {
+  switch (type) {
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      for (int64_t k = 0; k < cols; ++k) {
+        if (type == GgmlType::kF32) {
+          float f;
+          std::memcpy(&f, src + 4 * k, 4);
+          w[k] = f;
+        } else {
+          uint16_t h;
+          std::memcpy(&h, src + 2 * k, 2);
+          if (type == GgmlType::kF16) {
+            w[k] = HalfToDouble(h);
+          } else {
+            const uint32_t bits = static_cast<uint32_t>(h) << 16;
+            float f;
+            std::memcpy(&f, &bits, 4);
+            w[k] = f;
+          }
+        }
+      }
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        double amax = 0;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(w[32 * b + j]));
+        for (int j = 0; j < 32; ++j) off[32 * b + j] = amax * 128.0 / 127.0;
+      }
+      return;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_0: {
+      const size_t bs = TraitsOf(type).type_size;
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const uint8_t* blk = src + b * bs;
+        uint16_t dh, mh = 0;
+        std::memcpy(&dh, blk, 2);
+        const double d = HalfToDouble(dh);
+        double* o = w + 32 * b;
+        double c = 0;
+        if (type == GgmlType::kQ8_0) {
+          for (int j = 0; j < 32; ++j) o[j] = d * static_cast<int8_t>(blk[2 + j]);
+          c = -128 * d;
+        } else if (type == GgmlType::kQ4_0 || type == GgmlType::kQ4_1) {
+          const bool min = type == GgmlType::kQ4_1;
+          if (min) std::memcpy(&mh, blk + 2, 2);
+          const uint8_t* qs = blk + (min ? 4 : 2);
+          const double m = min ? HalfToDouble(mh) : -8 * d;
+          for (int j = 0; j < 16; ++j) {
+            o[j] = d * (qs[j] & 0xf) + m;
+            o[j + 16] = d * (qs[j] >> 4) + m;
+          }
+          c = m;
+        } else {
+          const bool min = type == GgmlType::kQ5_1;
+          if (min) std::memcpy(&mh, blk + 2, 2);
+          uint32_t qh;
+          std::memcpy(&qh, blk + (min ? 4 : 2), 4);
+          const uint8_t* qs = blk + (min ? 8 : 6);
+          const double m = min ? HalfToDouble(mh) : -16 * d;
+          for (int j = 0; j < 16; ++j) {
+            const int x0 = (qs[j] & 0xf) | (((qh >> j) << 4) & 0x10);
+            const int x1 = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+            o[j] = d * x0 + m;
+            o[j + 16] = d * x1 + m;
+          }
+          c = m;
+        }
+        for (int j = 0; j < 32; ++j) off[32 * b + j] = std::fabs(c);
+      }
+      return;
+    }
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K: {
+      const bool five = type == GgmlType::kQ5_K;
+      const size_t bs = TraitsOf(type).type_size;
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        const uint8_t* blk = src + b * bs;
+        uint16_t dh, mh;
+        std::memcpy(&dh, blk, 2);
+        std::memcpy(&mh, blk + 2, 2);
+        const double d = HalfToDouble(dh), dmin = HalfToDouble(mh);
+        const uint8_t* scales = blk + 4;
+        const uint8_t* qh = blk + 16;
+        const uint8_t* ql = blk + (five ? 48 : 16);
+        double* y = w + 256 * b;
+        double* oy = off + 256 * b;
+        int is = 0;
+        for (int j = 0; j < 256; j += 64) {
+          int sc, m;
+          ScaleMin(is, scales, &sc, &m);
+          const double d1 = d * sc, m1 = dmin * m;
+          ScaleMin(is + 1, scales, &sc, &m);
+          const double d2 = d * sc, m2 = dmin * m;
+          for (int l = 0; l < 32; ++l) {
+            const int h1 = five && (qh[l] >> is) & 1 ? 16 : 0;
+            const int h2 = five && (qh[l] >> (is + 1)) & 1 ? 16 : 0;
+            y[j + l] = d1 * ((ql[l] & 0xf) + h1) - m1;
+            y[j + 32 + l] = d2 * ((ql[l] >> 4) + h2) - m2;
+            oy[j + l] = m1;
+            oy[j + 32 + l] = m2;
+          }
+          ql += 32;
+          is += 2;
+        }
+      }
+      return;
+    }
+    case GgmlType::kQ6_K: {
+      for (int64_t b = 0; b < cols / 256; ++b) {
+        const auto* blk = reinterpret_cast<const BlockQ6_K*>(src) + b;
+        const double d = HalfToDouble(blk->d);
+        const uint8_t* ql = blk->ql;
+        const uint8_t* qh = blk->qh;
+        const int8_t* sc = blk->scales;
+        double* y = w + 256 * b;
+        double* oy = off + 256 * b;
+        for (int n = 0; n < 256; n += 128) {
+          for (int l = 0; l < 32; ++l) {
+            const int is = l / 16;
+            const int q1 = ((ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            const int q2 = ((ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[l] = d * sc[is] * q1;
+            y[l + 32] = d * sc[is + 2] * q2;
+            y[l + 64] = d * sc[is + 4] * q3;
+            y[l + 96] = d * sc[is + 6] * q4;
+            oy[l] = std::fabs(32 * d * sc[is]);
+            oy[l + 32] = std::fabs(32 * d * sc[is + 2]);
+            oy[l + 64] = std::fabs(32 * d * sc[is + 4]);
+            oy[l + 96] = std::fabs(32 * d * sc[is + 6]);
+          }
+          y += 128;
+          oy += 128;
+          ql += 64;
+          qh += 32;
+          sc += 8;
+        }
+      }
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace dllm::testing
+
+#endif  // DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
