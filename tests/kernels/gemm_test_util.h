@@ -6,12 +6,19 @@
 #define DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 
 #include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <string>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "kernels/block_types.h"
+#include "kernels/gemm.h"
+#include "kernels/quantize_act.h"
+#include "kernels/quantized_matrix.h"
 #include "kernels/ggml_types.h"
 
 namespace dllm::testing {
@@ -245,6 +252,131 @@ inline void RefDequantRow(GgmlType type, const uint8_t* src, int64_t cols, doubl
     default:
       return;
   }
+}
+
+// A GEMM problem and its checker, shared by gemm_test.cc and
+// gemm_emulated_test.cc.
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+inline std::unique_ptr<uint8_t, AlignedFree> AlignedBytes(size_t n) {
+  return std::unique_ptr<uint8_t, AlignedFree>(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (n + 64) / 64 * 64)));
+}
+
+// One problem: weights in `type`, their f64 dequantization, activations, and
+// the f64 reference product with per-element error bounds.
+struct Problem {
+  // (see gemm_test.cc for how the bounds are derived)
+  GgmlType type;
+  int64_t m, n, k;
+  std::vector<uint8_t> w_bytes;
+  std::vector<float> x;      // m x k
+  std::vector<double> ref;   // m x n
+  std::vector<double> bound; // m x n
+
+  Problem(GgmlType t, int64_t m_, int64_t n_, int64_t k_, uint32_t seed)
+      : type(t), m(m_), n(n_), k(k_) {
+    std::mt19937 rng(seed);
+    w_bytes = RandomWeights(type, n, k, rng);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    x.resize(m * k);
+    for (float& v : x) v = normal(rng);
+    for (int64_t i = 0; i < m; i += 3) x[i * k] *= 50.0f;  // an outlier per block row
+    std::vector<double> w(n * k), off(n * k);
+    for (int64_t j = 0; j < n; ++j) {
+      RefDequantRow(type, w_bytes.data() + j * RowBytes(type, k), k, &w[j * k], &off[j * k]);
+    }
+    const int S = PackGroupSize(PackKindOf(type));
+    const bool requant = type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+    ref.resize(m * n);
+    bound.resize(m * n);
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, act_err = 0, mag = 0, wq_err = 0;
+        for (int64_t b = 0; b < k / 32; ++b) {
+          double xmax = 0, wabs = 0, wmax = 0, xabs = 0;
+          for (int e = 0; e < 32; ++e) {
+            const int64_t kk = b * 32 + e;
+            const double xv = x[i * k + kk], wv = w[j * k + kk];
+            sum += xv * wv;
+            xmax = std::max(xmax, std::fabs(xv));
+            wabs += std::fabs(wv);
+            wmax = std::max(wmax, std::fabs(wv));
+            xabs += std::fabs(xv);
+            mag += std::fabs(xv) * (std::fabs(wv) + 2 * off[j * k + kk]);
+          }
+          // Activation quantization: |x - s q| <= max|x_b| / 254 per element.
+          act_err += xmax / 254.0 * wabs;
+          // F32/F16/BF16 weights are requantized: |w - w'| <= max|w_b| / 254.
+          if (requant) wq_err += wmax / 254.0 * (xabs + 32 * xmax / 254.0);
+        }
+        ref[i * n + j] = sum;
+        // Float rounding: each group term and each accumulation step rounds
+        // once relative to at most `mag` (codes times activations, with the
+        // offset term counted twice), over K/S + 8 steps.
+        const double round = (static_cast<double>(k / S) + 8) * std::ldexp(1.0, -23) * 1.01 * mag;
+        bound[i * n + j] = act_err * 1.0001 + wq_err + round + 1e-30;
+      }
+    }
+  }
+};
+
+inline std::string Where(const Problem& p, const char* label) {
+  return std::string(label) + " " + GgmlTypeName(p.type) + " m=" + std::to_string(p.m) +
+         " n=" + std::to_string(p.n) + " k=" + std::to_string(p.k);
+}
+
+// Runs the GEMM for `row_ids` (all rows when empty) and checks listed rows
+// against the reference and unlisted rows for being untouched.
+inline void CheckGemm(const Problem& p, const GemmKernels& kernels, const char* label,
+               const std::vector<int32_t>& row_ids,
+               int threads_for_tiling, std::vector<float>* y_out = nullptr) {
+  PackedMatrix w(p.type, p.w_bytes.data(), p.n, p.k);
+  auto qbuf = AlignedBytes(QuantizedRowsBytes(p.m, p.k));
+  const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), p.m, p.k);
+  const int32_t* ids = row_ids.empty() ? nullptr : row_ids.data();
+  const int64_t num_rows = row_ids.empty() ? p.m : static_cast<int64_t>(row_ids.size());
+  QuantizeRows(p.x.data(), p.k, ids, num_rows, xq);
+  const int64_t y_stride = p.n + 3;  // a padded stride catches stride mix-ups
+  std::vector<float> y(p.m * y_stride, std::nanf(""));
+  GemmArgs args;
+  args.w = &w.view();
+  args.x = &xq;
+  args.y = y.data();
+  args.y_stride = y_stride;
+  args.row_ids = ids;
+  args.num_rows = num_rows;
+  if (threads_for_tiling == 0) {  // one tile: every row and panel in one kernel call
+    kernels.tile[static_cast<int>(args.w->kind)](args, 0, num_rows, 0, args.w->num_panels());
+  } else {
+    const GemmTiling tiling = PlanGemmTiles(args, threads_for_tiling);
+    for (int64_t t = tiling.num_tiles() - 1; t >= 0; --t) RunGemmTile(kernels, args, tiling, t);
+  }
+
+  std::vector<bool> listed(p.m, row_ids.empty());
+  for (int32_t r : row_ids) listed[r] = true;
+  int bad = 0;
+  double worst = 0;
+  int64_t worst_at = -1;
+  for (int64_t i = 0; i < p.m; ++i) {
+    for (int64_t j = 0; j < y_stride; ++j) {
+      const float v = y[i * y_stride + j];
+      if (!listed[i] || j >= p.n) {
+        if (!std::isnan(v) && ++bad < 5) ADD_FAILURE() << Where(p, label) << " wrote y[" << i << "][" << j << "]";
+        continue;
+      }
+      const double err = std::fabs(v - p.ref[i * p.n + j]);
+      const double rel = err / p.bound[i * p.n + j];
+      if (!(rel <= 1.0) && ++bad < 5) {
+        ADD_FAILURE() << Where(p, label) << " y[" << i << "][" << j << "] = " << v << " want "
+                      << p.ref[i * p.n + j] << " err " << err << " > bound " << p.bound[i * p.n + j];
+      }
+      if (rel > worst) worst = rel, worst_at = i * p.n + j;
+    }
+  }
+  EXPECT_EQ(bad, 0) << Where(p, label) << ": worst err/bound " << worst << " at " << worst_at;
+  if (y_out) *y_out = y;
 }
 
 }  // namespace dllm::testing
