@@ -1,0 +1,33 @@
+// ParallelGemm: tbb::parallel_for over tile indices, one tile per task.
+#include "engine/scheduler/parallel_gemm.h"
+
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
+#include <oneapi/tbb/task_arena.h>
+
+namespace dllm {
+
+void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args, tbb::task_arena* arena) {
+  auto run = [&] {
+    const int threads = tbb::this_task_arena::max_concurrency();
+    const GemmTiling tiling = PlanGemmTiles(args, threads);
+    if (tiling.num_tiles() == 0) return;
+    // simple_partitioner with grain 1: every tile is its own task, so idle
+    // threads steal tiles as they free up (tiles differ in cost at the
+    // ragged edges and when cores are shared).
+    tbb::parallel_for(
+        tbb::blocked_range<int64_t>(0, tiling.num_tiles(), 1),
+        [&](const tbb::blocked_range<int64_t>& range) {
+          for (int64_t t = range.begin(); t != range.end(); ++t) RunGemmTile(kernels, args, tiling, t);
+        },
+        tbb::simple_partitioner());
+  };
+  if (arena != nullptr) {
+    arena->execute(run);
+  } else {
+    run();
+  }
+}
+
+}  // namespace dllm

@@ -1,0 +1,23 @@
+// The oneTBB driver of the GEMM tiles of kernels/gemm.h: hands output tiles
+// out dynamically (one task per tile, work stealing; never a static split)
+// to the threads of a task arena.
+#ifndef DLLM_ENGINE_SCHEDULER_PARALLEL_GEMM_H_
+#define DLLM_ENGINE_SCHEDULER_PARALLEL_GEMM_H_
+
+#include "kernels/gemm.h"
+
+#include <oneapi/tbb/task_arena.h>
+
+namespace dllm {
+
+// Computes Y = X W^T for `args` (see kernels/gemm.h) on the threads of
+// `arena`, or of the arena the caller runs in when `arena` is null. Tiles are
+// sized for the arena's concurrency (PlanGemmTiles: >= 8 per thread where the
+// shape allows). Blocks until every tile is done. Allocates nothing beyond
+// TBB's task objects. Results are bit-identical to `Gemm(kernels, args)`.
+void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
+                  tbb::task_arena* arena = nullptr);
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SCHEDULER_PARALLEL_GEMM_H_
