@@ -1,7 +1,7 @@
 // Test-only helpers for the GEMM tests: random GGUF weight rows of every
-// packable type and an independent float64 dequantization of them (written
-// from the GGUF block definitions; kernels/dequant.cc is the project oracle
-// once it lands, and this must agree with it).
+// packable type, an independent float64 decode of them (from the GGUF block
+// definitions) checked against the project oracle kernels/dequant.h, whose
+// values the reference products use, and the GEMM checker.
 #ifndef DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 #define DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 
@@ -16,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/block_types.h"
+#include "kernels/dequant.h"
 #include "kernels/gemm.h"
 #include "kernels/quantize_act.h"
 #include "kernels/quantized_matrix.h"
@@ -284,8 +285,22 @@ struct Problem {
     for (float& v : x) v = normal(rng);
     for (int64_t i = 0; i < m; i += 3) x[i * k] *= 50.0f;  // an outlier per block row
     std::vector<double> w(n * k), off(n * k);
+    std::vector<float> wf(k);
     for (int64_t j = 0; j < n; ++j) {
-      RefDequantRow(type, w_bytes.data() + j * RowBytes(type, k), k, &w[j * k], &off[j * k]);
+      const uint8_t* row = w_bytes.data() + j * RowBytes(type, k);
+      RefDequantRow(type, row, k, &w[j * k], &off[j * k]);
+      // The project's oracle (kernels/dequant.h) gives the weights; the
+      // independent float64 decode above must agree with it to float rounding.
+      DequantizeRow(type, row, wf.data(), k);
+      for (int64_t e = 0; e < k; ++e) {
+        const double tol = 4 * std::ldexp(1.0, -24) * (std::fabs(w[j * k + e]) + 2 * off[j * k + e]);
+        if (!(std::fabs(wf[e] - w[j * k + e]) <= tol)) {
+          ADD_FAILURE() << GgmlTypeName(type) << " dequant disagrees at row " << j << " elem " << e
+                        << ": " << wf[e] << " vs " << w[j * k + e];
+          break;
+        }
+        w[j * k + e] = wf[e];
+      }
     }
     const int S = PackGroupSize(PackKindOf(type));
     const bool requant = type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
