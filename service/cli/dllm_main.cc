@@ -5,6 +5,7 @@
 #include "absl/strings/string_view.h"
 #include "service/cli/doctor_command.h"
 #include "service/cli/inspect_command.h"
+#include "service/cli/logits_command.h"
 
 namespace {
 
@@ -12,8 +13,11 @@ void PrintUsage() {
   std::fprintf(stderr,
                "usage: dllm COMMAND [ARGS]\n"
                "commands:\n"
-               "  inspect MODEL.gguf [--json]   what the file holds and whether it can run\n"
-               "  doctor [MODEL.gguf]           check this machine (and a model) before serving\n");
+               "  inspect MODEL.gguf [--json] [--canvas N]\n"
+               "                                what the file holds, whether it can run, memory for N tokens\n"
+               "  doctor [MODEL.gguf]           check this machine (and a model) before serving\n"
+               "  logits --model M --tokens IDS --out FILE [--rows IDS] [--threads N] [--isa I]\n"
+               "                                one forward pass; raw float32 logits to FILE\n");
 }
 
 }  // namespace
@@ -26,6 +30,7 @@ int main(int argc, char** argv) {
   const absl::string_view command = argv[1];
   if (command == "inspect") return dllm::RunInspect(argc - 2, argv + 2);
   if (command == "doctor") return dllm::RunDoctor(argc - 2, argv + 2);
+  if (command == "logits") return dllm::RunLogits(argc - 2, argv + 2);
   if (command == "--help" || command == "-h" || command == "help") {
     PrintUsage();
     return 0;

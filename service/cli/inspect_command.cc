@@ -7,7 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/model/forward.h"
 #include "engine/model/model_config.h"
+#include "service/cli/flags.h"
 #include "engine/model/tensor_layout.h"
 
 namespace dllm {
@@ -50,7 +52,7 @@ Json TokenizerJson(const GgufFile& f, const ModelConfig& c) {
 
 }  // namespace
 
-absl::StatusOr<Json> InspectReport(const GgufFile& f) {
+absl::StatusOr<Json> InspectReport(const GgufFile& f, int canvas) {
   Json r = Json::MakeObject();
   r.Set("file", f.path());
   r.Set("file_bytes", static_cast<int64_t>(f.file_size()));
@@ -98,6 +100,19 @@ absl::StatusOr<Json> InspectReport(const GgufFile& f) {
     r.Set("hyperparameters", HyperparametersJson(*config));
     r.Set("tokenizer", TokenizerJson(f, *config));
     for (const std::string& p : CompatibilityProblems(f, *config)) problems.Push(p);
+    if (canvas > 0) {
+      // What serving a canvas of this size keeps resident: the weights once
+      // (mapped or repacked), the activation buffers and the logits rows.
+      Json mem = Json::MakeObject();
+      const int64_t act = static_cast<int64_t>(ForwardPass::ActivationBytes(*config, canvas));
+      const int64_t logits = int64_t{canvas} * config->n_vocab * 4;
+      mem.Set("canvas", canvas);
+      mem.Set("weights_bytes", total_bytes);
+      mem.Set("activation_bytes", act);
+      mem.Set("logits_bytes", logits);
+      mem.Set("peak_bytes_estimate", static_cast<int64_t>(f.file_size()) + act + logits);
+      r.Set("memory", mem);
+    }
   } else {
     problems.Push(std::string(config.status().message()));
   }
@@ -156,6 +171,15 @@ std::string RenderInspectReport(const Json& r) {
   }
   absl::StrAppendFormat(&out, "%-10s %8d %14d\n", "total", r["tensors"].size(),
                         r["tensor_bytes"].as_int());
+  if (const Json* mem = r.Get("memory")) {
+    absl::StrAppendFormat(&out,
+                          "\nmemory        canvas %d: file %.1f MiB + activations %.1f MiB + "
+                          "logits %.1f MiB = peak about %.1f MiB\n",
+                          (*mem)["canvas"].as_int(), r["file_bytes"].as_int() / 1048576.0,
+                          (*mem)["activation_bytes"].as_int() / 1048576.0,
+                          (*mem)["logits_bytes"].as_int() / 1048576.0,
+                          (*mem)["peak_bytes_estimate"].as_int() / 1048576.0);
+  }
   const Json& compat = r["compatibility"];
   if (compat["can_run"].as_bool()) {
     out += "\ncompatible    yes: this build can run this file\n";
@@ -169,37 +193,28 @@ std::string RenderInspectReport(const Json& r) {
 }
 
 int RunInspect(int argc, char** argv) {
-  std::string path;
-  bool json = false;
-  for (int i = 0; i < argc; ++i) {
-    const absl::string_view arg = argv[i];
-    if (arg == "--json") {
-      json = true;
-    } else if (!arg.empty() && arg[0] == '-') {
-      std::fprintf(stderr, "dllm inspect: unknown flag %s\n", argv[i]);
-      return 2;
-    } else if (path.empty()) {
-      path = argv[i];
-    } else {
-      std::fprintf(stderr, "dllm inspect: more than one model file given\n");
-      return 2;
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, {"canvas"}, {"json"});
+  absl::StatusOr<int64_t> canvas = flags.ok() ? flags->GetInt("canvas", 0) : flags.status();
+  if (!flags.ok() || !canvas.ok() || flags->positional.size() != 1 || *canvas < 0 ||
+      *canvas > (1 << 20)) {
+    if (!canvas.ok()) {
+      std::fprintf(stderr, "dllm inspect: %s\n", std::string(canvas.status().message()).c_str());
     }
-  }
-  if (path.empty()) {
-    std::fprintf(stderr, "usage: dllm inspect MODEL.gguf [--json]\n");
+    std::fprintf(stderr, "usage: dllm inspect MODEL.gguf [--json] [--canvas N]\n");
     return 2;
   }
+  const std::string& path = flags->positional[0];
   absl::StatusOr<GgufFile> file = GgufFile::Open(path);
   if (!file.ok()) {
     std::fprintf(stderr, "dllm inspect: %s\n", std::string(file.status().message()).c_str());
     return 2;
   }
-  absl::StatusOr<Json> report = InspectReport(*file);
+  absl::StatusOr<Json> report = InspectReport(*file, static_cast<int>(*canvas));
   if (!report.ok()) {
     std::fprintf(stderr, "dllm inspect: %s\n", std::string(report.status().message()).c_str());
     return 2;
   }
-  const std::string text = json ? report->Dump(2) + "\n" : RenderInspectReport(*report);
+  const std::string text = flags->Has("json") ? report->Dump(2) + "\n" : RenderInspectReport(*report);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

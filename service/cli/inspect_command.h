@@ -1,4 +1,4 @@
-// `dllm inspect MODEL.gguf [--json]`: what a GGUF file holds and whether
+// `dllm inspect MODEL.gguf [--json] [--canvas N]`: what a GGUF file holds and whether
 // this build can run it.
 #ifndef DLLM_SERVICE_CLI_INSPECT_COMMAND_H_
 #define DLLM_SERVICE_CLI_INSPECT_COMMAND_H_
@@ -13,7 +13,9 @@ namespace dllm {
 
 // The report `inspect --json` prints. Fails only when the file cannot be
 // parsed at all; model-level problems are listed under "compatibility".
-absl::StatusOr<Json> InspectReport(const GgufFile& file);
+// With `canvas` > 0 it adds a "memory" section: the activation and logits
+// buffers for a canvas of that many tokens and the resulting peak estimate.
+absl::StatusOr<Json> InspectReport(const GgufFile& file, int canvas = 0);
 
 // Human-readable rendering of `InspectReport`.
 std::string RenderInspectReport(const Json& report);

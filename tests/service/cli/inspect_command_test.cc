@@ -3,35 +3,20 @@
 // never a signal.
 #include "service/cli/inspect_command.h"
 
-#include <sys/wait.h>
-
 #include <filesystem>
 
+#include "engine/model/forward.h"
+#include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  bool signaled = false;
-  std::string out, err;
-};
-
-RunResult RunDllm(const std::string& args) {
-  const std::string dir = testing::TempDir();
-  const std::string cmd = testing::BinaryDir() + "/service/dllm " + args + " >" + dir +
-                          "/out.txt 2>" + dir + "/err.txt";
-  const int status = std::system(cmd.c_str());
-  RunResult r;
-  r.signaled = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) >= 128);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = testing::ReadFileOrDie(dir + "/out.txt");
-  r.err = testing::ReadFileOrDie(dir + "/err.txt");
-  return r;
-}
+using testing::RunDllm;
+using testing::RunResult;
 
 const Json* ManifestEntry(const std::string& file) {
   static const Json manifest = *ReadJsonFile(testing::TestDataDir() + "/models/MANIFEST.json");
@@ -79,6 +64,29 @@ TEST(InspectCommandTest, ReportsTheManifestFactsForEveryModel) {
     EXPECT_EQ(text.exit_code, 0);
     EXPECT_NE(text.out.find("compatible    yes"), std::string::npos);
   }
+}
+
+TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
+  const std::string path = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
+  const RunResult r = RunDllm("inspect --json --canvas 160 " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = Json::Parse(r.out);
+  ASSERT_TRUE(report.ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  auto config = ModelConfigFromGguf(*file);
+  ASSERT_TRUE(config.ok());
+  auto model = Model::Load(path, {IsaLevel::kScalar});
+  ASSERT_TRUE(model.ok());
+  auto pass = ForwardPass::Create(*model, 160);
+  ASSERT_TRUE(pass.ok());
+  const Json& mem = (*report)["memory"];
+  EXPECT_EQ(mem["activation_bytes"].as_int(), static_cast<int64_t>((*pass)->activation_bytes()));
+  EXPECT_EQ(mem["logits_bytes"].as_int(), 160 * 8256 * 4);
+  EXPECT_EQ(mem["peak_bytes_estimate"].as_int(),
+            static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].as_int() +
+                mem["logits_bytes"].as_int());
+  EXPECT_EQ(RunDllm("inspect --canvas x " + path).exit_code, 2);
 }
 
 TEST(InspectCommandTest, MalformedFilesGiveOneLineAndExitTwo) {

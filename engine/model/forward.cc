@@ -1,0 +1,344 @@
+#include "engine/model/forward.h"
+
+#include <tbb/blocked_range2d.h>
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/scheduler/task_graph.h"
+#include "kernels/attention.h"
+#include "kernels/dequant.h"
+
+namespace dllm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+struct Widths {
+  int64_t n_embd, q_dim, kv_dim, n_ff, half_dim;
+};
+
+Widths WidthsOf(const ModelConfig& c) {
+  return {c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff, c.head_dim / 2};
+}
+
+// Floats per canvas row across all activation views.
+int64_t FloatsPerRow(const Widths& w) {
+  return 2 * w.n_embd + 2 * w.q_dim + 2 * w.kv_dim + 2 * w.n_ff + 2 * w.half_dim;
+}
+
+void RmsNormRows(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* out) {
+  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+    const float* xr = x + r * n;
+    double ss = 0;
+    for (int64_t c = 0; c < n; ++c) ss += double(xr[c]) * xr[c];
+    const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+    float* o = out + r * n;
+    for (int64_t c = 0; c < n; ++c) o[c] = xr[c] * scale * weight[c];
+  });
+}
+
+// Adds `bias` (may be null) and rotates each head of `m` rows in place.
+// NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2); angle pos * theta^(-2i/d).
+void BiasAndRope(RopeType type, float* x, int64_t width, const int32_t* positions, int64_t m,
+                 int64_t head_dim, const float* bias, bool rotate, const float* cos_table,
+                 const float* sin_table) {
+  const int64_t half = head_dim / 2;
+  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+    float* row = x + r * width;
+    if (bias != nullptr) {
+      for (int64_t c = 0; c < width; ++c) row[c] += bias[c];
+    }
+    if (!rotate) return;
+    const int64_t pos = positions ? positions[r] : r;
+    const float* cs = cos_table + pos * half;
+    const float* sn = sin_table + pos * half;
+    for (int64_t h = 0; h < width / head_dim; ++h) {
+      float* v = row + h * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        const int64_t a = type == RopeType::kNorm ? 2 * i : i;
+        const int64_t b = type == RopeType::kNorm ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs[i] - x1 * sn[i];
+        v[b] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  });
+}
+
+enum class Op { kNorm, kProjection, kAttention, kFfn };
+
+}  // namespace
+
+struct ForwardPass::Impl {
+  std::shared_ptr<const Model> model;
+  Widths w{};
+  int max_tokens = 0;
+  std::vector<float> buffer;
+  // Views into `buffer`, each (max_tokens, width).
+  float* x = nullptr;     // residual stream (n_embd)
+  float* h = nullptr;     // normed block input / projection output (n_embd)
+  float* q = nullptr;     // (q_dim)
+  float* k = nullptr;     // (kv_dim)
+  float* v = nullptr;     // (kv_dim)
+  float* attn = nullptr;  // attention output (q_dim)
+  float* gate = nullptr;  // (n_ff)
+  float* up = nullptr;    // (n_ff)
+  float* rope_cos = nullptr;  // (max_tokens, head_dim / 2)
+  float* rope_sin = nullptr;
+  tbb::enumerable_thread_specific<std::vector<float>> attn_scratch;
+
+  // What the graph's nodes read for the layer being run.
+  const LayerWeights* layer = nullptr;
+  int64_t n_tokens = 0;            // L
+  int64_t m = 0;                   // rows past attention: L, or R on the last layer
+  const int32_t* rows = nullptr;   // those rows' positions (null: 0..L-1)
+  AttentionShape shape;
+  AttentionFn attend = nullptr;
+
+  TaskGraph graph;
+  std::vector<Op> node_op;        // per graph node
+  std::vector<double> node_time;  // per graph node, seconds this Run()
+
+  int AddNode(const char* name, Op op, std::function<void()> body, std::vector<int> after) {
+    node_op.push_back(op);
+    node_time.push_back(0);
+    const size_t index = node_time.size() - 1;
+    return graph.AddNode(
+        name,
+        [this, index, body = std::move(body)] {
+          const Clock::time_point start = Clock::now();
+          body();
+          node_time[index] += Since(start);
+        },
+        after);
+  }
+
+  void BuildGraph();
+  void RunAttention();
+};
+
+void ForwardPass::Impl::BuildGraph() {
+  const ModelConfig& c = model->config();
+  const float eps = static_cast<float>(c.rms_eps);
+  // On the last layer only the rows whose logits are wanted go past the
+  // k/v projections: `m` and `rows` say which.
+  const int norm = AddNode("attn_norm", Op::kNorm, [this, eps] {
+    RmsNormRows(x, n_tokens, w.n_embd, layer->attn_norm, eps, h);
+  }, {});
+  const int wq = AddNode("attn_q", Op::kProjection, [this] {
+    layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim);
+    BiasAndRope(model->config().rope_type, q, w.q_dim, rows, m, model->config().head_dim,
+                layer->bq, true, rope_cos, rope_sin);
+  }, {norm});
+  const int wk = AddNode("attn_k", Op::kProjection, [this] {
+    layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim);
+    BiasAndRope(model->config().rope_type, k, w.kv_dim, nullptr, n_tokens,
+                model->config().head_dim, layer->bk, true, rope_cos, rope_sin);
+  }, {norm});
+  const int wv = AddNode("attn_v", Op::kProjection, [this] {
+    layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim);
+    BiasAndRope(model->config().rope_type, v, w.kv_dim, nullptr, n_tokens,
+                model->config().head_dim, layer->bv, false, rope_cos, rope_sin);
+  }, {norm});
+  const int att = AddNode("attention", Op::kAttention, [this] { RunAttention(); }, {wq, wk, wv});
+  const int wo = AddNode("attn_output", Op::kProjection, [this] {
+    layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd);
+    // x[r] = x[rows[r]] + h[r]: on the last layer this compacts the residual
+    // to the first m rows (rows are ascending, so rows[r] >= r is never
+    // overwritten before it is read).
+    tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+      const float* src = x + (rows ? rows[r] : r) * w.n_embd;
+      float* dst = x + r * w.n_embd;
+      const float* add = h + r * w.n_embd;
+      for (int64_t col = 0; col < w.n_embd; ++col) dst[col] = src[col] + add[col];
+    });
+  }, {att});
+  const int fnorm = AddNode("ffn_norm", Op::kNorm, [this, eps] {
+    RmsNormRows(x, m, w.n_embd, layer->ffn_norm, eps, h);
+  }, {wo});
+  const int g = AddNode("ffn_gate", Op::kFfn, [this] {
+    layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff);
+  }, {fnorm});
+  const int u = AddNode("ffn_up", Op::kFfn, [this] {
+    layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff);
+  }, {fnorm});
+  const int act = AddNode("swiglu", Op::kFfn, [this] {
+    tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+      float* gr = gate + r * w.n_ff;
+      const float* ur = up + r * w.n_ff;
+      for (int64_t col = 0; col < w.n_ff; ++col) {
+        gr[col] = gr[col] / (1.0f + std::exp(-gr[col])) * ur[col];
+      }
+    });
+  }, {g, u});
+  AddNode("ffn_down", Op::kFfn, [this] {
+    layer->down->Apply(gate, w.n_ff, nullptr, m, h, w.n_embd);
+    tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+      float* xr = x + r * w.n_embd;
+      const float* add = h + r * w.n_embd;
+      for (int64_t col = 0; col < w.n_embd; ++col) xr[col] += add[col];
+    });
+  }, {act});
+}
+
+void ForwardPass::Impl::RunAttention() {
+  shape.n_tokens = static_cast<int>(n_tokens);
+  const int64_t need = AttentionScratchFloats(shape);
+  const int64_t q_blocks = (m + kAttnQueryBlock - 1) / kAttnQueryBlock;
+  // One task per (head, block of query rows); q holds the m rows compacted.
+  tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, shape.n_head, 1, 0, q_blocks, 1),
+                    [&](const tbb::blocked_range2d<int64_t>& range) {
+                      std::vector<float>& scratch = attn_scratch.local();
+                      if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(need);
+                      for (int64_t hd = range.rows().begin(); hd != range.rows().end(); ++hd) {
+                        for (int64_t b = range.cols().begin(); b != range.cols().end(); ++b) {
+                          const int64_t i0 = b * kAttnQueryBlock;
+                          const int64_t i1 = std::min(m, i0 + kAttnQueryBlock);
+                          attend(shape, q, k, v, attn, static_cast<int>(hd), static_cast<int>(i0),
+                                 static_cast<int>(i1), nullptr, scratch.data());
+                        }
+                      }
+                    });
+}
+
+size_t ForwardPass::ActivationBytes(const ModelConfig& config, int max_tokens) {
+  return static_cast<size_t>(FloatsPerRow(WidthsOf(config)) * max_tokens) * sizeof(float);
+}
+
+absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
+    std::shared_ptr<const Model> model, int max_tokens) {
+  const ModelConfig& c = model->config();
+  if (max_tokens < 1 || max_tokens > c.n_ctx_train) {
+    return absl::InvalidArgumentError(absl::StrCat("canvas of ", max_tokens,
+                                                   " tokens is outside [1, context length ",
+                                                   c.n_ctx_train, "]"));
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->model = std::move(model);
+  impl->w = WidthsOf(c);
+  impl->max_tokens = max_tokens;
+  const Widths& w = impl->w;
+  impl->buffer.assign(static_cast<size_t>(FloatsPerRow(w) * max_tokens), 0.0f);
+  float* p = impl->buffer.data();
+  auto carve = [&p, max_tokens](int64_t width) {
+    float* view = p;
+    p += width * max_tokens;
+    return view;
+  };
+  impl->x = carve(w.n_embd);
+  impl->h = carve(w.n_embd);
+  impl->q = carve(w.q_dim);
+  impl->k = carve(w.kv_dim);
+  impl->v = carve(w.kv_dim);
+  impl->attn = carve(w.q_dim);
+  impl->gate = carve(w.n_ff);
+  impl->up = carve(w.n_ff);
+  impl->rope_cos = carve(w.half_dim);
+  impl->rope_sin = carve(w.half_dim);
+  for (int64_t pos = 0; pos < max_tokens; ++pos) {
+    for (int64_t i = 0; i < w.half_dim; ++i) {
+      const double freq = std::pow(c.rope_theta, -2.0 * double(i) / double(c.head_dim));
+      impl->rope_cos[pos * w.half_dim + i] = static_cast<float>(std::cos(double(pos) * freq));
+      impl->rope_sin[pos * w.half_dim + i] = static_cast<float>(std::sin(double(pos) * freq));
+    }
+  }
+  impl->shape.n_head = static_cast<int>(c.n_head);
+  impl->shape.n_head_kv = static_cast<int>(c.n_head_kv);
+  impl->shape.head_dim = static_cast<int>(c.head_dim);
+  impl->shape.q_stride = static_cast<int>(w.q_dim);
+  impl->shape.kv_stride = static_cast<int>(w.kv_dim);
+  impl->shape.out_stride = static_cast<int>(w.q_dim);
+  impl->shape.scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
+  impl->attend = SelectAttention(impl->model->isa());
+  impl->BuildGraph();
+  return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
+}
+
+ForwardPass::ForwardPass(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ForwardPass::~ForwardPass() = default;
+
+int ForwardPass::max_tokens() const { return impl_->max_tokens; }
+size_t ForwardPass::activation_bytes() const { return impl_->buffer.size() * sizeof(float); }
+const Model& ForwardPass::model() const { return *impl_->model; }
+
+absl::Status ForwardPass::Run(absl::Span<const int32_t> tokens,
+                              absl::Span<const int32_t> logit_rows, float* logits,
+                              const std::atomic<bool>* cancel, ForwardStats* stats) {
+  Impl& s = *impl_;
+  const Model& model = *s.model;
+  const ModelConfig& c = model.config();
+  const int64_t L = static_cast<int64_t>(tokens.size());
+  const int64_t R = static_cast<int64_t>(logit_rows.size());
+  if (L < 1 || L > s.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("canvas of ", L, " tokens exceeds the buffers for ", s.max_tokens));
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    if (logit_rows[r] < 0 || logit_rows[r] >= L || (r > 0 && logit_rows[r] <= logit_rows[r - 1])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logit row ", logit_rows[r], " at index ", r,
+                       " is out of range or not ascending (canvas ", L, ")"));
+    }
+  }
+  for (int64_t i = 0; i < L; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", tokens[i], " at position ", i,
+                                                     " is outside the vocabulary of ", c.n_vocab));
+    }
+  }
+  const Clock::time_point start = Clock::now();
+  for (double& t : s.node_time) t = 0;
+
+  const GgufTensor& embd = model.token_embd();
+  const size_t embd_row = RowBytes(embd.type, c.n_embd);
+  tbb::parallel_for(int64_t{0}, L, [&](int64_t i) {
+    DequantizeRow(embd.type, embd.data + tokens[i] * embd_row, s.x + i * s.w.n_embd, c.n_embd);
+  });
+  const double embed_seconds = Since(start);
+
+  s.n_tokens = L;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+      return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
+    }
+    const bool last = l == c.n_layer - 1;
+    s.layer = &model.layers()[static_cast<size_t>(l)];
+    s.rows = last ? logit_rows.data() : nullptr;
+    s.m = last ? R : L;
+    s.graph.Run();
+  }
+
+  const Clock::time_point head_start = Clock::now();
+  double norm_seconds = 0;
+  if (R > 0) {
+    RmsNormRows(s.x, R, s.w.n_embd, model.output_norm(), static_cast<float>(c.rms_eps), s.h);
+    norm_seconds = Since(head_start);
+    model.output().Apply(s.h, s.w.n_embd, nullptr, R, logits, c.n_vocab);
+  }
+  if (stats != nullptr) {
+    *stats = ForwardStats();
+    stats->embed = embed_seconds;
+    stats->norm = norm_seconds;
+    stats->head = Since(head_start) - norm_seconds;
+    for (size_t n = 0; n < s.node_time.size(); ++n) {
+      switch (s.node_op[n]) {
+        case Op::kNorm: stats->norm += s.node_time[n]; break;
+        case Op::kProjection: stats->projections += s.node_time[n]; break;
+        case Op::kAttention: stats->attention += s.node_time[n]; break;
+        case Op::kFfn: stats->ffn += s.node_time[n]; break;
+      }
+    }
+    stats->total = Since(start);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dllm

@@ -1,0 +1,63 @@
+// A loaded LLaDA or Dream model: the mapped GGUF, its config and the weights
+// prepared for the kernels. Immutable after Load(); share it as
+// std::shared_ptr<const Model>.
+#ifndef DLLM_ENGINE_MODEL_MODEL_H_
+#define DLLM_ENGINE_MODEL_MODEL_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/linear.h"
+#include "engine/model/model_config.h"
+#include "kernels/cpu_features.h"
+
+namespace dllm {
+
+struct ModelOptions {
+  IsaLevel isa = IsaLevel::kScalar;  // kernel path; clamp with BestIsaLevel()
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // (n_embd)
+  const float* ffn_norm = nullptr;   // (n_embd)
+  const float* bq = nullptr;         // (q_dim), Dream only; may be null
+  const float* bk = nullptr;         // (kv_dim)
+  const float* bv = nullptr;         // (kv_dim)
+  std::unique_ptr<Linear> wq, wk, wv, wo;  // (q_dim|kv_dim x n_embd), wo: (n_embd x q_dim)
+  std::unique_ptr<Linear> gate, up, down;  // (n_ff x n_embd), down: (n_embd x n_ff)
+};
+
+class Model {
+ public:
+  static absl::StatusOr<std::shared_ptr<const Model>> Load(const std::string& path,
+                                                           const ModelOptions& options);
+
+  const ModelConfig& config() const { return config_; }
+  const GgufFile& file() const { return file_; }
+  IsaLevel isa() const { return options_.isa; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const GgufTensor& token_embd() const { return *token_embd_; }
+  const float* output_norm() const { return output_norm_; }
+  const Linear& output() const { return *output_; }
+  // Largest per-thread scratch any of its weights needs (floats).
+  int64_t max_scratch_floats() const { return max_scratch_floats_; }
+
+ private:
+  explicit Model(GgufFile file) : file_(std::move(file)) {}
+
+  GgufFile file_;
+  ModelConfig config_;
+  ModelOptions options_;
+  const GgufTensor* token_embd_ = nullptr;
+  const float* output_norm_ = nullptr;
+  std::unique_ptr<Linear> output_;
+  std::vector<LayerWeights> layers_;
+  int64_t max_scratch_floats_ = 0;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_MODEL_MODEL_H_

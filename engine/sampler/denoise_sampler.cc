@@ -1,0 +1,261 @@
+// The LLaDA (generate.py) and Dream (diffusion_generate) denoising loops as a
+// state machine; see denoise_sampler.h. Ranking is always (confidence desc,
+// position asc), the CUDA top-k choice among boundary ties.
+#include "engine/sampler/denoise_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+#include "engine/sampler/rng.h"
+#include "engine/sampler/schedule.h"
+
+namespace dllm {
+
+bool EarlyExitReached(std::span<const int32_t> canvas, int prompt_len, int32_t mask_id,
+                      std::span<const int32_t> stop_ids) {
+  for (size_t p = static_cast<size_t>(std::max(prompt_len, 0)); p < canvas.size(); ++p) {
+    if (canvas[p] == mask_id) return false;
+    if (std::find(stop_ids.begin(), stop_ids.end(), canvas[p]) != stop_ids.end()) return true;
+  }
+  return false;
+}
+
+std::span<const int32_t> OutputTokens(std::span<const int32_t> canvas, int prompt_len,
+                                      std::span<const int32_t> stop_ids) {
+  const auto gen = canvas.subspan(std::min<size_t>(std::max(prompt_len, 0), canvas.size()));
+  size_t n = 0;
+  while (n < gen.size() && std::find(stop_ids.begin(), stop_ids.end(), gen[n]) == stop_ids.end()) {
+    ++n;
+  }
+  return gen.first(n);
+}
+
+absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& config,
+                                                      const SpecialTokens& special,
+                                                      std::span<const int32_t> prompt,
+                                                      int n_vocab, int64_t n_ctx) {
+  DLLM_RETURN_IF_ERROR(config.ValidateForCanvas(static_cast<int>(prompt.size()), n_ctx));
+  if (n_vocab <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler: n_vocab ", n_vocab, " must be > 0"));
+  }
+  if (special.mask < 0) {
+    return absl::InvalidArgumentError("sampler: the model has no mask token");
+  }
+  DenoiseSampler s;
+  s.config_ = config;
+  s.special_ = special;
+  s.n_vocab_ = n_vocab;
+  s.prompt_len_ = static_cast<int>(prompt.size());
+  const int len = s.prompt_len_ + config.gen_length;
+  s.canvas_.assign(prompt.begin(), prompt.end());
+  s.canvas_.resize(len, special.mask);
+  if (config.cfg_scale > 0) {
+    // generate.py: prompt_index = (x != mask) on the initial canvas.
+    s.uncond_canvas_ = s.canvas_;
+    for (int32_t& t : s.uncond_canvas_) t = special.mask;
+  }
+  if (special.eos >= 0) s.stop_ids_.push_back(special.eos);
+  if (special.eot >= 0 && special.eot != special.eos) s.stop_ids_.push_back(special.eot);
+  if (config.family == Arch::kLlada) {
+    s.block_counts_.resize(config.StepsPerBlock());
+  } else {
+    s.timesteps_ = DreamTimesteps(config.steps, config.eps);
+  }
+  s.rows_.reserve(len);
+  s.candidates_.reserve(len);
+  s.candidate_row_.reserve(len);
+  s.confidence_.resize(len);
+  s.rank_key_.resize(len);
+  s.token_.resize(len);
+  s.order_.reserve(len);
+  s.commit_positions_.reserve(len);
+  s.commit_tokens_.reserve(len);
+  if (config.cfg_scale > 0) s.cfg_row_.resize(n_vocab);
+  if (config.family == Arch::kDream) s.row_scratch_ = RowScratch(n_vocab);
+  s.Plan();
+  return s;
+}
+
+void DenoiseSampler::Plan() {
+  rows_.clear();
+  candidates_.clear();
+  candidate_row_.clear();
+  count_ = 0;
+  preselected_ = false;
+  const int len = static_cast<int>(canvas_.size());
+  const bool threshold = config_.threshold.has_value();
+  int n_masked = 0;
+  for (int p = 0; p < len; ++p) n_masked += IsMasked(p) ? 1 : 0;
+  // Nothing masked: every remaining step would commit nothing.
+  if (n_masked == 0 ||
+      (config_.early_exit && EarlyExitReached(canvas_, prompt_len_, special_.mask, stop_ids_))) {
+    done_ = true;
+    return;
+  }
+
+  if (config_.family == Arch::kLlada) {
+    const int block_length = config_.EffectiveBlockLength();
+    if (block_ >= config_.NumBlocks() || (threshold && step_ >= 2 * len)) {
+      done_ = true;
+      return;
+    }
+    const int lo = prompt_len_ + block_ * block_length;
+    const int hi = lo + block_length;
+    if (step_in_block_ == 0 && !threshold) {
+      int m = 0;
+      for (int p = lo; p < hi; ++p) m += IsMasked(p) ? 1 : 0;
+      LladaBlockSchedule(m, config_.StepsPerBlock(), block_counts_);
+    }
+    for (int p = 0; p < hi; ++p) {
+      if (IsMasked(p)) candidates_.push_back(p);
+    }
+    count_ = threshold ? -1 : std::min<int>(block_counts_[step_in_block_], candidates_.size());
+    if (count_ == 0) candidates_.clear();
+    if (config_.algorithm == Algorithm::kRandom && count_ > 0) {
+      // generate.py draws a uniform confidence per position: the choice needs
+      // no logits, so only the chosen rows are computed.
+      order_.resize(candidates_.size());
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        rank_key_[i] = RngUniform(config_.seed, RngStream::kConfidence, step_, candidates_[i]);
+        order_[i] = static_cast<int32_t>(i);
+      }
+      std::partial_sort(order_.begin(), order_.begin() + count_, order_.end(),
+                        [&](int32_t a, int32_t b) {
+                          return rank_key_[a] > rank_key_[b] ||
+                                 (rank_key_[a] == rank_key_[b] && a < b);
+                        });
+      std::sort(order_.begin(), order_.begin() + count_);
+      for (int i = 0; i < count_; ++i) candidates_[i] = candidates_[order_[i]];
+      candidates_.resize(count_);
+      preselected_ = true;
+    }
+    for (int32_t p : candidates_) {
+      candidate_row_.push_back(static_cast<int32_t>(rows_.size()));
+      rows_.push_back(p);
+    }
+    return;
+  }
+
+  // Dream: every masked position of the canvas is eligible. Under threshold
+  // the loop ends when nothing is masked; the cap only guards a model that
+  // keeps predicting the mask token itself (which leaves a position masked).
+  if (step_ >= (threshold ? 2 * len : config_.steps)) {
+    done_ = true;
+    return;
+  }
+  for (int p = 0; p < len; ++p) {
+    if (IsMasked(p)) candidates_.push_back(p);
+  }
+  if (threshold) {
+    count_ = -1;
+  } else if (config_.algorithm == Algorithm::kOrigin) {
+    // p_transfer = 1 - t[i+1]/t[i] (1 at the last step), drawn per position.
+    const float p_transfer = DreamTransferFraction(timesteps_, step_);
+    size_t kept = 0;
+    for (int32_t p : candidates_) {
+      if (RngUniform(config_.seed, RngStream::kTransfer, step_, p) < p_transfer) {
+        candidates_[kept++] = p;
+      }
+    }
+    candidates_.resize(kept);
+    count_ = static_cast<int>(kept);
+    preselected_ = true;
+  } else {
+    count_ = DreamTransferCount(timesteps_, step_, static_cast<int>(candidates_.size()));
+    if (count_ == 0) candidates_.clear();
+  }
+  for (int32_t p : candidates_) {
+    const int32_t row = std::max(p - 1, 0);
+    if (rows_.empty() || rows_.back() != row) rows_.push_back(row);
+    candidate_row_.push_back(static_cast<int32_t>(rows_.size()) - 1);
+  }
+}
+
+StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const float> uncond) {
+  DLLM_CHECK(!done_);
+  const size_t v = static_cast<size_t>(n_vocab_);
+  DLLM_CHECK(logits.size() == rows_.size() * v);
+  if (needs_unconditional()) DLLM_CHECK(uncond.size() == logits.size());
+  const size_t n = candidates_.size();
+
+  for (size_t i = 0; i < n; ++i) {
+    const size_t r = static_cast<size_t>(candidate_row_[i]);
+    std::span<const float> row = logits.subspan(r * v, v);
+    if (needs_unconditional()) {
+      CombineCfg(row, uncond.subspan(r * v, v), config_.cfg_scale, cfg_row_);
+      row = cfg_row_;
+    }
+    const RowKey key{config_.seed, step_, candidates_[i]};
+    const RowScore score = config_.family == Arch::kLlada
+                               ? ScoreLladaRow(row, config_, special_.eos, special_.eot, key)
+                               : ScoreDreamRow(row, config_, key, &row_scratch_);
+    confidence_[i] = score.confidence;
+    token_[i] = score.token;
+  }
+
+  // Choose: order_ holds candidate indices, the chosen ones first.
+  order_.resize(n);
+  for (size_t i = 0; i < n; ++i) order_[i] = static_cast<int32_t>(i);
+  size_t chosen = 0;
+  if (preselected_) {
+    chosen = n;
+  } else if (n > 0) {
+    const double* key = confidence_.data();
+    if (config_.alg_temp > 0) {
+      // Dream: multinomial without replacement over softmax(conf / alg_temp),
+      // drawn as Gumbel-top-k (same distribution).
+      for (size_t i = 0; i < n; ++i) {
+        const double u = RngUniform(config_.seed, RngStream::kPosition, step_, candidates_[i]);
+        rank_key_[i] = confidence_[i] / config_.alg_temp - std::log(-std::log(u));
+      }
+      key = rank_key_.data();
+    }
+    // Candidates are in position order, so index order is position order.
+    auto better = [key](int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); };
+    if (count_ < 0) {
+      std::sort(order_.begin(), order_.end(), better);
+      chosen = 1;
+      const double tau = *config_.threshold;
+      while (chosen < n && confidence_[order_[chosen]] >= tau) ++chosen;
+    } else {
+      chosen = std::min(static_cast<size_t>(count_), n);
+      std::partial_sort(order_.begin(), order_.begin() + chosen, order_.end(), better);
+    }
+  }
+  std::sort(order_.begin(), order_.begin() + chosen);
+
+  commit_positions_.clear();
+  commit_tokens_.clear();
+  for (size_t j = 0; j < chosen; ++j) {
+    const int32_t i = order_[j];
+    const int32_t p = candidates_[i];
+    canvas_[p] = token_[i];
+    if (!uncond_canvas_.empty()) uncond_canvas_[p] = token_[i];
+    commit_positions_.push_back(p);
+    commit_tokens_.push_back(token_[i]);
+  }
+
+  ++step_;
+  if (config_.family == Arch::kLlada) {
+    ++step_in_block_;
+    bool block_finished;
+    if (config_.threshold.has_value()) {
+      const int lo = prompt_len_ + block_ * config_.EffectiveBlockLength();
+      const int hi = lo + config_.EffectiveBlockLength();
+      block_finished = true;
+      for (int p = lo; p < hi; ++p) block_finished = block_finished && !IsMasked(p);
+    } else {
+      block_finished = step_in_block_ == config_.StepsPerBlock();
+    }
+    if (block_finished) {
+      ++block_;
+      step_in_block_ = 0;
+    }
+  }
+  Plan();
+  return StepCommits{commit_positions_, commit_tokens_};
+}
+
+}  // namespace dllm

@@ -1,0 +1,135 @@
+// DenoiseSampler: one generation's canvas and the official LLaDA / Dream
+// denoising loop as a step-by-step state machine, independent of the model.
+// Each step it names the logits rows it needs (so the model runs its LM head
+// on those rows only), then takes those rows and commits tokens.
+//
+// Driver loop (generate_loop.h's RunGeneration is exactly this):
+//
+//   DLLM_ASSIGN_OR_RETURN(DenoiseSampler s, DenoiseSampler::Create(...));
+//   while (!s.done()) {
+//     rows = s.rows();                       // ascending canvas rows
+//     if (rows.empty()) { s.Step({}); continue; }   // commits nothing: no forward
+//     logits = forward(s.canvas(), rows);    // rows.size() x n_vocab, float32
+//     if (s.needs_unconditional()) uncond = forward(s.unconditional_canvas(), rows);
+//     s.Step(logits, uncond);
+//   }
+//
+// Rows: LLaDA reads row p for each eligible masked position p (masked and
+// before the end of the current block). Dream reads row p-1 for each masked
+// position p (row 0 for p = 0): Dream keeps the AR shift, position p's
+// distribution is the model output at p-1. Duplicates are merged.
+//
+// Thread-safety: one thread at a time. Step() allocates nothing.
+#ifndef DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_
+#define DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/sampler/remasking.h"
+#include "engine/sampler/sampler_config.h"
+
+namespace dllm {
+
+// The tokens one Step() wrote, positions ascending. Views into the sampler,
+// valid until the next Step().
+struct StepCommits {
+  std::span<const int32_t> positions;
+  std::span<const int32_t> tokens;
+};
+
+// Early exit: true when some position e >= prompt_len holds a stop token and
+// no position in [prompt_len, e) is masked. Committed tokens are never
+// changed again by any of the samplers, so from then on the first stop token
+// stays at e and every token before it is final: the output cut at the first
+// stop token is identical whether or not the loop continues. Tokens after e
+// (and hence the full canvas) may still differ, so the identity holds only
+// for output truncated at the first stop token. LLaDA's generate.py decodes
+// the whole canvas skipping special tokens (samplers.md 3.4), which can
+// include text after the EOS; that form is not preserved.
+bool EarlyExitReached(std::span<const int32_t> canvas, int prompt_len, int32_t mask_id,
+                      std::span<const int32_t> stop_ids);
+
+// The generated tokens up to (not including) the first stop token.
+std::span<const int32_t> OutputTokens(std::span<const int32_t> canvas, int prompt_len,
+                                      std::span<const int32_t> stop_ids);
+
+class DenoiseSampler {
+ public:
+  // Validates `config` against the prompt and context and sizes every buffer.
+  // `special.mask` is required; `special.eos` / `special.eot` (when >= 0)
+  // are the stop tokens and the ids for LLaDA's EOS flags.
+  static absl::StatusOr<DenoiseSampler> Create(const SamplerConfig& config,
+                                               const SpecialTokens& special,
+                                               std::span<const int32_t> prompt, int n_vocab,
+                                               int64_t n_ctx);
+
+  bool done() const { return done_; }
+  int step() const { return step_; }  // Step() calls so far
+  int block() const { return block_; }  // LLaDA: current block
+  int prompt_len() const { return prompt_len_; }
+  int n_vocab() const { return n_vocab_; }
+  const SamplerConfig& config() const { return config_; }
+  std::span<const int32_t> canvas() const { return canvas_; }
+  std::span<const int32_t> stop_ids() const { return stop_ids_; }
+
+  // Rows (canvas positions, ascending, unique) whose logits the next Step()
+  // reads. Empty when the step commits nothing; the forward is then skipped
+  // (output-neutral, samplers.md 8.2).
+  std::span<const int32_t> rows() const { return rows_; }
+  // CFG: a second forward over unconditional_canvas() (prompt masked) is
+  // needed, for the same rows.
+  bool needs_unconditional() const { return config_.cfg_scale > 0 && !rows_.empty(); }
+  std::span<const int32_t> unconditional_canvas() const { return uncond_canvas_; }
+
+  // Commits this step's tokens. `logits` (and `uncond` under CFG) hold
+  // rows().size() x n_vocab floats, row i for canvas row rows()[i]; empty
+  // when rows() is. Must not be called when done().
+  StepCommits Step(std::span<const float> logits, std::span<const float> uncond = {});
+
+ private:
+  DenoiseSampler() = default;
+  void Plan();  // fills rows_ and the candidates for step_, or sets done_
+  bool IsMasked(int p) const { return canvas_[p] == special_.mask; }
+
+  SamplerConfig config_;
+  SpecialTokens special_;
+  int n_vocab_ = 0;
+  int prompt_len_ = 0;
+  std::vector<int32_t> canvas_;         // (prompt_len + gen_length)
+  std::vector<int32_t> uncond_canvas_;  // CFG only: canvas with prompt positions masked
+  std::vector<int32_t> stop_ids_;
+  bool done_ = false;
+  int step_ = 0;
+  int block_ = 0;          // LLaDA
+  int step_in_block_ = 0;  // LLaDA
+  std::vector<int> block_counts_;  // LLaDA: (steps per block)
+  std::vector<float> timesteps_;   // Dream: (steps + 1)
+
+  // The plan for step_: candidate positions, the row each reads, how many
+  // to commit (-1: threshold rule), and whether the candidates are already
+  // the chosen set (LLaDA random, Dream origin draw positions before the
+  // forward, from the keyed RNG).
+  std::vector<int32_t> rows_;
+  std::vector<int32_t> candidates_;
+  std::vector<int32_t> candidate_row_;  // index into rows_
+  int count_ = 0;
+  bool preselected_ = false;
+
+  // Per-step scratch, sized at Create().
+  std::vector<double> confidence_;  // per candidate
+  std::vector<double> rank_key_;    // per candidate (alg_temp keys)
+  std::vector<int32_t> token_;      // per candidate
+  std::vector<int32_t> order_;      // candidate indices
+  std::vector<int32_t> commit_positions_;
+  std::vector<int32_t> commit_tokens_;
+  std::vector<float> cfg_row_;  // (n_vocab)
+  RowScratch row_scratch_{0};
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_

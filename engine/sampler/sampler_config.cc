@@ -1,0 +1,139 @@
+// SamplerConfig validation and the algorithm name table.
+#include "engine/sampler/sampler_config.h"
+
+#include <cmath>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace dllm {
+namespace {
+
+constexpr absl::string_view kAlgorithmNames[] = {
+    "low_confidence", "random", "origin", "maskgit_plus", "topk_margin", "entropy",
+};
+static_assert(std::size(kAlgorithmNames) == static_cast<size_t>(Algorithm::kSentinel));
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("sampler: ", field, ": ", why));
+}
+
+}  // namespace
+
+absl::string_view AlgorithmName(Algorithm algorithm) {
+  const auto i = static_cast<size_t>(algorithm);
+  return i < std::size(kAlgorithmNames) ? kAlgorithmNames[i] : "unknown";
+}
+
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kAlgorithmNames); ++i) {
+    if (kAlgorithmNames[i] == name) return static_cast<Algorithm>(i);
+  }
+  return Invalid("algorithm", absl::StrCat("unknown algorithm '", name,
+                                          "' (LLaDA: low_confidence, random; Dream: origin, "
+                                          "maskgit_plus, topk_margin, entropy)"));
+}
+
+bool AlgorithmFitsFamily(Algorithm algorithm, Arch family) {
+  switch (algorithm) {
+    case Algorithm::kLowConfidence:
+    case Algorithm::kRandom:
+      return family == Arch::kLlada;
+    case Algorithm::kOrigin:
+    case Algorithm::kMaskgitPlus:
+    case Algorithm::kTopkMargin:
+    case Algorithm::kEntropy:
+      return family == Arch::kDream;
+    default:
+      return false;
+  }
+}
+
+absl::Status SamplerConfig::Validate() const {
+  if (family != Arch::kLlada && family != Arch::kDream) {
+    return Invalid("family", absl::StrCat("unknown family ", static_cast<int>(family)));
+  }
+  const absl::string_view fam = ArchName(family);
+  if (gen_length <= 0) return Invalid("gen_length", absl::StrCat(gen_length, " must be > 0"));
+  if (steps <= 0) return Invalid("steps", absl::StrCat(steps, " must be > 0"));
+  if (steps > gen_length) {
+    return Invalid("steps", absl::StrCat(steps, " exceeds gen_length ", gen_length));
+  }
+  if (block_length < 0) {
+    return Invalid("block_length", absl::StrCat(block_length, " must be >= 0"));
+  }
+  if (family == Arch::kDream && block_length != 0 && block_length != gen_length) {
+    return Invalid("block_length", absl::StrCat(block_length, ": Dream has no blocks; use 0 or "
+                                                "gen_length ", gen_length));
+  }
+  const int block = EffectiveBlockLength();
+  if (gen_length % block != 0) {
+    return Invalid("block_length", absl::StrCat(block, " does not divide gen_length ", gen_length));
+  }
+  const int num_blocks = gen_length / block;
+  if (steps % num_blocks != 0) {
+    return Invalid("steps", absl::StrCat(steps, " is not divisible by the number of blocks ",
+                                         num_blocks, " (gen_length ", gen_length,
+                                         " / block_length ", block, ")"));
+  }
+  if (static_cast<size_t>(algorithm) >= static_cast<size_t>(Algorithm::kSentinel)) {
+    return Invalid("algorithm", absl::StrCat("unknown algorithm ", static_cast<int>(algorithm)));
+  }
+  if (!AlgorithmFitsFamily(algorithm, family)) {
+    return Invalid("algorithm", absl::StrCat("'", AlgorithmName(algorithm), "' is not a ", fam,
+                                             " algorithm"));
+  }
+  if (!std::isfinite(temperature) || temperature < 0) {
+    return Invalid("temperature", absl::StrCat(temperature, " must be finite and >= 0"));
+  }
+  if (!std::isfinite(top_p) || top_p <= 0 || top_p > 1) {
+    return Invalid("top_p", absl::StrCat(top_p, " must be in (0, 1]"));
+  }
+  if (top_k < 0) return Invalid("top_k", absl::StrCat(top_k, " must be >= 0"));
+  if (!std::isfinite(alg_temp) || alg_temp < 0) {
+    return Invalid("alg_temp", absl::StrCat(alg_temp, " must be finite and >= 0"));
+  }
+  if (!std::isfinite(cfg_scale) || cfg_scale < 0) {
+    return Invalid("cfg_scale", absl::StrCat(cfg_scale, " must be finite and >= 0"));
+  }
+  if (family == Arch::kLlada) {
+    if (top_p != 1.0f) return Invalid("top_p", "Dream only (LLaDA's sampler has no top_p)");
+    if (top_k != 0) return Invalid("top_k", "Dream only (LLaDA's sampler has no top_k)");
+    if (alg_temp != 0) return Invalid("alg_temp", "Dream only");
+  } else {
+    if (!(eps > 0 && eps < 1)) return Invalid("eps", absl::StrCat(eps, " must be in (0, 1)"));
+    if (cfg_scale != 0) return Invalid("cfg_scale", "LLaDA only");
+    if (logits_eos_inf) return Invalid("logits_eos_inf", "LLaDA only");
+    if (confidence_eos_eot_inf) return Invalid("confidence_eos_eot_inf", "LLaDA only");
+  }
+  if (threshold.has_value()) {
+    const float tau = *threshold;
+    if (!std::isfinite(tau) || tau <= 0 || tau > 1) {
+      return Invalid("threshold", absl::StrCat(tau, " must be in (0, 1]"));
+    }
+    if (algorithm != Algorithm::kLowConfidence && algorithm != Algorithm::kMaskgitPlus &&
+        algorithm != Algorithm::kTopkMargin) {
+      return Invalid("threshold", absl::StrCat("needs a probability-valued confidence "
+                                               "(low_confidence, maskgit_plus, topk_margin), not '",
+                                               AlgorithmName(algorithm), "'"));
+    }
+    if (alg_temp != 0) return Invalid("threshold", "cannot be combined with alg_temp > 0");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx) const {
+  if (absl::Status s = Validate(); !s.ok()) return s;
+  if (prompt_len <= 0) {
+    return Invalid("prompt", absl::StrCat("length ", prompt_len, " must be > 0"));
+  }
+  if (static_cast<int64_t>(prompt_len) + gen_length > n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat("sampler: prompt length ", prompt_len,
+                                              " + gen_length ", gen_length, " = ",
+                                              static_cast<int64_t>(prompt_len) + gen_length,
+                                              " exceeds the model context ", n_ctx));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace dllm

@@ -1,0 +1,75 @@
+// SamplerConfig: the settings of one denoising generation, with the names of
+// the official samplers (ML-GSAI/LLaDA generate.py, Dream's
+// diffusion_generate). Validate() rejects bad settings before any work;
+// semantics are in /work/shared/docs/samplers.md (sections 3 and 4).
+#ifndef DLLM_ENGINE_SAMPLER_SAMPLER_CONFIG_H_
+#define DLLM_ENGINE_SAMPLER_SAMPLER_CONFIG_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/model/model_config.h"
+
+namespace dllm {
+
+// How masked positions are ranked for commitment. The first two are LLaDA's
+// `remasking`, the others Dream's `alg`.
+enum class Algorithm {
+  kLowConfidence,  // LLaDA: softmax probability of the chosen token
+  kRandom,         // LLaDA: uniform random confidence
+  kOrigin,         // Dream: each masked position transfers with prob 1 - t[i+1]/t[i]
+  kMaskgitPlus,    // Dream: top probability
+  kTopkMargin,     // Dream: p_top1 - p_top2
+  kEntropy,        // Dream: sum_v p log(p + 1e-10), lowest entropy first
+  kSentinel,       // not an algorithm; keeps the name table in step
+};
+absl::string_view AlgorithmName(Algorithm algorithm);  // "low_confidence", "maskgit_plus", ...
+absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+// Whether `algorithm` belongs to `family` (LLaDA: low_confidence, random).
+bool AlgorithmFitsFamily(Algorithm algorithm, Arch family);
+
+struct SamplerConfig {
+  Arch family = Arch::kLlada;  // which official sampler, e.g. Arch::kDream
+  int gen_length = 128;        // generated positions (Dream: max_new_tokens), e.g. 256
+  int steps = 128;             // model calls without threshold, e.g. 256; <= gen_length
+  // LLaDA semi-autoregressive block, e.g. 32; must divide gen_length, and
+  // gen_length / block_length must divide steps. 0 means gen_length (one
+  // block). Dream has no blocks: 0 or gen_length only.
+  int block_length = 0;
+  Algorithm algorithm = Algorithm::kLowConfidence;
+  float temperature = 0.0f;  // 0 = greedy; LLaDA: Gumbel-max, Dream: softmax(logits / T) draw
+  float top_p = 1.0f;        // Dream only; 1 = off, e.g. 0.95 (applied even at T = 0)
+  int top_k = 0;             // Dream only; 0 = off, e.g. 50
+  float alg_temp = 0.0f;     // Dream only; > 0 draws positions from softmax(conf / alg_temp)
+  float eps = 1e-3f;         // Dream timestep floor, linspace(1, eps, steps + 1)
+  float cfg_scale = 0.0f;    // LLaDA only; classifier-free guidance, 0 = off
+  // Fast-dLLM threshold parallel decoding, e.g. 0.9: commit the best eligible
+  // position plus every eligible position with confidence >= threshold, until
+  // the block (Dream: canvas) is done. `steps` then plays no part and the
+  // number of model calls varies. Probability-valued confidences only.
+  std::optional<float> threshold;
+  // LLaDA flags of generate.py (samplers.md 3.4): EOS logit -inf; EOS/EoT
+  // predictions get confidence 0 (T = 0: EOS and EoT; T > 0: EoT only).
+  bool logits_eos_inf = false;
+  bool confidence_eos_eot_inf = false;
+  uint64_t seed = 0;        // keys every random draw (rng.h)
+  bool early_exit = false;  // stop once EarlyExitReached() holds (denoise_sampler.h)
+
+  // Self-consistency of the settings; errors name the field and its value.
+  absl::Status Validate() const;
+  // Validate() plus the canvas: a non-empty prompt and prompt_len +
+  // gen_length <= n_ctx (the model's context, e.g. 4096).
+  absl::Status ValidateForCanvas(int prompt_len, int64_t n_ctx) const;
+
+  // gen_length when block_length is 0.
+  int EffectiveBlockLength() const { return block_length == 0 ? gen_length : block_length; }
+  int NumBlocks() const { return gen_length / EffectiveBlockLength(); }
+  int StepsPerBlock() const { return steps / NumBlocks(); }
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SAMPLER_SAMPLER_CONFIG_H_

@@ -1,0 +1,50 @@
+// Non-causal multi-head attention over a whole canvas, computed blockwise
+// with an online softmax: no L x L score matrix exists in memory, only a
+// per-call scratch of `kAttnKeyBlock` scores per query row.
+//
+// Numerics: scores, the running max/normaliser and the accumulator are
+// float32; exp uses a polynomial accurate to ~2 ulp over the range softmax
+// needs (arguments <= 0). Grouped-query attention maps query head h to kv
+// head h / (n_head / n_head_kv).
+#ifndef DLLM_KERNELS_ATTENTION_H_
+#define DLLM_KERNELS_ATTENTION_H_
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace dllm {
+
+constexpr int kAttnQueryBlock = 16;  // query rows per call (a task's work)
+constexpr int kAttnKeyBlock = 64;    // keys scored at a time
+
+struct AttentionShape {
+  int n_tokens = 0;   // canvas length L (keys and values)
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  int q_stride = 0;    // floats between consecutive rows of q
+  int kv_stride = 0;   // floats between consecutive rows of k and v
+  int out_stride = 0;  // floats between consecutive rows of out
+  float scale = 0;     // usually 1/sqrt(head_dim)
+};
+
+// Floats of scratch one call needs.
+inline int64_t AttentionScratchFloats(const AttentionShape& s) {
+  return int64_t{kAttnQueryBlock} * (kAttnKeyBlock + s.head_dim + 2) + s.head_dim * kAttnKeyBlock;
+}
+
+// Writes out[i, head*head_dim .. +head_dim) for query rows
+// i in [q_begin, q_end), q_end - q_begin <= kAttnQueryBlock. `q_rows` maps
+// the i-th output row to its query row in `q` (nullptr: identity), so the
+// last layer can attend only for the rows whose logits are needed.
+using AttentionFn = void (*)(const AttentionShape& shape, const float* q, const float* k,
+                             const float* v, float* out, int head, int q_begin, int q_end,
+                             const int32_t* q_rows, float* scratch);
+
+// The implementation for `level` (AMX uses the AVX-512 one).
+AttentionFn SelectAttention(IsaLevel level);
+
+}  // namespace dllm
+
+#endif  // DLLM_KERNELS_ATTENTION_H_

@@ -1,0 +1,19 @@
+// Attention kernel compiled for the avx512 level (flags in kernels/CMakeLists.txt).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention.h"
+
+namespace dllm {
+namespace {
+#include "kernels/attention_impl.h"
+}  // namespace
+
+void AttentionAvx512(const AttentionShape& shape, const float* q, const float* k, const float* v,
+         float* out, int head, int q_begin, int q_end, const int32_t* q_rows, float* scratch) {
+  AttentionBlock(shape, q, k, v, out, head, q_begin, q_end, q_rows, scratch);
+}
+
+}  // namespace dllm

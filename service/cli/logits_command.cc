@@ -1,0 +1,106 @@
+#include "service/cli/logits_command.h"
+
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/isa_option.h"
+#include "engine/base/json.h"
+#include "engine/base/sha256.h"
+#include "engine/model/forward.h"
+#include "engine/scheduler/cpu_topology.h"
+#include "service/cli/flags.h"
+
+namespace dllm {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dllm logits: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+  if (!out) return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunLogits(int argc, char** argv) {
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(argc, argv, {"model", "tokens", "out", "rows", "threads", "isa"}, {});
+  if (!flags.ok()) return Fail(flags.status());
+  if (!flags->Has("model") || !flags->Has("tokens") || !flags->Has("out")) {
+    std::fprintf(stderr,
+                 "usage: dllm logits --model M --tokens 1,2,3 --out FILE [--rows 0,5] "
+                 "[--threads N] [--isa auto|scalar|avx2|avx512|amx]\n");
+    return 2;
+  }
+  absl::StatusOr<std::vector<int32_t>> tokens = ParseIdList(flags->Get("tokens"), "--tokens");
+  if (!tokens.ok()) return Fail(tokens.status());
+  std::vector<int32_t> rows;
+  if (flags->Has("rows")) {
+    absl::StatusOr<std::vector<int32_t>> r = ParseIdList(flags->Get("rows"), "--rows");
+    if (!r.ok()) return Fail(r.status());
+    rows = *r;
+  } else {
+    for (size_t i = 0; i < tokens->size(); ++i) rows.push_back(static_cast<int32_t>(i));
+  }
+  const int default_threads = ReadCpuTopology().UsableThreads();
+  absl::StatusOr<int64_t> threads = flags->GetInt("threads", default_threads);
+  if (!threads.ok()) return Fail(threads.status());
+  if (*threads < 1 || *threads > 1024) return Fail(absl::InvalidArgumentError("--threads out of range"));
+  absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
+  if (!isa.ok()) return Fail(isa.status());
+
+  ModelOptions options;
+  options.isa = *isa;
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), options);
+  if (!model.ok()) return Fail(model.status());
+  const ModelConfig& c = (*model)->config();
+  std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
+  tbb::task_arena arena(static_cast<int>(*threads));
+  absl::Status status;
+  ForwardStats stats;
+  arena.execute([&] {
+    absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
+        ForwardPass::Create(*model, static_cast<int>(tokens->size()));
+    status = pass.ok() ? (*pass)->Run(*tokens, rows, logits.data(), nullptr, &stats)
+                       : pass.status();
+  });
+  if (!status.ok()) return Fail(status);
+  const double seconds = stats.total;
+
+  const std::string out = flags->Get("out");
+  if (absl::Status s = WriteFile(out, logits.data(), logits.size() * sizeof(float)); !s.ok()) {
+    return Fail(s);
+  }
+  const GgufFile& f = (*model)->file();
+  Json meta = Json::MakeObject();
+  Json tok = Json::MakeArray(), row_json = Json::MakeArray();
+  for (int32_t t : *tokens) tok.Push(t);
+  for (int32_t r : rows) row_json.Push(r);
+  meta.Set("model", f.path());
+  meta.Set("model_sha256", Sha256Hex(f.file_data(), f.file_size()));
+  meta.Set("tokens", tok);
+  meta.Set("rows", row_json);
+  meta.Set("n_vocab", c.n_vocab);
+  meta.Set("dtype", "float32");
+  meta.Set("layout", "row-major, one row of n_vocab logits per entry of rows, unshifted");
+  meta.Set("threads", *threads);
+  meta.Set("isa", IsaLevelName(*isa));
+  meta.Set("forward_seconds", seconds);
+  const std::string text = meta.Dump(2) + "\n";
+  if (absl::Status s = WriteFile(out + ".json", text.data(), text.size()); !s.ok()) return Fail(s);
+  std::printf("wrote %zu x %lld logits to %s (%.1f ms, %s, %lld threads)\n", rows.size(),
+              static_cast<long long>(c.n_vocab), out.c_str(), seconds * 1e3, IsaLevelName(*isa),
+              static_cast<long long>(*threads));
+  return 0;
+}
+
+}  // namespace dllm

@@ -1,0 +1,221 @@
+// The forward pass against two references per model and canvas (see
+// shared/reference/logits-exact/README.md): the float64 "exact" logits on the
+// same dequantized weights, and llama.cpp's (reported, not required).
+//
+// Tolerances, and why:
+// - F32/F16/BF16 weights run in float32 with float32 activations, so against
+//   exact math every full row must have cosine >= 0.99999 and max |diff| <=
+//   1e-3 (float32 accumulation over K <= 768 and 2-4 layers stays near 1e-5;
+//   llama.cpp with flash attention off reaches ~1e-5).
+// - Quantized weights: rms difference <= 1.15 x llama.cpp's own rms
+//   difference on the same canvas (it quantizes activations too), and the
+//   exact top-1 token on every row whose exact top-2 margin is >= 0.5.
+#include "engine/model/forward.h"
+
+#include <cmath>
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "engine/base/json.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Reference {
+  std::string dir;    // .../logits-exact/<model>
+  std::string model;  // path of the GGUF
+};
+
+std::vector<Reference> References() {
+  std::vector<Reference> refs;
+  std::vector<std::pair<std::string, std::string>> roots = {
+      {testing::TestDataDir() + "/logits-exact", testing::TestDataDir() + "/models"}};
+  if (auto shared = testing::SharedDir()) {
+    roots.insert(roots.begin(), {*shared + "/reference/logits-exact", *shared + "/models"});
+  }
+  std::set<std::string> seen;
+  for (const auto& [ref_root, model_root] : roots) {
+    if (!fs::is_directory(ref_root)) continue;
+    std::vector<fs::path> dirs;
+    for (const auto& e : fs::directory_iterator(ref_root)) {
+      if (e.is_directory()) dirs.push_back(e.path());
+    }
+    std::sort(dirs.begin(), dirs.end());
+    for (const fs::path& d : dirs) {
+      const std::string name = d.filename().string();
+      const std::string model = model_root + "/" + name + ".gguf";
+      if (!fs::exists(model) || !seen.insert(name).second) continue;
+      refs.push_back({d.string(), model});
+    }
+  }
+  return refs;
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  const std::string bytes = testing::ReadFileOrDie(path);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+bool IsFloatModel(const Model& m) {
+  for (const GgufTensor& t : m.file().tensors()) {
+    if (t.type != GgmlType::kF32 && t.type != GgmlType::kF16 && t.type != GgmlType::kBF16) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Metrics {
+  double max_abs = 0, sum_sq = 0;
+  int64_t count = 0;
+  double min_cosine = 1;
+  int top1_agree = 0, top1_total = 0, top1_required_fail = 0;
+};
+
+void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa, const std::string& json_path) {
+  absl::StatusOr<Json> ref = ReadJsonFile(json_path);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  const std::string base = json_path.substr(0, json_path.size() - 5);
+  std::vector<int32_t> tokens;
+  for (const Json& t : (*ref)["tokens"].as_array()) tokens.push_back(static_cast<int32_t>(t.as_int()));
+  const int64_t L = static_cast<int64_t>(tokens.size());
+  const int64_t V = model->config().n_vocab;
+  ASSERT_EQ((*ref)["n_vocab"].as_int(), V);
+
+  auto pass = ForwardPass::Create(model, static_cast<int>(L));
+  ASSERT_TRUE(pass.ok()) << pass.status();
+  std::vector<int32_t> rows(L);
+  for (int64_t i = 0; i < L; ++i) rows[i] = static_cast<int32_t>(i);
+  std::vector<float> logits(static_cast<size_t>(L * V));
+  ASSERT_TRUE((*pass)->Run(tokens, rows, logits.data()).ok());
+
+  Metrics m;
+  const std::vector<float> cols = ReadFloats(base + ".cols.f32");
+  const Json& col_ids = (*ref)["cols"];
+  const int64_t nc = static_cast<int64_t>(col_ids.size());
+  for (int64_t i = 0; i < L; ++i) {
+    for (int64_t j = 0; j < nc; ++j) {
+      const double d = double(logits[i * V + col_ids[j].as_int()]) - cols[i * nc + j];
+      m.max_abs = std::max(m.max_abs, std::abs(d));
+      m.sum_sq += d * d;
+      ++m.count;
+    }
+  }
+  const std::vector<float> full = ReadFloats(base + ".full.f32");
+  const Json& full_rows = (*ref)["full_rows"];
+  for (size_t r = 0; r < full_rows.size(); ++r) {
+    const int64_t i = full_rows[r].as_int();
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double a = logits[i * V + v], b = full[r * V + v];
+      m.max_abs = std::max(m.max_abs, std::abs(a - b));
+      m.sum_sq += (a - b) * (a - b);
+      ++m.count;
+      dot += a * b;
+      na += a * a;
+      nb += b * b;
+    }
+    m.min_cosine = std::min(m.min_cosine, dot / std::sqrt(na * nb));
+  }
+  const Json& stats = (*ref)["row_stats"];
+  for (int64_t i = 0; i < L; ++i) {
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; ++v) {
+      if (logits[i * V + v] > logits[i * V + best]) best = v;
+    }
+    const bool agree = best == stats["argmax"][i].as_int();
+    m.top1_agree += agree;
+    ++m.top1_total;
+    const double margin =
+        stats["top16_logits"][i][0].as_double() - stats["top16_logits"][i][1].as_double();
+    if (!agree && margin >= 0.5) ++m.top1_required_fail;
+  }
+  const double rms = std::sqrt(m.sum_sq / m.count);
+  const double llama_rms = (*ref)["vs_llamacpp"]["rms_diff"].as_double();
+  std::printf("  %-28s %-10s %-13s max %.3g rms %.3g (llama.cpp %.3g) cos %.8f top1 %d/%d\n",
+              fs::path(base).parent_path().filename().c_str(), IsaLevelName(isa),
+              fs::path(base).filename().c_str(), m.max_abs, rms, llama_rms, m.min_cosine,
+              m.top1_agree, m.top1_total);
+  if (IsFloatModel(*model)) {
+    EXPECT_GE(m.min_cosine, 0.99999);
+    EXPECT_LE(m.max_abs, 1e-3);
+  } else {
+    EXPECT_LE(rms, 1.15 * llama_rms);
+    EXPECT_EQ(m.top1_required_fail, 0);
+  }
+}
+
+TEST(ForwardTest, MatchesExactLogitsOnEveryReferenceModel) {
+  const std::vector<Reference> refs = References();
+  ASSERT_GE(refs.size(), 2u);
+  for (const Reference& r : refs) {
+    for (IsaLevel isa : {IsaLevel::kScalar, BestIsaLevel()}) {
+      SCOPED_TRACE(r.model + " " + IsaLevelName(isa));
+      ModelOptions options;
+      options.isa = isa;
+      auto model = Model::Load(r.model, options);
+      ASSERT_TRUE(model.ok()) << model.status();
+      for (const char* canvas : {"c1_short", "c2_partial64", "c3_long200"}) {
+        CheckCanvas(*model, isa, r.dir + "/" + canvas + ".json");
+      }
+      if (isa == BestIsaLevel()) break;
+    }
+  }
+}
+
+TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
+  const std::string path = testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf";
+  auto model = Model::Load(path, {BestIsaLevel()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  std::vector<int32_t> tokens(70);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 977) % c.n_vocab);
+  auto pass = ForwardPass::Create(*model, 70);
+  ASSERT_TRUE(pass.ok());
+  std::vector<int32_t> all(70);
+  for (int i = 0; i < 70; ++i) all[i] = i;
+  std::vector<float> full(70 * c.n_vocab);
+  ASSERT_TRUE((*pass)->Run(tokens, all, full.data()).ok());
+  const std::vector<int32_t> some = {0, 5, 6, 33, 69};
+  std::vector<float> part(some.size() * c.n_vocab);
+  ASSERT_TRUE((*pass)->Run(tokens, some, part.data()).ok());
+  for (size_t r = 0; r < some.size(); ++r) {
+    for (int64_t v = 0; v < c.n_vocab; ++v) {
+      ASSERT_NEAR(part[r * c.n_vocab + v], full[some[r] * c.n_vocab + v], 1e-4) << some[r];
+    }
+  }
+}
+
+TEST(ForwardTest, RejectsBadInputAndHonoursCancel) {
+  const std::string path = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
+  auto model = Model::Load(path, {IsaLevel::kScalar});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto pass = ForwardPass::Create(*model, 8);
+  ASSERT_TRUE(pass.ok());
+  std::vector<float> logits(8 * (*model)->config().n_vocab);
+  std::vector<int32_t> tokens(8, 1);
+  std::vector<int32_t> rows = {0, 1};
+  EXPECT_THAT((*pass)->Run(std::vector<int32_t>(9, 1), rows, logits.data()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "exceeds the buffers"));
+  tokens[3] = 1 << 20;
+  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "token id 1048576 at position 3"));
+  tokens[3] = 1;
+  EXPECT_THAT((*pass)->Run(tokens, std::vector<int32_t>{1, 1}, logits.data()),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "not ascending"));
+  std::atomic<bool> cancel{true};
+  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data(), &cancel),
+              testing::StatusIs(absl::StatusCode::kCancelled, "before layer 0"));
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,20 @@
+// Runs the `dllm` binary from the build tree and captures what it printed.
+#ifndef DLLM_TESTS_TESTING_RUN_COMMAND_H_
+#define DLLM_TESTS_TESTING_RUN_COMMAND_H_
+
+#include <string>
+
+namespace dllm::testing {
+
+struct RunResult {
+  int exit_code = -1;
+  bool signaled = false;  // killed by a signal (or a shell-reported 128+N)
+  std::string out, err;
+};
+
+// Runs `build/service/dllm ARGS` through the shell.
+RunResult RunDllm(const std::string& args);
+
+}  // namespace dllm::testing
+
+#endif  // DLLM_TESTS_TESTING_RUN_COMMAND_H_
