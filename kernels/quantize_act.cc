@@ -59,4 +59,12 @@ void QuantizeRows(const float* x, int64_t x_stride, const int32_t* row_ids, int6
   }
 }
 
+void QuantizeGatheredRows(const float* x, int64_t x_stride, const int32_t* row_ids,
+                          int64_t num_rows, const QuantizedRows& out) {
+  for (int64_t i = 0; i < num_rows; ++i) {
+    QuantizeRow(x + row_ids[i] * x_stride, out.cols, out.q + i * out.cols,
+                out.scale + i * (out.cols / kActBlock), out.sum16 + i * (out.cols / 16));
+  }
+}
+
 }  // namespace dllm

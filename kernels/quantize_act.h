@@ -45,6 +45,12 @@ QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols);
 void QuantizeRows(const float* x, int64_t x_stride, const int32_t* row_ids, int64_t num_rows,
                   const QuantizedRows& out);
 
+// Gathers: quantizes x row row_ids[i] into row i of `out`, i < num_rows
+// (out->rows >= num_rows), so a GEMM over rows 0..num_rows writes a compact
+// Y (e.g. only the canvas rows the sampler can commit).
+void QuantizeGatheredRows(const float* x, int64_t x_stride, const int32_t* row_ids,
+                          int64_t num_rows, const QuantizedRows& out);
+
 }  // namespace dllm
 
 #endif  // DLLM_KERNELS_QUANTIZE_ACT_H_

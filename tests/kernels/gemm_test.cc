@@ -3,8 +3,13 @@
 // product of dequantized weights and unquantized activations.
 #include "kernels/gemm.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
@@ -129,6 +134,45 @@ TEST(QuantizeActTest, ErrorWithinHalfAScale) {
       EXPECT_EQ(q.row_sum16(i)[2 * b + 1], sums[1]);
     }
   }
+}
+
+TEST(QuantizeActTest, GatheredRowsMatchDirectRows) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 9, k = 64;
+  std::vector<float> x(m * k);
+  for (float& v : x) v = normal(rng);
+  auto all_buf = AlignedBytes(QuantizedRowsBytes(m, k));
+  auto some_buf = AlignedBytes(QuantizedRowsBytes(3, k));
+  const QuantizedRows all = CarveQuantizedRows(all_buf.get(), m, k);
+  const QuantizedRows some = CarveQuantizedRows(some_buf.get(), 3, k);
+  QuantizeRows(x.data(), k, nullptr, m, all);
+  const int32_t ids[3] = {7, 0, 4};
+  QuantizeGatheredRows(x.data(), k, ids, 3, some);
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t e = 0; e < k; ++e) EXPECT_EQ(some.row_q(i)[e], all.row_q(ids[i])[e]);
+    for (int64_t b = 0; b < k / 32; ++b) EXPECT_EQ(some.row_scale(i)[b], all.row_scale(ids[i])[b]);
+    for (int64_t b = 0; b < k / 16; ++b) EXPECT_EQ(some.row_sum16(i)[b], all.row_sum16(ids[i])[b]);
+  }
+}
+
+TEST(QuantizedMatrixTest, ReleasedMappedPagesReadBackFromTheFile) {
+  char path[] = "/tmp/dllm_gemm_test_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> bytes(5 * 4096 + 100);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  void* map = mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* data = static_cast<const uint8_t*>(map);
+  // Only whole pages inside the range are released: [4096, 4 * 4096).
+  EXPECT_EQ(ReleaseMappedRange(data + 100, 4 * 4096), 3u * 4096);
+  EXPECT_EQ(ReleaseMappedRange(data + 100, 200), 0u);
+  EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
+  munmap(map, bytes.size());
+  close(fd);
+  unlink(path);
 }
 
 TEST(QuantizedMatrixTest, PackedSizeAndKinds) {
