@@ -1,4 +1,4 @@
-// AVX2 GEMM tiles (compiled with -mavx2 -mfma only). One X row at a time
+// AVX2 GEMM tiles (compiled with -mavx2 -mfma only). Two X rows at a time
 // against a 16-row weight panel held as two 8-lane halves.
 //
 // Integer scheme: `vpmaddubsw` multiplies u8 codes by s8 activations into
@@ -24,90 +24,118 @@ inline __m256i Bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-template <PackKind kKind>
-void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
-              int64_t panel_end) {
+// X rows rows[0..R) against panel p, all groups. Each group's weight
+// vectors are loaded (and unpacked or recentred) once for the R rows.
+template <PackKind kKind, int R>
+void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
   constexpr int S = kKind == PackKind::kU8G16 ? 16 : 32;
   const QuantizedMatrix& w = *a.w;
   const int64_t groups = w.num_groups();
+  const float* d = w.scales(p);
+  const float* c = w.offsets(p);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i nib = _mm256_set1_epi8(0x0f);
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
+  const int8_t* xq[R];
+  __m256 acc[R][2];
+  for (int r = 0; r < R; ++r) {
+    xq[r] = a.x->row_q(rows[r]);
+    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    const uint8_t* codes = w.codes(p, g);
+    const int64_t k0 = g * S;
+    __m256i dot[R][2];
+    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    if constexpr (kKind == PackKind::kU4G32) {
+      for (int q = 0; q < 4; ++q) {
+        const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
+        const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
+        const __m256i l0 = _mm256_and_si256(v0, nib), l1 = _mm256_and_si256(v1, nib);
+        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib);
+        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
+        for (int r = 0; r < R; ++r) {
+          const __m256i xl = Bcast4(xq[r] + k0 + 4 * q), xh = Bcast4(xq[r] + k0 + 16 + 4 * q);
+          // Two 4-bit products per pair, two pairs summed: 4 * 15 * 127 < 32767.
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh));
+          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(p0, ones16));
+          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones16));
+        }
+      }
+    } else if constexpr (kKind == PackKind::kU8G16) {
+      for (int q = 0; q < 4; ++q) {
+        const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
+        const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
+        for (int r = 0; r < R; ++r) {
+          const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
+          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xb), ones16));
+          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xb), ones16));
+        }
+      }
+    } else {
+      for (int q = 0; q < 8; ++q) {
+        const __m256i s0 = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q)), bias);
+        const __m256i s1 = _mm256_xor_si256(
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32)), bias);
+        const __m256i a0 = _mm256_abs_epi8(s0), a1 = _mm256_abs_epi8(s1);
+        for (int r = 0; r < R; ++r) {
+          const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
+          const __m256i m0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(xb, s0));
+          const __m256i m1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(xb, s1));
+          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(m0, ones16));
+          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(m1, ones16));
+        }
+      }
+    }
+    const __m256 d0 = _mm256_load_ps(d + g * kPanelRows), d1 = _mm256_load_ps(d + g * kPanelRows + 8);
+    __m256 c0 = _mm256_load_ps(c + g * kPanelRows), c1 = _mm256_load_ps(c + g * kPanelRows + 8);
+    if constexpr (kKind == PackKind::kU8G32) {
+      const __m256 k128 = _mm256_set1_ps(128.0f);
+      c0 = _mm256_fmadd_ps(d0, k128, c0);
+      c1 = _mm256_fmadd_ps(d1, k128, c1);
+    }
+    for (int r = 0; r < R; ++r) {
+      const float s = a.x->row_scale(rows[r])[k0 / kActBlock];
+      const __m256 vs = _mm256_set1_ps(s);
+      const __m256 vxs =
+          _mm256_set1_ps(s * static_cast<float>(ActGroupSum(a.x->row_sum16(rows[r]), k0, S)));
+      acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][0]), _mm256_mul_ps(d0, vs), acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][1]), _mm256_mul_ps(d1, vs), acc[r][1]);
+      acc[r][0] = _mm256_fmadd_ps(c0, vxs, acc[r][0]);
+      acc[r][1] = _mm256_fmadd_ps(c1, vxs, acc[r][1]);
+    }
+  }
+  const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
+  for (int r = 0; r < R; ++r) {
+    float* out = a.y + rows[r] * a.y_stride + p * kPanelRows;
+    if (n_valid == kPanelRows) {
+      _mm256_storeu_ps(out, acc[r][0]);
+      _mm256_storeu_ps(out + 8, acc[r][1]);
+    } else {
+      alignas(32) float tmp[kPanelRows];
+      _mm256_store_ps(tmp, acc[r][0]);
+      _mm256_store_ps(tmp + 8, acc[r][1]);
+      std::memcpy(out, tmp, n_valid * sizeof(float));
+    }
+  }
+}
+
+template <PackKind kKind>
+void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
+              int64_t panel_end) {
+  constexpr int kRows = 2;  // 2 rows x 2 halves of int32 and float accumulators fit in 16 ymm
   for (int64_t p = panel_begin; p < panel_end; ++p) {
-    const float* d = w.scales(p);
-    const float* c = w.offsets(p);
-    const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-    for (int64_t i = row_begin; i < row_end; ++i) {
-      const int64_t r = RowOf(a, i);
-      const int8_t* xq = a.x->row_q(r);
-      const float* sx = a.x->row_scale(r);
-      const int32_t* sum16 = a.x->row_sum16(r);
-      __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-      for (int64_t g = 0; g < groups; ++g) {
-        const uint8_t* codes = w.codes(p, g);
-        const int8_t* x = xq + g * S;
-        __m256i i0 = _mm256_setzero_si256(), i1 = _mm256_setzero_si256();
-        if constexpr (kKind == PackKind::kU4G32) {
-          for (int q = 0; q < 4; ++q) {
-            const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
-            const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
-            const __m256i xl = Bcast4(x + 4 * q), xh = Bcast4(x + 16 + 4 * q);
-            const __m256i l0 = _mm256_and_si256(v0, nib), l1 = _mm256_and_si256(v1, nib);
-            const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib);
-            const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
-            const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh));
-            const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh));
-            // Two 4-bit products per pair: 4 * 15 * 127 < 32767.
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(p0, ones16));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(p1, ones16));
-          }
-        } else if constexpr (kKind == PackKind::kU8G16) {
-          for (int q = 0; q < 4; ++q) {
-            const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
-            const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
-            const __m256i xb = Bcast4(x + 4 * q);
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xb), ones16));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xb), ones16));
-          }
-        } else {
-          for (int q = 0; q < 8; ++q) {
-            const __m256i s0 = _mm256_xor_si256(
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q)), bias);
-            const __m256i s1 = _mm256_xor_si256(
-                _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32)), bias);
-            const __m256i xb = Bcast4(x + 4 * q);
-            const __m256i m0 = _mm256_maddubs_epi16(_mm256_abs_epi8(s0), _mm256_sign_epi8(xb, s0));
-            const __m256i m1 = _mm256_maddubs_epi16(_mm256_abs_epi8(s1), _mm256_sign_epi8(xb, s1));
-            i0 = _mm256_add_epi32(i0, _mm256_madd_epi16(m0, ones16));
-            i1 = _mm256_add_epi32(i1, _mm256_madd_epi16(m1, ones16));
-          }
-        }
-        const int64_t k0 = g * S;
-        const float s = sx[k0 / kActBlock];
-        const __m256 vs = _mm256_set1_ps(s);
-        const __m256 vxs = _mm256_set1_ps(s * static_cast<float>(ActGroupSum(sum16, k0, S)));
-        __m256 d0 = _mm256_load_ps(d + g * kPanelRows), d1 = _mm256_load_ps(d + g * kPanelRows + 8);
-        __m256 c0 = _mm256_load_ps(c + g * kPanelRows), c1 = _mm256_load_ps(c + g * kPanelRows + 8);
-        if constexpr (kKind == PackKind::kU8G32) {
-          const __m256 k128 = _mm256_set1_ps(128.0f);
-          c0 = _mm256_fmadd_ps(d0, k128, c0);
-          c1 = _mm256_fmadd_ps(d1, k128, c1);
-        }
-        acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(d0, vs), acc0);
-        acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(d1, vs), acc1);
-        acc0 = _mm256_fmadd_ps(c0, vxs, acc0);
-        acc1 = _mm256_fmadd_ps(c1, vxs, acc1);
-      }
-      float* out = a.y + r * a.y_stride + p * kPanelRows;
-      if (n_valid == kPanelRows) {
-        _mm256_storeu_ps(out, acc0);
-        _mm256_storeu_ps(out + 8, acc1);
-      } else {
-        alignas(32) float tmp[kPanelRows];
-        _mm256_store_ps(tmp, acc0);
-        _mm256_store_ps(tmp + 8, acc1);
-        std::memcpy(out, tmp, n_valid * sizeof(float));
-      }
+    int64_t i = row_begin;
+    int64_t rows[kRows];
+    for (; i + kRows <= row_end; i += kRows) {
+      for (int r = 0; r < kRows; ++r) rows[r] = RowOf(a, i + r);
+      RowsAvx2<kKind, kRows>(a, rows, p);
+    }
+    for (; i < row_end; ++i) {
+      rows[0] = RowOf(a, i);
+      RowsAvx2<kKind, 1>(a, rows, p);
     }
   }
 }
