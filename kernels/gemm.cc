@@ -13,7 +13,11 @@ struct AllKernels {
   AllKernels() {
     for (int l = 0; l < 4; ++l) by_level[l].isa = static_cast<IsaLevel>(l);
     gemm_internal::FillScalarKernels(&by_level[0]);
-    gemm_internal::FillAvx2Kernels(&by_level[1]);
+    if (GetCpuFeatures().avx_vnni) {
+      gemm_internal::FillAvxVnniKernels(&by_level[1]);
+    } else {
+      gemm_internal::FillAvx2Kernels(&by_level[1]);
+    }
     gemm_internal::FillAvx512VnniKernels(&by_level[2]);
     gemm_internal::FillAmxKernels(&by_level[3]);
   }

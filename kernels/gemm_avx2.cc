@@ -8,6 +8,12 @@
 // |s| x sign(x, s) (at most 2 * 128 * 127); the lost 128 * sum(q) is folded
 // into the offset term: c' = c + 128 d. Activations are in [-127, 127], so
 // negating them never overflows.
+//
+// The same source is compiled a second time as gemm_avxvnni.cc with
+// DLLM_GEMM_AVXVNNI defined (and -mavxvnni): there `vpdpbusd` (ymm) takes the
+// u8 codes times s8 activations straight into int32, with no saturation and
+// no recentring, and gemm.cc uses that table for IsaLevel::kAvx2 on CPUs with
+// AVX-VNNI.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,6 +23,14 @@
 
 namespace dllm::gemm_internal {
 namespace {
+
+#ifdef DLLM_GEMM_AVXVNNI
+constexpr bool kAvxVnni = true;
+#define DLLM_GEMM_AVX2_FILL FillAvxVnniKernels
+#else
+constexpr bool kAvxVnni = false;
+#define DLLM_GEMM_AVX2_FILL FillAvx2Kernels
+#endif
 
 inline __m256i Bcast4(const int8_t* p) {
   int32_t v;
@@ -56,6 +70,11 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
         const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
         for (int r = 0; r < R; ++r) {
           const __m256i xl = Bcast4(xq[r] + k0 + 4 * q), xh = Bcast4(xq[r] + k0 + 16 + 4 * q);
+#ifdef DLLM_GEMM_AVXVNNI
+          dot[r][0] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(dot[r][0], l0, xl), h0, xh);
+          dot[r][1] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(dot[r][1], l1, xl), h1, xh);
+          continue;
+#endif
           // Two 4-bit products per pair, two pairs summed: 4 * 15 * 127 < 32767.
           const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh));
           const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh));
@@ -63,12 +82,17 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
           dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones16));
         }
       }
-    } else if constexpr (kKind == PackKind::kU8G16) {
-      for (int q = 0; q < 4; ++q) {
+    } else if constexpr (kKind == PackKind::kU8G16 || kAvxVnni) {
+      for (int q = 0; q < S / 4; ++q) {
         const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
         const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
         for (int r = 0; r < R; ++r) {
           const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
+#ifdef DLLM_GEMM_AVXVNNI
+          dot[r][0] = _mm256_dpbusd_avx_epi32(dot[r][0], v0, xb);
+          dot[r][1] = _mm256_dpbusd_avx_epi32(dot[r][1], v1, xb);
+          continue;
+#endif
           dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xb), ones16));
           dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xb), ones16));
         }
@@ -91,7 +115,7 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
     }
     const __m256 d0 = _mm256_load_ps(d + g * kPanelRows), d1 = _mm256_load_ps(d + g * kPanelRows + 8);
     __m256 c0 = _mm256_load_ps(c + g * kPanelRows), c1 = _mm256_load_ps(c + g * kPanelRows + 8);
-    if constexpr (kKind == PackKind::kU8G32) {
+    if constexpr (kKind == PackKind::kU8G32 && !kAvxVnni) {
       const __m256 k128 = _mm256_set1_ps(128.0f);
       c0 = _mm256_fmadd_ps(d0, k128, c0);
       c1 = _mm256_fmadd_ps(d1, k128, c1);
@@ -142,7 +166,7 @@ void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 
 }  // namespace
 
-void FillAvx2Kernels(GemmKernels* k) {
+void DLLM_GEMM_AVX2_FILL(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAvx2<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAvx2<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU8G16)] = TileAvx2<PackKind::kU8G16>;

@@ -10,6 +10,7 @@ namespace dllm::gemm_internal {
 
 void FillScalarKernels(GemmKernels* k);
 void FillAvx2Kernels(GemmKernels* k);
+void FillAvxVnniKernels(GemmKernels* k);  // AVX2 + AVX-VNNI
 void FillAvx512VnniKernels(GemmKernels* k);
 void FillAmxKernels(GemmKernels* k);
 

@@ -1,4 +1,4 @@
-// Runs the AVX-512 VNNI and AMX GEMM kernels on any x86-64 CPU: their
+// Runs the AVX-VNNI, AVX-512 VNNI and AMX GEMM kernels on any x86-64 CPU: their
 // sources are compiled into this test a second time against
 // emu/immintrin.h (SIMDe + an AMX emulator), in namespace
 // `gemm_internal_emu`, so their logic, tile shapes and tails are checked
@@ -11,6 +11,7 @@
 #include "tests/kernels/gemm_test_util.h"
 
 namespace dllm::gemm_internal_emu {
+void FillAvxVnniKernels(GemmKernels* k);
 void FillAvx512VnniKernels(GemmKernels* k);
 void FillAmxKernels(GemmKernels* k);
 }  // namespace dllm::gemm_internal_emu
@@ -24,11 +25,13 @@ struct Emulated {
 };
 
 std::vector<Emulated> EmulatedKernels() {
-  std::vector<Emulated> out(2);
+  std::vector<Emulated> out(3);
   out[0].name = "avx512vnni(emulated)";
   gemm_internal_emu::FillAvx512VnniKernels(&out[0].kernels);
   out[1].name = "amx(emulated)";
   gemm_internal_emu::FillAmxKernels(&out[1].kernels);
+  out[2].name = "avxvnni(emulated)";
+  gemm_internal_emu::FillAvxVnniKernels(&out[2].kernels);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Test-only stand-in for <immintrin.h>: lets gemm_emulated_test compile the
-// AVX-512 VNNI and AMX kernel sources for a CPU without those ISAs. AVX-512
+// AVX-VNNI, AVX-512 VNNI and AMX kernel sources for a CPU without those ISAs. AVX-512
 // intrinsics come from SIMDe (Debian libsimde-dev) under their native names;
 // AMX tile instructions are emulated below, checking tile shapes the way the
 // hardware does (a shape mismatch aborts, as #UD would). Found first through
@@ -16,6 +16,7 @@
 #include <cstring>
 
 // What SIMDe 0.7.4 lacks among the intrinsics the kernels use.
+#define _mm256_dpbusd_avx_epi32(src, a, b) simde_mm256_dpbusd_epi32(src, a, b)
 typedef simde__mmask16 __mmask16;
 inline simde__m512 _mm512_cvtepi32_ps(simde__m512i a) {
   int32_t in[16];
