@@ -5,8 +5,8 @@
 // Scheme: for each weight scale group (S = 32 or 16 k), `tdpbsud` multiplies
 // an A tile of 16 X rows x S activation codes (s8) by a B tile of S/4
 // quad-rows x 16 weight rows x 4 codes (u8, exactly the packed panel layout;
-// 4-bit codes are unpacked to bytes once per group and reused by every row
-// block of the tile). The int32 C tile is stored and scaled in float
+// 4- and 6-bit codes are unpacked to bytes once per group and reused by
+// every row block of the tile). The int32 C tile is stored and scaled in float
 // (y += s d dot + c s sum(q)) because every group has its own scales; two
 // panels share each A tile.
 //
@@ -64,10 +64,36 @@ inline void UnpackU4(const uint8_t* codes, uint8_t* out) {
   }
 }
 
+// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h): low
+// nibble from vector q & 1 (high half for q >= 2), high 2 bits from the third
+// vector at bits 2q. 16-bit shifts are safe: the masks drop bits that cross
+// a byte boundary.
+inline __m512i Unpack6(const uint8_t* codes, int q) {
+  const __m512i nib = _mm512_load_si512(codes + 64 * (q & 1));
+  const __m512i hb = _mm512_load_si512(codes + 128);
+  const __m512i lo = _mm512_and_si512(q >= 2 ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0f));
+  __m512i hi;
+  switch (q) {
+    case 0:
+      hi = _mm512_slli_epi16(hb, 4);
+      break;
+    case 1:
+      hi = _mm512_slli_epi16(hb, 2);
+      break;
+    case 2:
+      hi = hb;
+      break;
+    default:
+      hi = _mm512_srli_epi16(hb, 2);
+      break;
+  }
+  return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+}
+
 template <PackKind kKind>
 void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
              int64_t panel_end) {
-  constexpr int S = kKind == PackKind::kU8G16 ? 16 : 32;
+  constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
   const QuantizedMatrix& w = *a.w;
   const QuantizedRows& x = *a.x;
   const int64_t groups = w.num_groups();
@@ -95,14 +121,22 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
           UnpackU4(w.codes(p1, g), bbuf[1]);
           _tile_loadd(6, bbuf[0], 64);
           _tile_loadd(7, bbuf[1], 64);
+        } else if constexpr (kKind == PackKind::kU6G16) {
+          for (int q = 0; q < 4; ++q) {
+            _mm512_store_si512(bbuf[0] + 64 * q, Unpack6(w.codes(p, g), q));
+            _mm512_store_si512(bbuf[1] + 64 * q, Unpack6(w.codes(p1, g), q));
+          }
+          _tile_loadd(6, bbuf[0], 64);
+          _tile_loadd(7, bbuf[1], 64);
         } else {
           _tile_loadd(6, w.codes(p, g), 64);
           _tile_loadd(7, w.codes(p1, g), 64);
         }
         const __m512 dv0 = _mm512_load_ps(d[0] + g * kPanelRows);
         const __m512 dv1 = _mm512_load_ps(d[1] + g * kPanelRows);
-        const __m512 cv0 = _mm512_load_ps(c[0] + g * kPanelRows);
-        const __m512 cv1 = _mm512_load_ps(c[1] + g * kPanelRows);
+        const __m512 m32 = _mm512_set1_ps(-32.0f);  // kU6G16 stores no offsets: c = -32 d
+        const __m512 cv0 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv0, m32) : _mm512_load_ps(c[0] + g * kPanelRows);
+        const __m512 cv1 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv1, m32) : _mm512_load_ps(c[1] + g * kPanelRows);
         for (int rb = 0; rb < nrows; rb += 16) {
           const int nb = std::min(16, nrows - rb);
           bool contiguous = nb == 16;
@@ -159,7 +193,7 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
 void FillAmxKernels(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAmx<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAmx<PackKind::kU8G32>;
-  k->tile[static_cast<int>(PackKind::kU8G16)] = TileAmx<PackKind::kU8G16>;
+  k->tile[static_cast<int>(PackKind::kU6G16)] = TileAmx<PackKind::kU6G16>;
 }
 
 }  // namespace dllm::gemm_internal

@@ -40,9 +40,35 @@ inline __m256i Bcast4(const int8_t* p) {
 
 // X rows rows[0..R) against panel p, all groups. Each group's weight
 // vectors are loaded (and unpacked or recentred) once for the R rows.
+// Quad-row q (0..3) of a 6-bit group, bytes [half, half + 32) of it: the low
+// nibble from vector q & 1 (shifted down by 4 for q >= 2), the high 2 bits
+// from the third vector at bits 2q (16-bit shifts are safe: the masks drop
+// the bits that cross a byte boundary).
+inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
+  const __m256i nib = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * (q & 1) + half));
+  const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 128 + half));
+  const __m256i lo = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(nib, 4) : nib, _mm256_set1_epi8(0x0f));
+  __m256i hi;
+  switch (q) {
+    case 0:
+      hi = _mm256_slli_epi16(hb, 4);
+      break;
+    case 1:
+      hi = _mm256_slli_epi16(hb, 2);
+      break;
+    case 2:
+      hi = hb;
+      break;
+    default:
+      hi = _mm256_srli_epi16(hb, 2);
+      break;
+  }
+  return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+}
+
 template <PackKind kKind, int R>
 void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
-  constexpr int S = kKind == PackKind::kU8G16 ? 16 : 32;
+  constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
   const QuantizedMatrix& w = *a.w;
   const int64_t groups = w.num_groups();
   const float* d = w.scales(p);
@@ -82,10 +108,16 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
           dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones16));
         }
       }
-    } else if constexpr (kKind == PackKind::kU8G16 || kAvxVnni) {
+    } else if constexpr (kKind == PackKind::kU6G16 || kAvxVnni) {
       for (int q = 0; q < S / 4; ++q) {
-        const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
-        const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
+        __m256i v0, v1;
+        if constexpr (kKind == PackKind::kU6G16) {
+          v0 = Unpack6(codes, q, 0);
+          v1 = Unpack6(codes, q, 32);
+        } else {
+          v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
+          v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
+        }
         for (int r = 0; r < R; ++r) {
           const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
 #ifdef DLLM_GEMM_AVXVNNI
@@ -114,7 +146,14 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
       }
     }
     const __m256 d0 = _mm256_load_ps(d + g * kPanelRows), d1 = _mm256_load_ps(d + g * kPanelRows + 8);
-    __m256 c0 = _mm256_load_ps(c + g * kPanelRows), c1 = _mm256_load_ps(c + g * kPanelRows + 8);
+    __m256 c0, c1;
+    if constexpr (kKind == PackKind::kU6G16) {
+      c0 = _mm256_mul_ps(d0, _mm256_set1_ps(-32.0f));
+      c1 = _mm256_mul_ps(d1, _mm256_set1_ps(-32.0f));
+    } else {
+      c0 = _mm256_load_ps(c + g * kPanelRows);
+      c1 = _mm256_load_ps(c + g * kPanelRows + 8);
+    }
     if constexpr (kKind == PackKind::kU8G32 && !kAvxVnni) {
       const __m256 k128 = _mm256_set1_ps(128.0f);
       c0 = _mm256_fmadd_ps(d0, k128, c0);
@@ -169,7 +208,7 @@ void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 void DLLM_GEMM_AVX2_FILL(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAvx2<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAvx2<PackKind::kU8G32>;
-  k->tile[static_cast<int>(PackKind::kU8G16)] = TileAvx2<PackKind::kU8G16>;
+  k->tile[static_cast<int>(PackKind::kU6G16)] = TileAvx2<PackKind::kU6G16>;
 }
 
 }  // namespace dllm::gemm_internal

@@ -26,10 +26,36 @@ inline __m512i Bcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
+// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h): low
+// nibble from vector q & 1 (high half for q >= 2), high 2 bits from the third
+// vector at bits 2q. 16-bit shifts are safe: the masks drop bits that cross
+// a byte boundary.
+inline __m512i Unpack6(const uint8_t* codes, int q) {
+  const __m512i nib = _mm512_load_si512(codes + 64 * (q & 1));
+  const __m512i hb = _mm512_load_si512(codes + 128);
+  const __m512i lo = _mm512_and_si512(q >= 2 ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0f));
+  __m512i hi;
+  switch (q) {
+    case 0:
+      hi = _mm512_slli_epi16(hb, 4);
+      break;
+    case 1:
+      hi = _mm512_slli_epi16(hb, 2);
+      break;
+    case 2:
+      hi = hb;
+      break;
+    default:
+      hi = _mm512_srli_epi16(hb, 2);
+      break;
+  }
+  return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+}
+
 // X rows list[0..R) against panel p, all groups.
 template <PackKind kKind, int R>
 void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
-  constexpr int S = kKind == PackKind::kU8G16 ? 16 : 32;
+  constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
   constexpr int Q = S / 4;  // quad-rows per group
   const QuantizedMatrix& w = *a.w;
   const int64_t groups = w.num_groups();
@@ -55,12 +81,15 @@ void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
         wv[q] = _mm512_and_si512(v, nib);                          // elements 4q..4q+3
         wv[q + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);  // elements 16+4q..
       }
+    } else if constexpr (kKind == PackKind::kU6G16) {
+      for (int q = 0; q < 4; ++q) wv[q] = Unpack6(codes, q);
     } else {
       for (int q = 0; q < Q; ++q) wv[q] = _mm512_load_si512(codes + 64 * q);
     }
     const int64_t k0 = g * S;
     const __m512 dv = _mm512_load_ps(d + g * kPanelRows);
-    const __m512 cv = _mm512_load_ps(c + g * kPanelRows);
+    const __m512 cv = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv, _mm512_set1_ps(-32.0f))
+                                                : _mm512_load_ps(c + g * kPanelRows);
     for (int r = 0; r < R; ++r) {
       const int8_t* x = xq[r] + k0;
       __m512i dot = _mm512_setzero_si512();
@@ -105,7 +134,7 @@ void TileVnni(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 void FillAvx512VnniKernels(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileVnni<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileVnni<PackKind::kU8G32>;
-  k->tile[static_cast<int>(PackKind::kU8G16)] = TileVnni<PackKind::kU8G16>;
+  k->tile[static_cast<int>(PackKind::kU6G16)] = TileVnni<PackKind::kU6G16>;
 }
 
 }  // namespace dllm::gemm_internal

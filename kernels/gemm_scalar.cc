@@ -11,8 +11,7 @@ namespace {
 template <PackKind kKind>
 void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
                 int64_t panel_end) {
-  constexpr int S = kKind == PackKind::kU8G16 ? 16 : 32;
-  constexpr bool kFour = kKind == PackKind::kU4G32;
+  constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
   const QuantizedMatrix& w = *a.w;
   const int64_t groups = w.num_groups();
   for (int64_t p = panel_begin; p < panel_end; ++p) {
@@ -34,16 +33,22 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
           int32_t dot = 0;
           for (int e = 0; e < S; ++e) {
             int u;
-            if (kFour) {
+            if constexpr (kKind == PackKind::kU4G32) {
               const int ee = e & 15;
               const uint8_t b = codes[((ee / 4) * kPanelRows + n) * 4 + ee % 4];
               u = e < 16 ? (b & 0xf) : (b >> 4);
+            } else if constexpr (kKind == PackKind::kU6G16) {
+              const int q = e / 4, at = n * 4 + e % 4;
+              u = ((codes[64 * (q & 1) + at] >> (4 * (q >> 1))) & 0xf) |
+                  (((codes[128 + at] >> (2 * q)) & 3) << 4);
             } else {
               u = codes[((e / 4) * kPanelRows + n) * 4 + e % 4];
             }
             dot += u * xq[k0 + e];
           }
-          acc[n] += s * d[g * kPanelRows + n] * static_cast<float>(dot) + c[g * kPanelRows + n] * xs;
+          const float dn = d[g * kPanelRows + n];
+          const float cn = c != nullptr ? c[g * kPanelRows + n] : -32.0f * dn;
+          acc[n] += s * dn * static_cast<float>(dot) + cn * xs;
         }
       }
       std::memcpy(a.y + r * a.y_stride + p * kPanelRows, acc, n_valid * sizeof(float));
@@ -56,7 +61,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
 void FillScalarKernels(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileScalar<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileScalar<PackKind::kU8G32>;
-  k->tile[static_cast<int>(PackKind::kU8G16)] = TileScalar<PackKind::kU8G16>;
+  k->tile[static_cast<int>(PackKind::kU6G16)] = TileScalar<PackKind::kU6G16>;
 }
 
 }  // namespace dllm::gemm_internal

@@ -232,14 +232,16 @@ PackKind PackKindOf(GgmlType type) {
     case GgmlType::kQ4_K:
       return PackKind::kU4G32;
     case GgmlType::kQ6_K:
-      return PackKind::kU8G16;
+      return PackKind::kU6G16;
     default:
       return PackKind::kU8G32;
   }
 }
 
-int PackGroupSize(PackKind kind) { return kind == PackKind::kU8G16 ? 16 : 32; }
-int PackCodeBits(PackKind kind) { return kind == PackKind::kU4G32 ? 4 : 8; }
+int PackGroupSize(PackKind kind) { return kind == PackKind::kU6G16 ? 16 : 32; }
+int PackCodeBits(PackKind kind) {
+  return kind == PackKind::kU4G32 ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
+}
 
 int64_t PackKMultiple(GgmlType type) { return std::max<int64_t>(32, TraitsOf(type).block_size); }
 
@@ -248,7 +250,8 @@ size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   m.kind = PackKindOf(type);
   m.rows = rows;
   m.cols = cols;
-  const size_t panel = m.num_groups() * (m.group_code_bytes() + 2 * kPanelRows * sizeof(float));
+  const size_t panel = m.num_groups() * (m.group_code_bytes() +
+                                         (PackHasOffsets(m.kind) ? 2 : 1) * kPanelRows * sizeof(float));
   return panel * m.num_panels();
 }
 
@@ -258,11 +261,11 @@ QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t
   m.kind = PackKindOf(type);
   m.rows = rows;
   m.cols = cols;
-  m.panel_bytes = m.num_groups() * (m.group_code_bytes() + 2 * kPanelRows * sizeof(float));
+  m.panel_bytes = PackedBytes(type, kPanelRows, cols);
   m.data = static_cast<const uint8_t*>(dst);
   const int S = PackGroupSize(m.kind);
   const int64_t groups = m.num_groups();
-  const bool four = PackCodeBits(m.kind) == 4;
+  const int bits = PackCodeBits(m.kind);
   const size_t row_bytes = RowBytes(type, cols);
   std::vector<uint8_t> u(cols);
   std::vector<float> d(groups), c(groups);
@@ -271,7 +274,7 @@ QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t
   for (int64_t p = 0; p < m.num_panels(); ++p) {
     uint8_t* panel = out + p * m.panel_bytes;
     float* pd = reinterpret_cast<float*>(panel + groups * m.group_code_bytes());
-    float* pc = pd + groups * kPanelRows;
+    float* pc = PackHasOffsets(m.kind) ? pd + groups * kPanelRows : nullptr;
     for (int r = 0; r < kPanelRows; ++r) {
       const int64_t row = p * kPanelRows + r;
       if (row >= rows) break;  // padding rows stay zero: d = c = 0
@@ -280,13 +283,18 @@ QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* codes = panel + g * m.group_code_bytes();
         pd[g * kPanelRows + r] = d[g];
-        pc[g * kPanelRows + r] = c[g];
+        if (pc != nullptr) pc[g * kPanelRows + r] = c[g];
         for (int e = 0; e < S; ++e) {
           const uint8_t v = u[g * S + e];
-          if (four) {
+          if (bits == 4) {
             const int ee = e & 15;
             const size_t at = ((ee / 4) * kPanelRows + r) * 4 + ee % 4;
             codes[at] |= e < 16 ? v : static_cast<uint8_t>(v << 4);
+          } else if (bits == 6) {
+            const int q = e / 4;
+            const size_t at = r * 4 + e % 4;  // byte within each 64-byte vector
+            codes[64 * (q & 1) + at] |= static_cast<uint8_t>((v & 0xf) << (4 * (q >> 1)));
+            codes[128 + at] |= static_cast<uint8_t>((v >> 4) << (2 * q));
           } else {
             codes[((e / 4) * kPanelRows + r) * 4 + e % 4] = v;
           }

@@ -7,7 +7,8 @@
 //     w = d * u + c_elem  with  sum_group(w * x) = d * sum(u * x) + c * sum(x).
 // (`c` is the whole group's additive term: Q4_0 has c = -8 d, Q4_1 c = m,
 // Q4_K c = -dmin * m_j, Q6_K c = -32 d sc, ...). Codes are stored 4-bit when
-// the format has 4-bit codes (Q4_0, Q4_1, Q4_K) and as bytes otherwise.
+// the format has 4-bit codes (Q4_0, Q4_1, Q4_K), 6-bit for Q6_K, and as
+// bytes otherwise.
 // Unsigned codes let VNNI's `vpdpbusd` (u8 x s8) and AMX's `tdpbsud`
 // (s8 x u8) take the weights as the unsigned operand with no sign trick.
 //
@@ -16,11 +17,14 @@
 // [S/4][16 rows][4 consecutive k] bytes (VNNI quads = AMX B-tile rows), then
 // all groups' `d[16]`, then all groups' `c[16]`. 4-bit groups (S = 32) keep
 // the same order over 4 quad-rows, element k in the low nibble and k + 16 in
-// the high nibble of the same byte.
+// the high nibble of the same byte. 6-bit groups (S = 16, 4 quad-rows q of
+// 64 bytes) are 3 vectors of 64 bytes: low nibbles of q = 0 | q = 2 << 4,
+// low nibbles of q = 1 | q = 3 << 4, and the high 2 bits of quad-row q at
+// bits 2q..2q+1; their offset is always c = -32 d, so no `c` is stored.
 //
-// Size. Codes take 4 or 8 bits per weight, d and c 64 bits per 16 x S codes
-// (2 bits per weight at S = 32, 4 at S = 16): Q4_0/Q4_1/Q4_K 6 bits (file:
-// 4.5-5), Q8_0 and Q5_* 10 bits (file: 5.5-8.5), Q6_K 12 bits (file: 6.56).
+// Size. Codes take 4, 6 or 8 bits per weight, d and c 64 bits per 16 x S
+// codes (2 bits per weight at S = 32): Q4_0/Q4_1/Q4_K 6 bits (file: 4.5-5),
+// Q8_0 and Q5_* 10 bits (file: 5.5-8.5), Q6_K 8 bits (6 + d only; file 6.56).
 // F32/F16/BF16 are quantized at load to the Q8_0 scheme (per 32 elements,
 // scale max|w|/127, error <= max|w_block|/254 per weight).
 #ifndef DLLM_KERNELS_QUANTIZED_MATRIX_H_
@@ -40,16 +44,18 @@ constexpr int kPanelRows = 16;  // output columns (weight rows) per panel
 enum class PackKind : int {
   kU4G32 = 0,  // 4-bit codes, scale group 32 (Q4_0, Q4_1, Q4_K)
   kU8G32 = 1,  // 8-bit codes, scale group 32 (Q8_0, Q5_*, F32/F16/BF16)
-  kU8G16 = 2,  // 8-bit codes, scale group 16 (Q6_K)
+  kU6G16 = 2,  // 6-bit codes, scale group 16, c = -32 d (Q6_K)
 };
 constexpr int kNumPackKinds = 3;
 
 // Whether `type` can be packed, and with which kind.
 bool PackSupported(GgmlType type);
 PackKind PackKindOf(GgmlType type);
-// Elements per scale group (32 or 16) and code bits (4 or 8).
+// Elements per scale group (32 or 16), code bits (4, 6 or 8), and whether
+// groups store an offset `c` (else c = -32 d).
 int PackGroupSize(PackKind kind);
 int PackCodeBits(PackKind kind);
+inline bool PackHasOffsets(PackKind kind) { return kind != PackKind::kU6G16; }
 // K must be a multiple of this (the format's block, at least 32).
 int64_t PackKMultiple(GgmlType type);
 
@@ -66,13 +72,16 @@ struct QuantizedMatrix {
   int64_t num_panels() const { return (rows + kPanelRows - 1) / kPanelRows; }
   int64_t num_groups() const { return cols / PackGroupSize(kind); }
   const uint8_t* panel(int64_t p) const { return data + static_cast<size_t>(p) * panel_bytes; }
-  // Codes of group g in panel p, and its scales and offsets (16 floats each).
+  // Codes of group g in panel p, and its scales and offsets (16 floats each;
+  // offsets() is null for kU6G16).
   size_t group_code_bytes() const { return PackGroupSize(kind) * kPanelRows * PackCodeBits(kind) / 8; }
   const uint8_t* codes(int64_t p, int64_t g) const { return panel(p) + g * group_code_bytes(); }
   const float* scales(int64_t p) const {
     return reinterpret_cast<const float*>(panel(p) + num_groups() * group_code_bytes());
   }
-  const float* offsets(int64_t p) const { return scales(p) + num_groups() * kPanelRows; }
+  const float* offsets(int64_t p) const {
+    return PackHasOffsets(kind) ? scales(p) + num_groups() * kPanelRows : nullptr;
+  }
 };
 
 // Bytes `PackMatrix` writes for an N x K matrix of `type`.
