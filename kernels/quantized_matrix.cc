@@ -255,7 +255,7 @@ size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   return panel * m.num_panels();
 }
 
-QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols, void* dst) {
+QuantizedMatrix PackedView(GgmlType type, int64_t rows, int64_t cols, void* dst) {
   QuantizedMatrix m;
   m.type = type;
   m.kind = PackKindOf(type);
@@ -263,15 +263,21 @@ QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t
   m.cols = cols;
   m.panel_bytes = PackedBytes(type, kPanelRows, cols);
   m.data = static_cast<const uint8_t*>(dst);
+  return m;
+}
+
+void PackPanels(const QuantizedMatrix& m, const void* src, int64_t panel_begin, int64_t panel_end) {
+  const GgmlType type = m.type;
+  const int64_t cols = m.cols, rows = m.rows;
   const int S = PackGroupSize(m.kind);
   const int64_t groups = m.num_groups();
   const int bits = PackCodeBits(m.kind);
   const size_t row_bytes = RowBytes(type, cols);
   std::vector<uint8_t> u(cols);
   std::vector<float> d(groups), c(groups);
-  auto* out = static_cast<uint8_t*>(dst);
-  std::memset(out, 0, m.panel_bytes * m.num_panels());
-  for (int64_t p = 0; p < m.num_panels(); ++p) {
+  auto* out = const_cast<uint8_t*>(m.data);  // the caller's writable buffer (PackedView)
+  std::memset(out + panel_begin * m.panel_bytes, 0, m.panel_bytes * (panel_end - panel_begin));
+  for (int64_t p = panel_begin; p < panel_end; ++p) {
     uint8_t* panel = out + p * m.panel_bytes;
     float* pd = reinterpret_cast<float*>(panel + groups * m.group_code_bytes());
     float* pc = PackHasOffsets(m.kind) ? pd + groups * kPanelRows : nullptr;
@@ -302,6 +308,11 @@ QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t
       }
     }
   }
+}
+
+QuantizedMatrix PackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols, void* dst) {
+  const QuantizedMatrix m = PackedView(type, rows, cols, dst);
+  PackPanels(m, src, 0, m.num_panels());
   return m;
 }
 

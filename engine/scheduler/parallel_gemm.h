@@ -1,6 +1,6 @@
 // The oneTBB driver of the GEMM tiles of kernels/gemm.h: hands output tiles
 // out dynamically (one task per tile, work stealing; never a static split)
-// to the threads of a task arena.
+// to the threads of a task arena. Also the parallel weight packer.
 #ifndef DLLM_ENGINE_SCHEDULER_PARALLEL_GEMM_H_
 #define DLLM_ENGINE_SCHEDULER_PARALLEL_GEMM_H_
 
@@ -17,6 +17,12 @@ namespace dllm {
 // TBB's task objects. Results are bit-identical to `Gemm(kernels, args)`.
 void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
                   tbb::task_arena* arena = nullptr);
+
+// PackMatrix (kernels/quantized_matrix.h) with its panels spread over the
+// threads of `arena` (or the current arena): for loading, where one core
+// packs about 3-4 ns a weight. Same contract and result as PackMatrix.
+QuantizedMatrix ParallelPackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols,
+                                   void* dst, tbb::task_arena* arena = nullptr);
 
 }  // namespace dllm
 
