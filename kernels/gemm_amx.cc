@@ -17,6 +17,7 @@
 // a memory clobber precedes the load. tests/CMakeLists.txt builds this file
 // a second time at -O2 (gemm_amx_o2_test) next to the library's -O3.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 _mm512_undefined_* false positive
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -90,6 +91,17 @@ inline __m512i Unpack6(const uint8_t* codes, int q) {
   return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
 }
 
+// kU4K: d = d_super * sc and c = -(dmin * m) for the 16 rows of group g.
+inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, __m512* d, __m512* c) {
+  const int64_t at = g / 8 * kPanelRows;
+  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows))));
+  const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows))));
+  *d = _mm512_mul_ps(_mm512_loadu_ps(w.super_scales(p) + at), sc);
+  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(w.super_mins(p) + at), mn));
+}
+
 template <PackKind kKind>
 void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
              int64_t panel_end) {
@@ -116,7 +128,7 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
       std::memset(acc, 0, sizeof(acc[0]) * nrows);
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t k0 = g * S;
-        if constexpr (kKind == PackKind::kU4G32) {
+        if constexpr (PackIsFourBit(kKind)) {
           UnpackU4(w.codes(p, g), bbuf[0]);
           UnpackU4(w.codes(p1, g), bbuf[1]);
           _tile_loadd(6, bbuf[0], 64);
@@ -132,11 +144,17 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
           _tile_loadd(6, w.codes(p, g), 64);
           _tile_loadd(7, w.codes(p1, g), 64);
         }
-        const __m512 dv0 = _mm512_load_ps(d[0] + g * kPanelRows);
-        const __m512 dv1 = _mm512_load_ps(d[1] + g * kPanelRows);
-        const __m512 m32 = _mm512_set1_ps(-32.0f);  // kU6G16 stores no offsets: c = -32 d
-        const __m512 cv0 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv0, m32) : _mm512_load_ps(c[0] + g * kPanelRows);
-        const __m512 cv1 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv1, m32) : _mm512_load_ps(c[1] + g * kPanelRows);
+        __m512 dv0, dv1, cv0, cv1;
+        if constexpr (kKind == PackKind::kU4K) {
+          KScales(w, p, g, &dv0, &cv0);
+          KScales(w, p1, g, &dv1, &cv1);
+        } else {
+          dv0 = _mm512_load_ps(d[0] + g * kPanelRows);
+          dv1 = _mm512_load_ps(d[1] + g * kPanelRows);
+          const __m512 m32 = _mm512_set1_ps(-32.0f);  // kU6G16 stores no offsets: c = -32 d
+          cv0 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv0, m32) : _mm512_load_ps(c[0] + g * kPanelRows);
+          cv1 = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv1, m32) : _mm512_load_ps(c[1] + g * kPanelRows);
+        }
         for (int rb = 0; rb < nrows; rb += 16) {
           const int nb = std::min(16, nrows - rb);
           bool contiguous = nb == 16;
@@ -191,6 +209,7 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
 }  // namespace
 
 void FillAmxKernels(GemmKernels* k) {
+  k->tile[static_cast<int>(PackKind::kU4K)] = TileAmx<PackKind::kU4K>;
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAmx<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAmx<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU6G16)] = TileAmx<PackKind::kU6G16>;

@@ -66,6 +66,17 @@ inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
   return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
 }
 
+// kU4K: d = d_super * sc and c = -(dmin * m) for rows [n0, n0 + 8) of group g.
+inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, int n0, __m256* d, __m256* c) {
+  const int64_t at = g / 8 * kPanelRows + n0;
+  const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows + n0))));
+  const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows + n0))));
+  *d = _mm256_mul_ps(_mm256_loadu_ps(w.super_scales(p) + at), sc);
+  *c = _mm256_xor_ps(_mm256_mul_ps(_mm256_loadu_ps(w.super_mins(p) + at), mn), _mm256_set1_ps(-0.0f));
+}
+
 template <PackKind kKind, int R>
 void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
   constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
@@ -87,7 +98,7 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
     const int64_t k0 = g * S;
     __m256i dot[R][2];
     for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-    if constexpr (kKind == PackKind::kU4G32) {
+    if constexpr (PackIsFourBit(kKind)) {
       for (int q = 0; q < 4; ++q) {
         const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
         const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
@@ -145,9 +156,16 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
         }
       }
     }
-    const __m256 d0 = _mm256_load_ps(d + g * kPanelRows), d1 = _mm256_load_ps(d + g * kPanelRows + 8);
-    __m256 c0, c1;
-    if constexpr (kKind == PackKind::kU6G16) {
+    __m256 d0, d1, c0, c1;
+    if constexpr (kKind == PackKind::kU4K) {
+      KScales(w, p, g, 0, &d0, &c0);
+      KScales(w, p, g, 8, &d1, &c1);
+    } else {
+      d0 = _mm256_load_ps(d + g * kPanelRows);
+      d1 = _mm256_load_ps(d + g * kPanelRows + 8);
+    }
+    if constexpr (kKind == PackKind::kU4K) {
+    } else if constexpr (kKind == PackKind::kU6G16) {
       c0 = _mm256_mul_ps(d0, _mm256_set1_ps(-32.0f));
       c1 = _mm256_mul_ps(d1, _mm256_set1_ps(-32.0f));
     } else {
@@ -206,6 +224,7 @@ void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 }  // namespace
 
 void DLLM_GEMM_AVX2_FILL(GemmKernels* k) {
+  k->tile[static_cast<int>(PackKind::kU4K)] = TileAvx2<PackKind::kU4K>;
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAvx2<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAvx2<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU6G16)] = TileAvx2<PackKind::kU6G16>;

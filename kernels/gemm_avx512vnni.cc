@@ -10,6 +10,7 @@
 // GCC 12 flags `_mm512_undefined_ps()` inside `_mm512_cvtepi32_ps` as
 // maybe-uninitialized once inlined; it is a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -52,6 +53,17 @@ inline __m512i Unpack6(const uint8_t* codes, int q) {
   return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
 }
 
+// kU4K: d = d_super * sc and c = -(dmin * m) for the 16 rows of group g.
+inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, __m512* d, __m512* c) {
+  const int64_t at = g / 8 * kPanelRows;
+  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows))));
+  const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows))));
+  *d = _mm512_mul_ps(_mm512_loadu_ps(w.super_scales(p) + at), sc);
+  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(w.super_mins(p) + at), mn));
+}
+
 // X rows list[0..R) against panel p, all groups.
 template <PackKind kKind, int R>
 void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
@@ -75,7 +87,7 @@ void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
   for (int64_t g = 0; g < groups; ++g) {
     const uint8_t* codes = w.codes(p, g);
     __m512i wv[Q];
-    if constexpr (kKind == PackKind::kU4G32) {
+    if constexpr (PackIsFourBit(kKind)) {
       for (int q = 0; q < 4; ++q) {
         const __m512i v = _mm512_load_si512(codes + 64 * q);
         wv[q] = _mm512_and_si512(v, nib);                          // elements 4q..4q+3
@@ -87,15 +99,20 @@ void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
       for (int q = 0; q < Q; ++q) wv[q] = _mm512_load_si512(codes + 64 * q);
     }
     const int64_t k0 = g * S;
-    const __m512 dv = _mm512_load_ps(d + g * kPanelRows);
-    const __m512 cv = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv, _mm512_set1_ps(-32.0f))
-                                                : _mm512_load_ps(c + g * kPanelRows);
+    __m512 dv, cv;
+    if constexpr (kKind == PackKind::kU4K) {
+      KScales(w, p, g, &dv, &cv);
+    } else {
+      dv = _mm512_load_ps(d + g * kPanelRows);
+      cv = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv, _mm512_set1_ps(-32.0f))
+                                     : _mm512_load_ps(c + g * kPanelRows);
+    }
     for (int r = 0; r < R; ++r) {
       const int8_t* x = xq[r] + k0;
       __m512i dot = _mm512_setzero_si512();
       for (int q = 0; q < Q; ++q) {
         // 4-bit: quad-rows 0..3 hold elements 4q.., 4..7 hold 16 + 4(q-4)..
-        const int e = kKind == PackKind::kU4G32 ? (q < 4 ? 4 * q : 16 + 4 * (q - 4)) : 4 * q;
+        const int e = PackIsFourBit(kKind) ? (q < 4 ? 4 * q : 16 + 4 * (q - 4)) : 4 * q;
         dot = _mm512_dpbusd_epi32(dot, wv[q], Bcast4(x + e));
       }
       const float s = sx[r][k0 / kActBlock];
@@ -132,6 +149,7 @@ void TileVnni(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 }  // namespace
 
 void FillAvx512VnniKernels(GemmKernels* k) {
+  k->tile[static_cast<int>(PackKind::kU4K)] = TileVnni<PackKind::kU4K>;
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileVnni<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileVnni<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU6G16)] = TileVnni<PackKind::kU6G16>;

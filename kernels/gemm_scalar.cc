@@ -33,7 +33,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
           int32_t dot = 0;
           for (int e = 0; e < S; ++e) {
             int u;
-            if constexpr (kKind == PackKind::kU4G32) {
+            if constexpr (PackIsFourBit(kKind)) {
               const int ee = e & 15;
               const uint8_t b = codes[((ee / 4) * kPanelRows + n) * 4 + ee % 4];
               u = e < 16 ? (b & 0xf) : (b >> 4);
@@ -46,8 +46,15 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
             }
             dot += u * xq[k0 + e];
           }
-          const float dn = d[g * kPanelRows + n];
-          const float cn = c != nullptr ? c[g * kPanelRows + n] : -32.0f * dn;
+          float dn, cn;
+          if constexpr (kKind == PackKind::kU4K) {
+            const int64_t at = g / 8 * kPanelRows + n;
+            dn = w.super_scales(p)[at] * static_cast<float>(w.k_scales(p)[g * kPanelRows + n]);
+            cn = -(w.super_mins(p)[at] * static_cast<float>(w.k_mins(p)[g * kPanelRows + n]));
+          } else {
+            dn = d[g * kPanelRows + n];
+            cn = c != nullptr ? c[g * kPanelRows + n] : -32.0f * dn;
+          }
           acc[n] += s * dn * static_cast<float>(dot) + cn * xs;
         }
       }
@@ -59,6 +66,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
 }  // namespace
 
 void FillScalarKernels(GemmKernels* k) {
+  k->tile[static_cast<int>(PackKind::kU4K)] = TileScalar<PackKind::kU4K>;
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileScalar<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileScalar<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU6G16)] = TileScalar<PackKind::kU6G16>;

@@ -229,8 +229,9 @@ PackKind PackKindOf(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
-    case GgmlType::kQ4_K:
       return PackKind::kU4G32;
+    case GgmlType::kQ4_K:
+      return PackKind::kU4K;
     case GgmlType::kQ6_K:
       return PackKind::kU6G16;
     default:
@@ -240,7 +241,7 @@ PackKind PackKindOf(GgmlType type) {
 
 int PackGroupSize(PackKind kind) { return kind == PackKind::kU6G16 ? 16 : 32; }
 int PackCodeBits(PackKind kind) {
-  return kind == PackKind::kU4G32 ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
+  return PackIsFourBit(kind) ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
 }
 
 int64_t PackKMultiple(GgmlType type) { return std::max<int64_t>(32, TraitsOf(type).block_size); }
@@ -250,8 +251,12 @@ size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
   m.kind = PackKindOf(type);
   m.rows = rows;
   m.cols = cols;
-  const size_t panel = m.num_groups() * (m.group_code_bytes() +
-                                         (PackHasOffsets(m.kind) ? 2 : 1) * kPanelRows * sizeof(float));
+  const size_t panel =
+      m.kind == PackKind::kU4K
+          ? m.num_groups() * (m.group_code_bytes() + 2 * kPanelRows) +
+                m.num_groups() / 8 * 2 * kPanelRows * sizeof(float)
+          : m.num_groups() * (m.group_code_bytes() +
+                              (PackHasOffsets(m.kind) ? 2 : 1) * kPanelRows * sizeof(float));
   return panel * m.num_panels();
 }
 
@@ -279,16 +284,34 @@ void PackPanels(const QuantizedMatrix& m, const void* src, int64_t panel_begin, 
   std::memset(out + panel_begin * m.panel_bytes, 0, m.panel_bytes * (panel_end - panel_begin));
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     uint8_t* panel = out + p * m.panel_bytes;
-    float* pd = reinterpret_cast<float*>(panel + groups * m.group_code_bytes());
-    float* pc = PackHasOffsets(m.kind) ? pd + groups * kPanelRows : nullptr;
+    const bool k4 = m.kind == PackKind::kU4K;
+    float* pd = k4 ? nullptr : reinterpret_cast<float*>(panel + groups * m.group_code_bytes());
+    float* pc = !k4 && PackHasOffsets(m.kind) ? pd + groups * kPanelRows : nullptr;
     for (int r = 0; r < kPanelRows; ++r) {
       const int64_t row = p * kPanelRows + r;
       if (row >= rows) break;  // padding rows stay zero: d = c = 0
-      DecodeRow(type, static_cast<const uint8_t*>(src) + row * row_bytes, cols, u.data(), d.data(),
-                c.data());
+      const uint8_t* row_src = static_cast<const uint8_t*>(src) + row * row_bytes;
+      DecodeRow(type, row_src, cols, u.data(), d.data(), c.data());
+      if (k4) {  // the file's super-block scales and 6-bit sub-scales, unexpanded
+        auto* sc = const_cast<uint8_t*>(m.k_scales(p));
+        auto* mn = const_cast<uint8_t*>(m.k_mins(p));
+        auto* sd = const_cast<float*>(m.super_scales(p));
+        auto* sm = const_cast<float*>(m.super_mins(p));
+        for (int64_t i = 0; i < cols / kQKK; ++i) {
+          const auto* b = reinterpret_cast<const BlockQ4_K*>(row_src) + i;
+          sd[i * kPanelRows + r] = HalfToFloat(b->d);
+          sm[i * kPanelRows + r] = HalfToFloat(b->dmin);
+          for (int j = 0; j < 8; ++j) {
+            int s, mm;
+            ScaleMinK4(j, b->scales, &s, &mm);
+            sc[(i * 8 + j) * kPanelRows + r] = static_cast<uint8_t>(s);
+            mn[(i * 8 + j) * kPanelRows + r] = static_cast<uint8_t>(mm);
+          }
+        }
+      }
       for (int64_t g = 0; g < groups; ++g) {
         uint8_t* codes = panel + g * m.group_code_bytes();
-        pd[g * kPanelRows + r] = d[g];
+        if (pd != nullptr) pd[g * kPanelRows + r] = d[g];
         if (pc != nullptr) pc[g * kPanelRows + r] = c[g];
         for (int e = 0; e < S; ++e) {
           const uint8_t v = u[g * S + e];

@@ -21,9 +21,15 @@
 // 64 bytes) are 3 vectors of 64 bytes: low nibbles of q = 0 | q = 2 << 4,
 // low nibbles of q = 1 | q = 3 << 4, and the high 2 bits of quad-row q at
 // bits 2q..2q+1; their offset is always c = -32 d, so no `c` is stored.
+// kU4K (Q4_K) keeps the file's scale structure so it stays 4.75 bits a
+// weight: after the codes, per group 16 6-bit scales `sc` and 16 mins `m`
+// (one byte each), then per super-block of 8 groups 16 float `d` and 16
+// float `dmin`; the kernels form d * sc and c = -dmin * m per group (exact in
+// float, as dequantization does).
 //
 // Size. Codes take 4, 6 or 8 bits per weight, d and c 64 bits per 16 x S
-// codes (2 bits per weight at S = 32): Q4_0/Q4_1/Q4_K 6 bits (file: 4.5-5),
+// codes (2 bits per weight at S = 32): Q4_K 4.75 bits (file 4.5), Q4_0/Q4_1
+// 6 bits (file: 4.5-5),
 // Q8_0 and Q5_* 10 bits (file: 5.5-8.5), Q6_K 8 bits (6 + d only; file 6.56).
 // F32/F16/BF16 are quantized at load to the Q8_0 scheme (per 32 elements,
 // scale max|w|/127, error <= max|w_block|/254 per weight).
@@ -45,8 +51,9 @@ enum class PackKind : int {
   kU4G32 = 0,  // 4-bit codes, scale group 32 (Q4_0, Q4_1, Q4_K)
   kU8G32 = 1,  // 8-bit codes, scale group 32 (Q8_0, Q5_*, F32/F16/BF16)
   kU6G16 = 2,  // 6-bit codes, scale group 16, c = -32 d (Q6_K)
+  kU4K = 3,    // 4-bit codes as kU4G32, K-quant scales (Q4_K): see below
 };
-constexpr int kNumPackKinds = 3;
+constexpr int kNumPackKinds = 4;
 
 // Whether `type` can be packed, and with which kind.
 bool PackSupported(GgmlType type);
@@ -55,7 +62,8 @@ PackKind PackKindOf(GgmlType type);
 // groups store an offset `c` (else c = -32 d).
 int PackGroupSize(PackKind kind);
 int PackCodeBits(PackKind kind);
-inline bool PackHasOffsets(PackKind kind) { return kind != PackKind::kU6G16; }
+constexpr bool PackHasOffsets(PackKind kind) { return kind != PackKind::kU6G16; }
+constexpr bool PackIsFourBit(PackKind kind) { return kind == PackKind::kU4G32 || kind == PackKind::kU4K; }
 // K must be a multiple of this (the format's block, at least 32).
 int64_t PackKMultiple(GgmlType type);
 
@@ -73,15 +81,26 @@ struct QuantizedMatrix {
   int64_t num_groups() const { return cols / PackGroupSize(kind); }
   const uint8_t* panel(int64_t p) const { return data + static_cast<size_t>(p) * panel_bytes; }
   // Codes of group g in panel p, and its scales and offsets (16 floats each;
-  // offsets() is null for kU6G16).
+  // offsets() is null for kU6G16; both are null for kU4K, which has
+  // k_scales() / k_mins() (uint8, 16 a group) and super_scales() /
+  // super_mins() (float, 16 a super-block of 8 groups) instead).
   size_t group_code_bytes() const { return PackGroupSize(kind) * kPanelRows * PackCodeBits(kind) / 8; }
   const uint8_t* codes(int64_t p, int64_t g) const { return panel(p) + g * group_code_bytes(); }
   const float* scales(int64_t p) const {
-    return reinterpret_cast<const float*>(panel(p) + num_groups() * group_code_bytes());
+    return kind == PackKind::kU4K
+               ? nullptr
+               : reinterpret_cast<const float*>(panel(p) + num_groups() * group_code_bytes());
   }
   const float* offsets(int64_t p) const {
-    return PackHasOffsets(kind) ? scales(p) + num_groups() * kPanelRows : nullptr;
+    return kind == PackKind::kU4K || !PackHasOffsets(kind) ? nullptr
+                                                           : scales(p) + num_groups() * kPanelRows;
   }
+  const uint8_t* k_scales(int64_t p) const { return panel(p) + num_groups() * group_code_bytes(); }
+  const uint8_t* k_mins(int64_t p) const { return k_scales(p) + num_groups() * kPanelRows; }
+  const float* super_scales(int64_t p) const {
+    return reinterpret_cast<const float*>(k_mins(p) + num_groups() * kPanelRows);
+  }
+  const float* super_mins(int64_t p) const { return super_scales(p) + num_groups() / 8 * kPanelRows; }
 };
 
 // Bytes `PackMatrix` writes for an N x K matrix of `type`.

@@ -94,7 +94,7 @@ TEST(GemmTest, TallShapesUseManyTiles) {
 
 TEST(GemmTest, TilingGivesEachThreadSeveralTiles) {
   QuantizedMatrix w;
-  w.kind = PackKind::kU4G32;
+  w.kind = PackKind::kU4K;
   w.rows = 4096;
   w.cols = 4096;
   GemmArgs args;
@@ -176,13 +176,16 @@ TEST(QuantizedMatrixTest, ReleasedMappedPagesReadBackFromTheFile) {
 }
 
 TEST(QuantizedMatrixTest, PackedSizeAndKinds) {
-  EXPECT_EQ(PackKindOf(GgmlType::kQ4_K), PackKind::kU4G32);
+  EXPECT_EQ(PackKindOf(GgmlType::kQ4_K), PackKind::kU4K);
+  EXPECT_EQ(PackKindOf(GgmlType::kQ4_0), PackKind::kU4G32);
   EXPECT_EQ(PackKindOf(GgmlType::kQ6_K), PackKind::kU6G16);
   EXPECT_EQ(PackKindOf(GgmlType::kQ8_0), PackKind::kU8G32);
   EXPECT_FALSE(PackSupported(GgmlType::kQ2_K));
   // 4-bit formats stay 4-bit: 16 x 32 codes in 256 bytes plus 128 of scales.
   EXPECT_EQ(PackedBytes(GgmlType::kQ4_0, 16, 32), 384u);
-  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 17, 256), 2u * 8 * 384);
+  // Q4_K keeps its 6-bit sub-scales: 4.75 bits a weight.
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 17, 256), 2u * (8 * (256 + 32) + 128));
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 16, 256) * 8, 16u * 256 * 19 / 4);
   // Q6_K: 6-bit codes (192 bytes per 16 x 16) plus d only (64): 8 bits a weight.
   EXPECT_EQ(PackedBytes(GgmlType::kQ6_K, 16, 256), 16u * 256);
 }

@@ -27,6 +27,15 @@ inline simde__m512 _mm512_cvtepi32_ps(simde__m512i a) {
   std::memcpy(&r, out, 64);
   return r;
 }
+inline simde__m512i _mm512_cvtepu8_epi32(simde__m128i a) {
+  uint8_t in[16];
+  int32_t out[16];
+  std::memcpy(in, &a, 16);
+  for (int i = 0; i < 16; ++i) out[i] = in[i];
+  simde__m512i r;
+  std::memcpy(&r, out, 64);
+  return r;
+}
 inline void _mm512_mask_storeu_ps(void* p, __mmask16 k, simde__m512 a) {
   float v[16];
   std::memcpy(v, &a, 64);
