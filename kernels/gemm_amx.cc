@@ -91,15 +91,23 @@ inline __m512i Unpack6(const uint8_t* codes, int q) {
   return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
 }
 
+// A kU4K panel's scale arrays (quantized_matrix.h).
+struct KPanel {
+  const uint8_t *sc, *mn;
+  const float *sd, *sm;
+  KPanel(const QuantizedMatrix& w, int64_t p)
+      : sc(w.k_scales(p)), mn(w.k_mins(p)), sd(w.super_scales(p)), sm(w.super_mins(p)) {}
+};
+
 // kU4K: d = d_super * sc and c = -(dmin * m) for the 16 rows of group g.
-inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, __m512* d, __m512* c) {
+inline void KScales(const KPanel& k, int64_t g, __m512* d, __m512* c) {
   const int64_t at = g / 8 * kPanelRows;
   const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows))));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc + g * kPanelRows))));
   const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows))));
-  *d = _mm512_mul_ps(_mm512_loadu_ps(w.super_scales(p) + at), sc);
-  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(w.super_mins(p) + at), mn));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn + g * kPanelRows))));
+  *d = _mm512_mul_ps(_mm512_loadu_ps(k.sd + at), sc);
+  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(k.sm + at), mn));
 }
 
 template <PackKind kKind>
@@ -122,6 +130,7 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
     const int64_t p1 = p + 1 < panel_end ? p + 1 : p;  // odd count: panel p twice, second dropped
     const float* d[2] = {w.scales(p), w.scales(p1)};
     const float* c[2] = {w.offsets(p), w.offsets(p1)};
+    const KPanel kp0(w, p), kp1(w, p1);
     for (int64_t i0 = row_begin; i0 < row_end; i0 += kChunkRows) {
       const int nrows = static_cast<int>(std::min<int64_t>(kChunkRows, row_end - i0));
       for (int r = 0; r < nrows; ++r) rows[r] = RowOf(a, i0 + r);
@@ -146,8 +155,8 @@ void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pane
         }
         __m512 dv0, dv1, cv0, cv1;
         if constexpr (kKind == PackKind::kU4K) {
-          KScales(w, p, g, &dv0, &cv0);
-          KScales(w, p1, g, &dv1, &cv1);
+          KScales(kp0, g, &dv0, &cv0);
+          KScales(kp1, g, &dv1, &cv1);
         } else {
           dv0 = _mm512_load_ps(d[0] + g * kPanelRows);
           dv1 = _mm512_load_ps(d[1] + g * kPanelRows);

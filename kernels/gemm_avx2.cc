@@ -66,15 +66,23 @@ inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
   return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
 }
 
+// A kU4K panel's scale arrays (quantized_matrix.h).
+struct KPanel {
+  const uint8_t *sc, *mn;
+  const float *sd, *sm;
+  KPanel(const QuantizedMatrix& w, int64_t p)
+      : sc(w.k_scales(p)), mn(w.k_mins(p)), sd(w.super_scales(p)), sm(w.super_mins(p)) {}
+};
+
 // kU4K: d = d_super * sc and c = -(dmin * m) for rows [n0, n0 + 8) of group g.
-inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, int n0, __m256* d, __m256* c) {
+inline void KScales(const KPanel& k, int64_t g, int n0, __m256* d, __m256* c) {
   const int64_t at = g / 8 * kPanelRows + n0;
   const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows + n0))));
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.sc + g * kPanelRows + n0))));
   const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows + n0))));
-  *d = _mm256_mul_ps(_mm256_loadu_ps(w.super_scales(p) + at), sc);
-  *c = _mm256_xor_ps(_mm256_mul_ps(_mm256_loadu_ps(w.super_mins(p) + at), mn), _mm256_set1_ps(-0.0f));
+      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.mn + g * kPanelRows + n0))));
+  *d = _mm256_mul_ps(_mm256_loadu_ps(k.sd + at), sc);
+  *c = _mm256_xor_ps(_mm256_mul_ps(_mm256_loadu_ps(k.sm + at), mn), _mm256_set1_ps(-0.0f));
 }
 
 template <PackKind kKind, int R>
@@ -84,6 +92,7 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
   const int64_t groups = w.num_groups();
   const float* d = w.scales(p);
   const float* c = w.offsets(p);
+  const KPanel kp(w, p);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i nib = _mm256_set1_epi8(0x0f);
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -158,8 +167,8 @@ void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
     }
     __m256 d0, d1, c0, c1;
     if constexpr (kKind == PackKind::kU4K) {
-      KScales(w, p, g, 0, &d0, &c0);
-      KScales(w, p, g, 8, &d1, &c1);
+      KScales(kp, g, 0, &d0, &c0);
+      KScales(kp, g, 8, &d1, &c1);
     } else {
       d0 = _mm256_load_ps(d + g * kPanelRows);
       d1 = _mm256_load_ps(d + g * kPanelRows + 8);

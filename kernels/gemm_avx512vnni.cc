@@ -53,15 +53,23 @@ inline __m512i Unpack6(const uint8_t* codes, int q) {
   return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
 }
 
+// A kU4K panel's scale arrays (quantized_matrix.h).
+struct KPanel {
+  const uint8_t *sc, *mn;
+  const float *sd, *sm;
+  KPanel(const QuantizedMatrix& w, int64_t p)
+      : sc(w.k_scales(p)), mn(w.k_mins(p)), sd(w.super_scales(p)), sm(w.super_mins(p)) {}
+};
+
 // kU4K: d = d_super * sc and c = -(dmin * m) for the 16 rows of group g.
-inline void KScales(const QuantizedMatrix& w, int64_t p, int64_t g, __m512* d, __m512* c) {
+inline void KScales(const KPanel& k, int64_t g, __m512* d, __m512* c) {
   const int64_t at = g / 8 * kPanelRows;
   const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_scales(p) + g * kPanelRows))));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc + g * kPanelRows))));
   const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.k_mins(p) + g * kPanelRows))));
-  *d = _mm512_mul_ps(_mm512_loadu_ps(w.super_scales(p) + at), sc);
-  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(w.super_mins(p) + at), mn));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn + g * kPanelRows))));
+  *d = _mm512_mul_ps(_mm512_loadu_ps(k.sd + at), sc);
+  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(k.sm + at), mn));
 }
 
 // X rows list[0..R) against panel p, all groups.
@@ -73,6 +81,7 @@ void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
   const int64_t groups = w.num_groups();
   const float* d = w.scales(p);
   const float* c = w.offsets(p);
+  const KPanel kp(w, p);
   const __m512i nib = _mm512_set1_epi8(0x0f);
   const int8_t* xq[R];
   const float* sx[R];
@@ -101,7 +110,7 @@ void RowsVnni(const GemmArgs& a, const int64_t* rows, int64_t p) {
     const int64_t k0 = g * S;
     __m512 dv, cv;
     if constexpr (kKind == PackKind::kU4K) {
-      KScales(w, p, g, &dv, &cv);
+      KScales(kp, g, &dv, &cv);
     } else {
       dv = _mm512_load_ps(d + g * kPanelRows);
       cv = kKind == PackKind::kU6G16 ? _mm512_mul_ps(dv, _mm512_set1_ps(-32.0f))

@@ -17,6 +17,10 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
   for (int64_t p = panel_begin; p < panel_end; ++p) {
     const float* d = w.scales(p);
     const float* c = w.offsets(p);
+    const uint8_t* ksc = w.k_scales(p);
+    const uint8_t* kmn = w.k_mins(p);
+    const float* sd = w.super_scales(p);
+    const float* sm = w.super_mins(p);
     const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
     for (int64_t i = row_begin; i < row_end; ++i) {
       const int64_t r = RowOf(a, i);
@@ -49,8 +53,8 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
           float dn, cn;
           if constexpr (kKind == PackKind::kU4K) {
             const int64_t at = g / 8 * kPanelRows + n;
-            dn = w.super_scales(p)[at] * static_cast<float>(w.k_scales(p)[g * kPanelRows + n]);
-            cn = -(w.super_mins(p)[at] * static_cast<float>(w.k_mins(p)[g * kPanelRows + n]));
+            dn = sd[at] * static_cast<float>(ksc[g * kPanelRows + n]);
+            cn = -(sm[at] * static_cast<float>(kmn[g * kPanelRows + n]));
           } else {
             dn = d[g * kPanelRows + n];
             cn = c != nullptr ? c[g * kPanelRows + n] : -32.0f * dn;

@@ -239,10 +239,6 @@ PackKind PackKindOf(GgmlType type) {
   }
 }
 
-int PackGroupSize(PackKind kind) { return kind == PackKind::kU6G16 ? 16 : 32; }
-int PackCodeBits(PackKind kind) {
-  return PackIsFourBit(kind) ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
-}
 
 int64_t PackKMultiple(GgmlType type) { return std::max<int64_t>(32, TraitsOf(type).block_size); }
 

@@ -60,10 +60,12 @@ bool PackSupported(GgmlType type);
 PackKind PackKindOf(GgmlType type);
 // Elements per scale group (32 or 16), code bits (4, 6 or 8), and whether
 // groups store an offset `c` (else c = -32 d).
-int PackGroupSize(PackKind kind);
-int PackCodeBits(PackKind kind);
 constexpr bool PackHasOffsets(PackKind kind) { return kind != PackKind::kU6G16; }
 constexpr bool PackIsFourBit(PackKind kind) { return kind == PackKind::kU4G32 || kind == PackKind::kU4K; }
+constexpr int PackGroupSize(PackKind kind) { return kind == PackKind::kU6G16 ? 16 : 32; }
+constexpr int PackCodeBits(PackKind kind) {
+  return PackIsFourBit(kind) ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
+}
 // K must be a multiple of this (the format's block, at least 32).
 int64_t PackKMultiple(GgmlType type);
 
