@@ -12,6 +12,7 @@
 // bench/results/. The scalar path is not swept (it is the test oracle).
 #include <oneapi/tbb/task_arena.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -122,17 +123,27 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   state.counters["peak_ops_per_s"] = PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
 }
 
+// Best of 3 short runs: on a shared machine a single run can be preempted.
 double MeasurePeak(IsaLevel isa) {
-  switch (isa) {
-    case IsaLevel::kAmx:
-      return AmxPeakOpsPerSecond(0.3);
-    case IsaLevel::kAvx512Vnni:
-      return Avx512VnniPeakOpsPerSecond(0.3);
-    case IsaLevel::kAvx2:
-      return Avx2PeakOpsPerSecond(0.3);
-    default:
-      return 0;
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    double v = 0;
+    switch (isa) {
+      case IsaLevel::kAmx:
+        v = AmxPeakOpsPerSecond(0.15);
+        break;
+      case IsaLevel::kAvx512Vnni:
+        v = Avx512VnniPeakOpsPerSecond(0.15);
+        break;
+      case IsaLevel::kAvx2:
+        v = Avx2PeakOpsPerSecond(0.15);
+        break;
+      default:
+        break;
+    }
+    best = std::max(best, v);
   }
+  return best;
 }
 
 void BM_Peak(benchmark::State& state, IsaLevel isa) {

@@ -12,8 +12,9 @@ namespace dllm::bench {
 double AmxPeakOpsPerSecond(double seconds);
 // VPDPBUSD zmm into 12 independent accumulators: 2 * 64 ops per instruction.
 double Avx512VnniPeakOpsPerSecond(double seconds);
-// The AVX2 kernel's int8 step without VNNI, vpmaddubsw + vpmaddwd + vpaddd
-// on ymm (2 * 32 ops per step), into 8 independent accumulators.
+// AVX2 without VNNI: vpmaddubsw on ymm alone (2 * 32 ops per instruction),
+// independent results: the multiply throughput, an upper bound for the
+// kernel, which also accumulates, widens to int32 and scales in float.
 double Avx2PeakOpsPerSecond(double seconds);
 
 }  // namespace dllm::bench
