@@ -212,8 +212,9 @@ void QuantizeKScales(const float* x, Block* y, int nmax, float rmin, float rdelt
   const float inv_min = max_min > 0 ? 63 / max_min : 0.0f;
   std::memset(y->scales, 0, sizeof(y->scales));
   for (int j = 0; j < 8; ++j) {
-    PackScaleMinK4(j, std::min(63, NearestInt(inv_scale * scales[j])),
-                   std::min(63, NearestInt(inv_min * mins[j])), y->scales);
+    // Clamped below too: a degenerate fit may return a tiny negative scale.
+    PackScaleMinK4(j, Clamp(NearestInt(inv_scale * scales[j]), 0, 63),
+                   Clamp(NearestInt(inv_min * mins[j]), 0, 63), y->scales);
   }
   y->d = Fp32ToFp16(max_scale / 63);
   y->dmin = Fp32ToFp16(max_min / 63);

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "engine/scheduler/task_graph.h"
@@ -151,14 +152,16 @@ void ForwardPass::Impl::BuildGraph() {
   const int att = AddNode("attention", Op::kAttention, [this] { RunAttention(); }, {wq, wk, wv});
   const int wo = AddNode("attn_output", Op::kProjection, [this] {
     layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd);
-    // x[r] = x[rows[r]] + h[r]: on the last layer this compacts the residual
-    // to the first m rows (rows are ascending, so rows[r] >= r is never
-    // overwritten before it is read).
+    // x[r] = x[rows[r]] + h[r]. On the last layer this compacts the residual
+    // to the first m rows; summing into h first keeps the parallel loop free
+    // of reads of rows another task is writing.
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
       const float* src = x + (rows ? rows[r] : r) * w.n_embd;
-      float* dst = x + r * w.n_embd;
-      const float* add = h + r * w.n_embd;
-      for (int64_t col = 0; col < w.n_embd; ++col) dst[col] = src[col] + add[col];
+      float* sum = h + r * w.n_embd;
+      for (int64_t col = 0; col < w.n_embd; ++col) sum[col] += src[col];
+    });
+    tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+      std::memcpy(x + r * w.n_embd, h + r * w.n_embd, sizeof(float) * w.n_embd);
     });
   }, {att});
   const int fnorm = AddNode("ffn_norm", Op::kNorm, [this, eps] {
@@ -269,8 +272,8 @@ int ForwardPass::max_tokens() const { return impl_->max_tokens; }
 size_t ForwardPass::activation_bytes() const { return impl_->buffer.size() * sizeof(float); }
 const Model& ForwardPass::model() const { return *impl_->model; }
 
-absl::Status ForwardPass::Run(absl::Span<const int32_t> tokens,
-                              absl::Span<const int32_t> logit_rows, float* logits,
+absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
+                              std::span<const int32_t> logit_rows, float* logits,
                               const std::atomic<bool>* cancel, ForwardStats* stats) {
   Impl& s = *impl_;
   const Model& model = *s.model;

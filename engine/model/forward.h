@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
+#include <span>
 #include "engine/model/model.h"
 
 namespace dllm {
@@ -47,7 +47,7 @@ class ForwardPass {
   // row-major, unshifted: row i is the output at position i). CANCELLED when
   // `cancel` is set (checked between layers); INVALID_ARGUMENT for bad tokens
   // or rows. One thread at a time.
-  absl::Status Run(absl::Span<const int32_t> tokens, absl::Span<const int32_t> logit_rows,
+  absl::Status Run(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows,
                    float* logits, const std::atomic<bool>* cancel = nullptr,
                    ForwardStats* stats = nullptr);
 

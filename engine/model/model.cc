@@ -24,6 +24,10 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   DLLM_RETURN_IF_ERROR(CheckCompatible(m->file_, m->config_));
 
   const GgufFile& f = m->file_;
+  absl::StatusOr<BpeTokenizer> tokenizer = BpeTokenizer::FromGguf(f);
+  if (!tokenizer.ok()) return WithPath(path, tokenizer.status());
+  m->tokenizer_ = std::make_unique<BpeTokenizer>(std::move(*tokenizer));
+  m->chat_template_ = DetectChatTemplate(f);
   auto f32 = [&f](const std::string& name) -> const float* {
     const GgufTensor* t = f.FindTensor(name);
     return t ? reinterpret_cast<const float*>(t->data) : nullptr;

@@ -12,6 +12,8 @@
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/linear.h"
 #include "engine/model/model_config.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/tokenizer/chat_template.h"
 #include "kernels/cpu_features.h"
 
 namespace dllm {
@@ -42,6 +44,9 @@ class Model {
   const GgufTensor& token_embd() const { return *token_embd_; }
   const float* output_norm() const { return output_norm_; }
   const Linear& output() const { return *output_; }
+  const BpeTokenizer& tokenizer() const { return *tokenizer_; }
+  // The chat template the file's metadata calls for (ChatML when it has none).
+  ChatTemplate chat_template() const { return chat_template_; }
   // Largest per-thread scratch any of its weights needs (floats).
   int64_t max_scratch_floats() const { return max_scratch_floats_; }
 
@@ -54,6 +59,8 @@ class Model {
   const GgufTensor* token_embd_ = nullptr;
   const float* output_norm_ = nullptr;
   std::unique_ptr<Linear> output_;
+  std::unique_ptr<BpeTokenizer> tokenizer_;
+  ChatTemplate chat_template_ = ChatTemplate::kChatMl;
   std::vector<LayerWeights> layers_;
   int64_t max_scratch_floats_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/scheduler/cpu_topology.h"
 
+#include <cpuid.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -58,6 +59,59 @@ std::optional<double> ReadCgroupQuota(const std::string& root) {
 
 }  // namespace
 
+const char* CpuPolicyName(CpuPolicy policy) {
+  switch (policy) {
+    case CpuPolicy::kAuto: return "auto";
+    case CpuPolicy::kPerformance: return "performance";
+    case CpuPolicy::kAll: return "all";
+  }
+  return "auto";
+}
+
+std::optional<CpuPolicy> ParseCpuPolicy(const std::string& name) {
+  if (name == "auto") return CpuPolicy::kAuto;
+  if (name == "performance") return CpuPolicy::kPerformance;
+  if (name == "all") return CpuPolicy::kAll;
+  return std::nullopt;
+}
+
+std::optional<int> CpuidCoreType(int cpu) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_max(0, nullptr) < 0x1A) return std::nullopt;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  if (!((edx >> 15) & 1u)) return std::nullopt;  // CPUID.7.0:EDX[15] = hybrid part
+  cpu_set_t old_set, one;
+  CPU_ZERO(&old_set);
+  CPU_ZERO(&one);
+  if (sched_getaffinity(0, sizeof(old_set), &old_set) != 0) return std::nullopt;
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return std::nullopt;
+  __cpuid_count(0x1A, 0, eax, ebx, ecx, edx);
+  sched_setaffinity(0, sizeof(old_set), &old_set);
+  const int type = static_cast<int>(eax >> 24);
+  if (type == 0) return std::nullopt;
+  return type;
+}
+
+ThreadPlan PlanThreads(const CpuTopology& t, CpuPolicy policy, int requested) {
+  ThreadPlan plan;
+  int available = t.UsableThreads();
+  if (policy == CpuPolicy::kPerformance && t.hybrid()) {
+    // Performance cores usually run 2 hardware threads per core.
+    std::set<int> p(t.performance_cpus.begin(), t.performance_cpus.end());
+    const int p_logical = static_cast<int>(p.size());
+    const int p_cores = std::max(1, p_logical * t.physical_cores /
+                                        std::max<int>(1, static_cast<int>(t.usable_cpus.size())));
+    available = std::min(available, p_cores);
+    plan.performance_cores_only = true;
+  }
+  plan.threads = std::max(1, requested > 0 ? std::min(requested, available) : available);
+  plan.why = std::string(CpuPolicyName(policy)) + ": " + std::to_string(plan.threads) +
+             " threads" + (plan.performance_cores_only ? " on performance cores" : "") +
+             (t.hybrid() ? " (hybrid CPU, tiles handed out dynamically)" : "");
+  return plan;
+}
+
 std::vector<int> ParseCpuList(const std::string& text) {
   std::vector<int> cpus;
   for (absl::string_view part : absl::StrSplit(absl::StripAsciiWhitespace(text), ',')) {
@@ -72,7 +126,8 @@ std::vector<int> ParseCpuList(const std::string& text) {
   return cpus;
 }
 
-CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& affinity) {
+CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& affinity,
+                            bool probe_cpuid) {
   CpuTopology topo;
   topo.usable_cpus = affinity.empty() ? ProcessAffinity() : affinity;
   const std::set<int> usable(topo.usable_cpus.begin(), topo.usable_cpus.end());
@@ -106,6 +161,14 @@ CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& aff
   if (auto e = ReadFile(Join(root, "/sys/devices/cpu_atom/cpus"))) {
     topo.efficiency_cpus = filtered(ParseCpuList(*e));
     topo.core_type_source = "sysfs";
+  }
+  if (topo.core_type_source == "none" && probe_cpuid) {
+    for (int cpu : topo.usable_cpus) {
+      const std::optional<int> type = CpuidCoreType(cpu);
+      if (!type) break;
+      (*type == 0x20 ? topo.efficiency_cpus : topo.performance_cpus).push_back(cpu);
+      topo.core_type_source = "cpuid";
+    }
   }
   topo.cgroup_cpu_quota = ReadCgroupQuota(root);
   return topo;

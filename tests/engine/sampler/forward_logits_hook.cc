@@ -22,8 +22,7 @@ absl::StatusOr<ForwardLogits> MakeForwardLogits(const std::string& gguf_path) {
       if (!created.ok()) return created.status();
       *pass = std::move(*created);
     }
-    return (*pass)->Run(absl::MakeConstSpan(canvas.data(), canvas.size()),
-                        absl::MakeConstSpan(rows.data(), rows.size()), logits.data());
+    return (*pass)->Run(canvas, rows, logits.data());
   };
   return out;
 }

@@ -32,7 +32,7 @@ TEST(CpuTopologyTest, DetectsHybridCoresFromSysfs) {
   fs::create_directories(root + "/sys/devices/cpu_atom");
   testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
   testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
-  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7});
+  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7}, false);
   EXPECT_TRUE(t.hybrid());
   EXPECT_EQ(t.physical_cores, 6);
   EXPECT_EQ(t.performance_cpus.size(), 4u);
@@ -46,12 +46,46 @@ TEST(CpuTopologyTest, AffinityAndCgroupQuotaCapThreads) {
   for (int c = 0; c < 8; ++c) WriteCpu(root, c, c);
   fs::create_directories(root + "/sys/fs/cgroup");
   testing::WriteFileOrDie(root + "/sys/fs/cgroup/cpu.max", "250000 100000\n");
-  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5});
+  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5}, false);
   EXPECT_FALSE(t.hybrid());
   EXPECT_EQ(t.physical_cores, 6);
   ASSERT_TRUE(t.cgroup_cpu_quota.has_value());
   EXPECT_DOUBLE_EQ(*t.cgroup_cpu_quota, 2.5);
   EXPECT_EQ(t.UsableThreads(), 3);
+}
+
+TEST(CpuTopologyTest, PerformancePolicyUsesOnlyPerformanceCores) {
+  const std::string root = testing::TempDir();
+  // 2 P-cores with SMT (cpus 0-3), 4 E-cores (cpus 4-7): 6 physical cores.
+  for (int c = 0; c < 4; ++c) WriteCpu(root, c, c / 2);
+  for (int c = 4; c < 8; ++c) WriteCpu(root, c, 8 + c);
+  fs::create_directories(root + "/sys/devices/cpu_core");
+  fs::create_directories(root + "/sys/devices/cpu_atom");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
+  const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7}, false);
+  const ThreadPlan all = PlanThreads(t, CpuPolicy::kAll, 0);
+  EXPECT_EQ(all.threads, 6);
+  EXPECT_FALSE(all.performance_cores_only);
+  const ThreadPlan perf = PlanThreads(t, CpuPolicy::kPerformance, 0);
+  EXPECT_TRUE(perf.performance_cores_only);
+  EXPECT_EQ(perf.threads, 3);  // 4 of 8 logical CPUs are P: half the 6 cores, rounded down
+  EXPECT_EQ(PlanThreads(t, CpuPolicy::kAuto, 2).threads, 2);
+  EXPECT_EQ(PlanThreads(t, CpuPolicy::kAuto, 64).threads, 6);  // capped at usable cores
+  EXPECT_EQ(ParseCpuPolicy("performance"), CpuPolicy::kPerformance);
+  EXPECT_FALSE(ParseCpuPolicy("fast").has_value());
+}
+
+TEST(CpuTopologyTest, CpuidCoreTypeIsConsistentWithTheMachine) {
+  // On a non-hybrid CPU (every CI machine so far) leaf 0x1A reports nothing;
+  // on a hybrid one every usable CPU has a type.
+  const CpuTopology t = ReadCpuTopology("/", {}, true);
+  if (t.core_type_source == "cpuid") {
+    EXPECT_EQ(t.performance_cpus.size() + t.efficiency_cpus.size(), t.usable_cpus.size());
+  } else if (t.core_type_source == "none") {
+    EXPECT_FALSE(CpuidCoreType(t.usable_cpus.front()).has_value());
+    EXPECT_FALSE(t.hybrid());
+  }
 }
 
 TEST(CpuTopologyTest, ReadsMemoryInfo) {

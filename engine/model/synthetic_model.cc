@@ -1,0 +1,290 @@
+#include "engine/model/synthetic_model.h"
+
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/base/status_macros.h"
+#include "engine/gguf/gguf_writer.h"
+#include "engine/model/tensor_layout.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "kernels/quantize.h"
+
+namespace dllm {
+namespace {
+
+// A counter-based generator: the same (seed, tensor, row) gives the same
+// values whatever the thread count.
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Fills `row` with uniform values of standard deviation `std`.
+void RandomRow(uint64_t key, float std, float* row, int64_t n) {
+  const float scale = std * std::sqrt(3.0f) / 2147483648.0f;  // uniform in [-sqrt3 std, sqrt3 std]
+  uint64_t state = SplitMix(key);
+  for (int64_t i = 0; i < n; i += 2) {
+    state = SplitMix(state);
+    row[i] = static_cast<float>(static_cast<int32_t>(state)) * scale;
+    if (i + 1 < n) row[i + 1] = static_cast<float>(static_cast<int32_t>(state >> 32)) * scale;
+  }
+}
+
+bool UseMoreBits(int64_t layer, int64_t n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+int32_t FileType(QuantPreset p) {
+  switch (p) {
+    case QuantPreset::kQ4_K_M: return 15;
+    case QuantPreset::kQ5_K_M: return 17;
+    case QuantPreset::kQ6_K: return 18;
+    case QuantPreset::kQ8_0: return 7;
+    case QuantPreset::kQ4_0: return 2;
+    case QuantPreset::kF16: return 1;
+  }
+  return 0;
+}
+
+absl::Status Invalid(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("synth: ", what));
+}
+
+}  // namespace
+
+absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view name) {
+  const bool llada = arch == Arch::kLlada;
+  SyntheticShape s;
+  s.name = std::string(name);
+  // Vocabulary and special tokens of the real checkpoints.
+  if (llada) {
+    s.n_vocab = 126464;
+    s.bos = 126080;
+    s.eos = 126081;
+    s.eot = 126348;
+    s.mask = 126336;
+    s.rope_theta = 500000;
+    s.rms_eps = 1e-5;
+    s.n_ctx = 4096;
+  } else {
+    s.n_vocab = 152064;
+    s.bos = 151665;
+    s.eos = 151643;
+    s.eot = 151645;
+    s.mask = 151666;
+    s.rope_theta = 1e6;
+    s.rms_eps = 1e-6;
+    s.n_ctx = 131072;
+  }
+  if (name == "8b" || name == "7b") {
+    if (llada) {
+      s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 12288;
+    } else {
+      s.n_embd = 3584, s.n_layer = 28, s.n_head = 28, s.n_head_kv = 4, s.n_ff = 18944;
+    }
+  } else if (name == "1b") {
+    s.n_embd = 2048, s.n_layer = 16, s.n_head = 16, s.n_head_kv = llada ? 16 : 4, s.n_ff = 5632;
+  } else if (name == "tiny") {
+    s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = llada ? 4 : 2, s.n_ff = 768;
+    s.n_vocab = 8256;
+    s.bos = 8193, s.eos = 8192, s.eot = 8195, s.mask = 8194;
+    s.n_ctx = 2048;
+  } else if (absl::StartsWith(name, "custom:")) {
+    s.name = "custom";
+    for (absl::string_view kv : absl::StrSplit(name.substr(7), ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      int64_t v = 0;
+      if (!absl::SimpleAtoi(p.second, &v) || v < 1 || v > (int64_t{1} << 24)) {
+        return Invalid(absl::StrCat("custom shape: '", kv, "' is not key=positive integer"));
+      }
+      if (p.first == "d") s.n_embd = v;
+      else if (p.first == "l") s.n_layer = v;
+      else if (p.first == "h") s.n_head = v;
+      else if (p.first == "kv") s.n_head_kv = v;
+      else if (p.first == "ff") s.n_ff = v;
+      else if (p.first == "v") s.n_vocab = v;
+      else if (p.first == "ctx") s.n_ctx = v;
+      else return Invalid(absl::StrCat("custom shape: unknown key '", p.first, "' (d l h kv ff v ctx)"));
+    }
+    if (s.n_head_kv == 0) s.n_head_kv = s.n_head;
+    if (s.n_vocab < 260) return Invalid("custom shape: v must be at least 260");
+    s.eos = static_cast<int32_t>(s.n_vocab - 4), s.bos = s.eos + 1, s.eot = s.eos + 2,
+    s.mask = s.eos + 3;
+  } else {
+    return Invalid(absl::StrCat("unknown shape '", name, "' (8b, 7b, 1b, tiny, custom:...)"));
+  }
+  if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_ff == 0 ||
+      s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0) {
+    return Invalid("shape needs d, l, h, ff with d a multiple of h, h a multiple of kv and an "
+                   "even head size");
+  }
+  return s;
+}
+
+absl::StatusOr<QuantPreset> ParseQuantPreset(absl::string_view name) {
+  for (QuantPreset p : {QuantPreset::kQ4_K_M, QuantPreset::kQ5_K_M, QuantPreset::kQ6_K,
+                        QuantPreset::kQ8_0, QuantPreset::kQ4_0, QuantPreset::kF16}) {
+    if (name == QuantPresetName(p)) return p;
+  }
+  return Invalid(absl::StrCat("unknown type '", name, "' (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, f16)"));
+}
+
+const char* QuantPresetName(QuantPreset p) {
+  switch (p) {
+    case QuantPreset::kQ4_K_M: return "q4_k_m";
+    case QuantPreset::kQ5_K_M: return "q5_k_m";
+    case QuantPreset::kQ6_K: return "q6_k";
+    case QuantPreset::kQ8_0: return "q8_0";
+    case QuantPreset::kQ4_0: return "q4_0";
+    case QuantPreset::kF16: return "f16";
+  }
+  return "?";
+}
+
+GgmlType PresetTensorType(QuantPreset preset, absl::string_view tensor, int64_t layer,
+                          int64_t n_layer) {
+  const bool output = tensor == "output.weight";
+  const bool more_bits_kind =
+      absl::StrContains(tensor, "attn_v.weight") || absl::StrContains(tensor, "ffn_down.weight");
+  switch (preset) {
+    case QuantPreset::kQ4_K_M:
+    case QuantPreset::kQ5_K_M: {
+      const GgmlType base = preset == QuantPreset::kQ4_K_M ? GgmlType::kQ4_K : GgmlType::kQ5_K;
+      if (output || (more_bits_kind && UseMoreBits(layer, n_layer))) return GgmlType::kQ6_K;
+      return base;
+    }
+    case QuantPreset::kQ6_K: return GgmlType::kQ6_K;
+    case QuantPreset::kQ8_0: return GgmlType::kQ8_0;
+    case QuantPreset::kQ4_0: return output ? GgmlType::kQ6_K : GgmlType::kQ4_0;
+    case QuantPreset::kF16: return GgmlType::kF16;
+  }
+  return GgmlType::kF32;
+}
+
+absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset preset,
+                                 uint64_t seed, const std::string& path,
+                                 const std::function<void(uint64_t, uint64_t)>& progress) {
+  const std::string a(ArchName(arch));
+  const int64_t head_dim = s.n_embd / s.n_head;
+  DLLM_ASSIGN_OR_RETURN(GgufWriter w, GgufWriter::Create(path));
+  w.AddString("general.architecture", a);
+  w.AddString("general.name", absl::StrCat("synthetic-", a, "-", s.name));
+  w.AddUint32("general.file_type", static_cast<uint32_t>(FileType(preset)));
+  w.AddUint32(a + ".context_length", static_cast<uint32_t>(s.n_ctx));
+  w.AddUint32(a + ".embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.AddUint32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
+  w.AddUint32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.AddUint32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.AddUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.AddUint32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  w.AddFloat32(a + ".rope.freq_base", static_cast<float>(s.rope_theta));
+  w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_eps));
+  if (arch == Arch::kLlada) w.AddBool("diffusion.shift_logits", false);
+
+  // A byte-level vocabulary: the 256 byte tokens (so any text encodes),
+  // the special tokens at the real checkpoints' ids, and fillers.
+  std::vector<std::string> tokens(static_cast<size_t>(s.n_vocab));
+  std::vector<int32_t> types(static_cast<size_t>(s.n_vocab), 5);  // unused
+  const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
+  auto utf8 = [](uint32_t cp) {
+    std::string out;
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return out;
+  };
+  for (int b = 0; b < 256; ++b) {
+    tokens[b] = utf8(byte_cp[b]);
+    types[b] = 1;
+  }
+  for (int64_t t = 256; t < s.n_vocab; ++t) tokens[t] = absl::StrCat("[SYN", t, "]");
+  const std::pair<int32_t, const char*> specials[] = {
+      {s.bos, "<|startoftext|>"}, {s.eos, "<|endoftext|>"}, {s.eot, "<|eot_id|>"},
+      {s.mask, arch == Arch::kLlada ? "<|mdm_mask|>" : "<|mask|>"}};
+  for (const auto& [id, text] : specials) {
+    if (id < 256 || id >= s.n_vocab) return Invalid("special token ids collide with byte tokens");
+    tokens[id] = text;
+    types[id] = 3;
+  }
+  w.AddString("tokenizer.ggml.model", "gpt2");
+  w.AddString("tokenizer.ggml.pre", arch == Arch::kLlada ? "gpt-2" : "qwen2");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddInt32Array("tokenizer.ggml.token_type", types);
+  w.AddStringArray("tokenizer.ggml.merges", {});
+  w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
+  w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos));
+  w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(s.eot));
+  w.AddUint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(s.mask));
+  w.AddBool("tokenizer.ggml.add_bos_token", arch == Arch::kLlada);
+
+  ModelConfig config;
+  config.arch = arch;
+  config.n_embd = s.n_embd, config.n_layer = s.n_layer, config.n_head = s.n_head;
+  config.n_head_kv = s.n_head_kv, config.head_dim = head_dim, config.n_ff = s.n_ff;
+  config.n_vocab = s.n_vocab;
+  struct Planned {
+    std::string name;
+    std::vector<int64_t> ne;
+    GgmlType type;
+  };
+  std::vector<Planned> plan;
+  uint64_t total_bytes = 0;
+  for (const ExpectedTensor& e : ExpectedTensors(config)) {
+    int64_t layer = -1;
+    if (absl::StartsWith(e.name, "blk.")) {
+      const std::vector<std::string> parts = absl::StrSplit(e.name, '.');
+      (void)absl::SimpleAtoi(parts[1], &layer);
+    }
+    const GgmlType type = e.ne.size() == 1 ? GgmlType::kF32
+                                           : PresetTensorType(preset, e.name, layer, s.n_layer);
+    DLLM_RETURN_IF_ERROR(w.AddTensor(e.name, type, e.ne));
+    plan.push_back({e.name, e.ne, type});
+    total_bytes += RowBytes(type, e.ne[0]) * (e.ne.size() > 1 ? e.ne[1] : 1);
+  }
+  DLLM_RETURN_IF_ERROR(w.WriteHeader());
+
+  uint64_t done = 0;
+  std::vector<float> values;
+  std::vector<uint8_t> bytes;
+  for (size_t t = 0; t < plan.size(); ++t) {
+    const Planned& p = plan[t];
+    const int64_t cols = p.ne[0];
+    const int64_t rows = p.ne.size() > 1 ? p.ne[1] : 1;
+    const size_t row_bytes = RowBytes(p.type, cols);
+    const bool is_norm = p.ne.size() == 1 && absl::StrContains(p.name, "norm");
+    // Weights ~ 1/sqrt(fan_in) keep activations in range; biases small.
+    const float std = p.ne.size() == 1 ? 0.02f : 1.0f / std::sqrt(static_cast<float>(cols));
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{8} << 20) / (cols * 4));
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
+      const int64_t nr = std::min(chunk_rows, rows - r0);
+      values.resize(static_cast<size_t>(nr * cols));
+      bytes.resize(static_cast<size_t>(nr) * row_bytes);
+      tbb::parallel_for(int64_t{0}, nr, [&](int64_t r) {
+        float* row = values.data() + r * cols;
+        if (is_norm) {
+          std::fill(row, row + cols, 1.0f);
+        } else {
+          RandomRow(seed ^ (uint64_t(t) << 40) ^ uint64_t(r0 + r), std, row, cols);
+        }
+        QuantizeRow(p.type, row, bytes.data() + r * row_bytes, cols);
+      });
+      DLLM_RETURN_IF_ERROR(w.WriteTensorData(bytes.data(), bytes.size()));
+      done += bytes.size();
+      if (progress) progress(done, total_bytes);
+    }
+  }
+  return w.Finish();
+}
+
+}  // namespace dllm

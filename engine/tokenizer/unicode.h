@@ -1,0 +1,55 @@
+// The Unicode facts the byte-level BPE pre-tokenizers need: lenient UTF-8
+// decoding over byte offsets, and the letter / number / White_Space classes
+// of the regexes (\p{L}, \p{N}, \s). The class table is generated
+// (scripts/gen-unicode-tables.py, unicode_tables.cc); llama.cpp carries its
+// own, slightly newer tables, so code points assigned after our Unicode
+// version may be classed differently (none of the golden strings hit this).
+#ifndef DLLM_ENGINE_TOKENIZER_UNICODE_H_
+#define DLLM_ENGINE_TOKENIZER_UNICODE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace dllm {
+
+enum class CodepointCategory : uint8_t { kOther, kLetter, kNumber, kWhitespace };
+
+// A code point that is not valid UTF-8 here: a stray continuation byte, a
+// truncated or overlong sequence, a surrogate or a value past U+10FFFF. It
+// stands for exactly one byte and is classed kOther.
+inline constexpr uint32_t kInvalidCodepoint = 0xFFFFFFFFu;
+
+struct Utf8Char {
+  uint32_t cp = kInvalidCodepoint;
+  int len = 1;  // bytes consumed, 1..4
+};
+
+// Decodes the character starting at `text[pos]` (`pos < text.size()`).
+// Invalid input yields `kInvalidCodepoint` with `len` 1, so every byte of
+// any input belongs to exactly one character.
+Utf8Char DecodeUtf8At(absl::string_view text, size_t pos);
+
+CodepointCategory CategoryOf(uint32_t cp);
+
+// Appends the UTF-8 encoding of a valid code point.
+void AppendUtf8(uint32_t cp, std::string* out);
+
+// The Unicode version the category table was generated from, e.g. "14.0.0".
+const char* UnicodeTableVersion();
+
+namespace unicode_internal {
+struct CategoryRange {
+  uint32_t first;
+  uint32_t last;
+  CodepointCategory category;
+};
+extern const char kUnicodeVersion[];
+extern const int kNumCategoryRanges;
+extern const CategoryRange kCategoryRanges[];
+}  // namespace unicode_internal
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_TOKENIZER_UNICODE_H_

@@ -1,0 +1,283 @@
+#include "service/cli/generate_command.h"
+
+#include <tbb/task_arena.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/base/isa_option.h"
+#include "engine/base/json.h"
+#include "engine/scheduler/arena.h"
+#include "engine/scheduler/denoise_session.h"
+
+namespace dllm {
+namespace {
+
+const std::set<std::string> kValueFlags = {
+    "model", "prompt", "tokens", "gen-length", "steps", "block-length", "alg", "temperature",
+    "top-p", "top-k", "cfg", "threshold", "seed", "threads", "cpu-policy", "isa", "eps",
+    "alg-temp"};
+const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
+
+constexpr const char* kUsage =
+    "usage: dllm generate --model M (--prompt TEXT | --tokens 1,2,3) [--chat]\n"
+    "         [--gen-length N] [--steps N] [--block-length N]\n"
+    "         [--alg low_confidence|random|origin|maskgit_plus|topk_margin|entropy]\n"
+    "         [--temperature T] [--top-p P] [--top-k K] [--alg-temp T] [--eps E] [--cfg S]\n"
+    "         [--threshold TAU] [--seed S] [--threads N] [--cpu-policy auto|performance|all]\n"
+    "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n";
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dllm generate: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+// A token as it appears in the canvas view: its text with newlines and tabs
+// made visible, special tokens in their written form.
+std::string CanvasPiece(const BpeTokenizer& tok, int32_t id) {
+  std::string out;
+  for (char ch : tok.TokenPiece(id)) {
+    if (ch == '\n') {
+      out += "\xe2\x8f\x8e";  // ⏎
+    } else if (ch == '\t') {
+      out += "\xe2\x87\xa5";  // ⇥
+    } else {
+      out += ch;
+    }
+  }
+  return SanitizeUtf8(out);
+}
+
+// Redraws the generated region: masked positions as a dim placeholder,
+// this step's commits highlighted.
+void DrawCanvas(const Model& model, const DenoiseSession& session, const StepReport& step,
+                int planned_steps) {
+  const BpeTokenizer& tok = model.tokenizer();
+  const int32_t mask = model.config().tokens.mask;
+  std::set<int32_t> fresh(step.positions.begin(), step.positions.end());
+  std::string frame = "\x1b[H\x1b[2J";
+  absl::StrAppendFormat(&frame, "step %d/%d  committed %d  masked %d  %.0f ms\n\n",
+                        step.step + 1, planned_steps, static_cast<int>(step.positions.size()),
+                        step.masked_remaining, step.step_seconds * 1e3);
+  const std::span<const int32_t> canvas = session.canvas();
+  for (int p = 0; p < session.prompt_len(); ++p) frame += CanvasPiece(tok, canvas[p]);
+  for (size_t p = static_cast<size_t>(session.prompt_len()); p < canvas.size(); ++p) {
+    if (canvas[p] == mask) {
+      frame += "\x1b[2m\xe2\x96\x91\x1b[0m";  // dim ░
+    } else if (fresh.count(static_cast<int32_t>(p))) {
+      frame += "\x1b[1;30;42m" + CanvasPiece(tok, canvas[p]) + "\x1b[0m";
+    } else {
+      frame += CanvasPiece(tok, canvas[p]);
+    }
+  }
+  frame += "\n";
+  std::fwrite(frame.data(), 1, frame.size(), stdout);
+  std::fflush(stdout);
+}
+
+Json IdsJson(std::span<const int32_t> ids) {
+  Json a = Json::MakeArray();
+  for (int32_t id : ids) a.Push(id);
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch family) {
+  SamplerConfig c;
+  c.family = family;
+  c.algorithm = family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  if (f.Has("alg")) {
+    absl::StatusOr<Algorithm> alg = ParseAlgorithm(f.Get("alg"));
+    if (!alg.ok()) return alg.status();
+    c.algorithm = *alg;
+  }
+  absl::StatusOr<int64_t> gen = f.GetInt("gen-length", 128);
+  if (!gen.ok()) return gen.status();
+  absl::StatusOr<int64_t> steps = f.GetInt("steps", *gen);
+  if (!steps.ok()) return steps.status();
+  const int64_t default_block = family == Arch::kLlada && *gen % 32 == 0 ? 32 : 0;
+  absl::StatusOr<int64_t> block = f.GetInt("block-length", default_block);
+  if (!block.ok()) return block.status();
+  for (const auto& [name, value] : {std::pair{"--gen-length", *gen}, {"--steps", *steps},
+                                    {"--block-length", *block}}) {
+    if (value < 0 || value > (1 << 20)) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " ", value, " is out of range"));
+    }
+  }
+  c.gen_length = static_cast<int>(*gen);
+  c.steps = static_cast<int>(*steps);
+  c.block_length = static_cast<int>(*block);
+  absl::StatusOr<double> temperature = f.GetDouble("temperature", 0.0);
+  absl::StatusOr<double> top_p = f.GetDouble("top-p", 1.0);
+  absl::StatusOr<int64_t> top_k = f.GetInt("top-k", 0);
+  absl::StatusOr<double> alg_temp = f.GetDouble("alg-temp", 0.0);
+  absl::StatusOr<double> eps = f.GetDouble("eps", 1e-3);
+  absl::StatusOr<double> cfg = f.GetDouble("cfg", 0.0);
+  absl::StatusOr<int64_t> seed = f.GetInt("seed", 0);
+  for (const absl::Status& s : {temperature.status(), top_p.status(), top_k.status(),
+                                alg_temp.status(), eps.status(), cfg.status(), seed.status()}) {
+    if (!s.ok()) return s;
+  }
+  c.temperature = static_cast<float>(*temperature);
+  c.top_p = static_cast<float>(*top_p);
+  c.top_k = static_cast<int>(std::clamp<int64_t>(*top_k, -1, 1 << 30));
+  c.alg_temp = static_cast<float>(*alg_temp);
+  c.eps = static_cast<float>(*eps);
+  c.cfg_scale = static_cast<float>(*cfg);
+  c.seed = static_cast<uint64_t>(*seed);
+  if (f.Has("threshold")) {
+    absl::StatusOr<double> tau = f.GetDouble("threshold", 0.0);
+    if (!tau.ok()) return tau.status();
+    c.threshold = static_cast<float>(*tau);
+  }
+  c.early_exit = !f.Has("no-early-exit");
+  if (absl::Status s = c.Validate(); !s.ok()) return s;
+  return c;
+}
+
+int RunGenerate(int argc, char** argv) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kValueFlags, kBoolFlags);
+  if (!flags.ok()) return Fail(flags.status());
+  if (!flags->Has("model") || flags->Has("prompt") == flags->Has("tokens") ||
+      !flags->positional.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
+  if (!isa.ok()) return Fail(isa.status());
+  const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags->Get("cpu-policy", "auto"));
+  if (!policy) return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
+  absl::StatusOr<int64_t> threads = flags->GetInt("threads", 0);
+  if (!threads.ok()) return Fail(threads.status());
+  if (*threads < 0 || *threads > 4096) return Fail(absl::InvalidArgumentError("--threads out of range"));
+
+  const auto load_start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), {*isa});
+  if (!model.ok()) return Fail(model.status());
+  const double load_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+  const ModelConfig& mc = (*model)->config();
+  const BpeTokenizer& tok = (*model)->tokenizer();
+
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc.arch);
+  if (!config.ok()) return Fail(config.status());
+
+  std::vector<int32_t> prompt;
+  if (flags->Has("tokens")) {
+    absl::StatusOr<std::vector<int32_t>> ids = ParseIdList(flags->Get("tokens"), "--tokens");
+    if (!ids.ok()) return Fail(ids.status());
+    prompt = *ids;
+  } else if (flags->Has("chat")) {
+    prompt = EncodeChat(tok, (*model)->chat_template(), {{"user", flags->Get("prompt")}});
+  } else {
+    prompt = tok.Encode(flags->Get("prompt"), /*add_special=*/true, /*parse_special=*/true);
+  }
+
+  const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));
+  std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
+  arena->execute([&] { session = DenoiseSession::Create(*model, *config, prompt); });
+  if (!session.ok()) return Fail(session.status());
+
+  const bool json = flags->Has("json");
+  const bool live = flags->Has("show-canvas") && !json && isatty(STDOUT_FILENO);
+  const bool progress = flags->Has("show-canvas") && !json && !live;
+  const int planned = config->threshold ? 0 : config->steps;
+  Json steps_json = Json::MakeArray();
+  double forward_total = 0, sample_total = 0;
+  ForwardStats ops;
+  const auto gen_start = std::chrono::steady_clock::now();
+  while (!(*session)->done()) {
+    absl::StatusOr<StepReport> step;
+    arena->execute([&] { step = (*session)->Advance(); });
+    if (!step.ok()) return Fail(step.status());
+    forward_total += step->forward_seconds;
+    sample_total += step->sample_seconds;
+    ops.attention += step->forward.attention;
+    ops.projections += step->forward.projections;
+    ops.ffn += step->forward.ffn;
+    ops.head += step->forward.head;
+    ops.norm += step->forward.norm + step->forward.embed;
+    if (live) DrawCanvas(**model, **session, *step, planned);
+    if (progress) {
+      std::printf("step %d: committed %zu, %d masked left, %.1f ms\n", step->step + 1,
+                  step->positions.size(), step->masked_remaining, step->step_seconds * 1e3);
+    }
+    if (json) {
+      Json s = Json::MakeObject();
+      s.Set("step", step->step);
+      s.Set("positions", IdsJson(step->positions));
+      s.Set("tokens", IdsJson(step->tokens));
+      s.Set("n_forward", step->forward_passes);
+      s.Set("ms", step->step_seconds * 1e3);
+      s.Set("forward_ms", step->forward_seconds * 1e3);
+      s.Set("sample_ms", step->sample_seconds * 1e3);
+      steps_json.Push(s);
+    }
+  }
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
+  const std::span<const int32_t> output = (*session)->OutputTokens();
+  DecodeOptions plain;
+  plain.render_special = false;
+  const std::string text = SanitizeUtf8(
+      tok.Decode(std::vector<int32_t>(output.begin(), output.end()), plain).value_or(""));
+  const int steps_run = (*session)->sampler().step();
+
+  if (json) {
+    const std::span<const int32_t> canvas = (*session)->canvas();
+    Json out = Json::MakeObject();
+    out.Set("arch", std::string(ArchName(mc.arch)));
+    out.Set("model_file", flags->Get("model"));
+    out.Set("prompt_ids", IdsJson(prompt));
+    out.Set("prompt_len", static_cast<int64_t>(prompt.size()));
+    out.Set("mask_id", mc.tokens.mask);
+    out.Set("canvas_len", static_cast<int64_t>(canvas.size()));
+    out.Set("final_canvas", IdsJson(canvas));
+    out.Set("generated", IdsJson(canvas.subspan(prompt.size())));
+    out.Set("output_ids", IdsJson(output));
+    out.Set("text", text);
+    out.Set("n_forward", (*session)->forward_passes());
+    out.Set("steps_run", steps_run);
+    out.Set("steps_planned", planned);
+    out.Set("early_exit", (*session)->exited_early());
+    Json settings = Json::MakeObject();
+    settings.Set("gen_length", config->gen_length);
+    settings.Set("steps", config->steps);
+    settings.Set("block_length", config->EffectiveBlockLength());
+    settings.Set("alg", std::string(AlgorithmName(config->algorithm)));
+    settings.Set("temperature", static_cast<double>(config->temperature));
+    settings.Set("seed", static_cast<int64_t>(config->seed));
+    settings.Set("threads", plan.threads);
+    settings.Set("isa", IsaLevelName(*isa));
+    out.Set("settings", settings);
+    Json timings = Json::MakeObject();
+    timings.Set("load_ms", load_seconds * 1e3);
+    timings.Set("total_ms", total * 1e3);
+    timings.Set("forward_ms", forward_total * 1e3);
+    timings.Set("sample_ms", sample_total * 1e3);
+    timings.Set("ms_per_step", steps_run ? total * 1e3 / steps_run : 0.0);
+    out.Set("timings", timings);
+    out.Set("steps", steps_json);
+    const std::string dumped = out.Dump(1) + "\n";
+    std::fwrite(dumped.data(), 1, dumped.size(), stdout);
+    return 0;
+  }
+  std::printf("%s%s\n", live ? "\n" : "", text.c_str());
+  std::fprintf(stderr,
+               "[%d steps%s, %d forward passes, %.1f ms/step (forward %.1f, sampling %.1f); "
+               "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
+               steps_run, (*session)->exited_early() ? absl::StrCat(" of ", planned, ", early exit").c_str() : "",
+               (*session)->forward_passes(), steps_run ? total * 1e3 / steps_run : 0.0,
+               steps_run ? forward_total * 1e3 / steps_run : 0.0,
+               steps_run ? sample_total * 1e3 / steps_run : 0.0, ops.attention * 1e3,
+               ops.projections * 1e3, ops.ffn * 1e3, ops.head * 1e3, IsaLevelName(*isa), plan.threads);
+  return 0;
+}
+
+}  // namespace dllm

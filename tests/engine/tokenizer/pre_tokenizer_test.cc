@@ -1,0 +1,100 @@
+#include "engine/tokenizer/pre_tokenizer.h"
+
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/unicode.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using testing::StatusIs;
+
+std::vector<std::string> Split(PreTokenizer pre, absl::string_view text) {
+  std::vector<absl::string_view> words;
+  SplitWords(pre, text, &words);
+  return std::vector<std::string>(words.begin(), words.end());
+}
+
+using W = std::vector<std::string>;
+
+TEST(PreTokenizerTest, Gpt2SplitsLikeItsRegex) {
+  const PreTokenizer g = PreTokenizer::kGpt2;
+  EXPECT_EQ(Split(g, "Hello world"), (W{"Hello", " world"}));
+  EXPECT_EQ(Split(g, "many   spaces"), (W{"many", "  ", " spaces"}));
+  EXPECT_EQ(Split(g, "trailing  "), (W{"trailing", "  "}));
+  EXPECT_EQ(Split(g, "don't"), (W{"don", "'t"}));
+  EXPECT_EQ(Split(g, "DON'T"), (W{"DON", "'", "T"}));  // case-sensitive contractions
+  EXPECT_EQ(Split(g, "1234 x"), (W{"1234", " x"}));
+  EXPECT_EQ(Split(g, "a\n\nb"), (W{"a", "\n", "\n", "b"}));
+  EXPECT_EQ(Split(g, "x != y"), (W{"x", " !=", " y"}));
+  EXPECT_EQ(Split(g, "\tx"), (W{"\t", "x"}));
+  EXPECT_EQ(Split(g, ""), W{});
+}
+
+TEST(PreTokenizerTest, Qwen2AndLlama3SplitLikeTheirRegex) {
+  const PreTokenizer q = PreTokenizer::kQwen2;
+  EXPECT_EQ(Split(q, "1234"), (W{"1", "2", "3", "4"}));
+  EXPECT_EQ(Split(PreTokenizer::kLlama3, "1234567"), (W{"123", "456", "7"}));
+  EXPECT_EQ(Split(q, "DON'T"), (W{"DON", "'T"}));  // (?i:...)
+  EXPECT_EQ(Split(q, "a\n\nb"), (W{"a", "\n\n", "b"}));
+  EXPECT_EQ(Split(q, "x  \n  y"), (W{"x", "  \n", " ", " y"}));
+  EXPECT_EQ(Split(q, "(hello)"), (W{"(hello", ")"}));
+  EXPECT_EQ(Split(q, "a.\n\nb"), (W{"a", ".\n\n", "b"}));
+  EXPECT_EQ(Split(q, "\tx"), (W{"\tx"}));
+  EXPECT_EQ(Split(q, "\nx"), (W{"\n", "x"}));
+}
+
+TEST(PreTokenizerTest, InvalidBytesAreKept) {
+  const std::string text = "a\xff" "b \x80";
+  std::string joined;
+  for (const std::string& w : Split(PreTokenizer::kQwen2, text)) joined += w;
+  EXPECT_EQ(joined, text);
+}
+
+TEST(PreTokenizerTest, ParsesNames) {
+  EXPECT_EQ(*ParsePreTokenizer("gpt-2"), PreTokenizer::kGpt2);
+  EXPECT_EQ(*ParsePreTokenizer("qwen2"), PreTokenizer::kQwen2);
+  EXPECT_EQ(*ParsePreTokenizer("llama-bpe"), PreTokenizer::kLlama3);
+  EXPECT_THAT(ParsePreTokenizer("starcoder").status(),
+              StatusIs(absl::StatusCode::kUnimplemented, "'starcoder'"));
+  EXPECT_EQ(PreTokenizerName(PreTokenizer::kQwen2), "qwen2");
+}
+
+TEST(UnicodeTest, ClassifiesCodepoints) {
+  EXPECT_EQ(CategoryOf('a'), CodepointCategory::kLetter);
+  EXPECT_EQ(CategoryOf(0xE9), CodepointCategory::kLetter);     // é
+  EXPECT_EQ(CategoryOf(0x4F60), CodepointCategory::kLetter);   // 你
+  EXPECT_EQ(CategoryOf(0x0661), CodepointCategory::kNumber);   // Arabic-Indic one
+  EXPECT_EQ(CategoryOf(0x2167), CodepointCategory::kNumber);   // Roman numeral (Nl)
+  EXPECT_EQ(CategoryOf(0xA0), CodepointCategory::kWhitespace);
+  EXPECT_EQ(CategoryOf(0x3000), CodepointCategory::kWhitespace);
+  EXPECT_EQ(CategoryOf(0x85), CodepointCategory::kWhitespace);
+  EXPECT_EQ(CategoryOf(0x301), CodepointCategory::kOther);     // combining acute (Mn)
+  EXPECT_EQ(CategoryOf(0x1F600), CodepointCategory::kOther);   // emoji
+  EXPECT_EQ(CategoryOf(0x10FFFF), CodepointCategory::kOther);
+  EXPECT_EQ(CategoryOf(kInvalidCodepoint), CodepointCategory::kOther);
+  EXPECT_STREQ(UnicodeTableVersion(), "14.0.0");
+}
+
+TEST(UnicodeTest, DecodesUtf8Leniently) {
+  const std::string s = "\xc3\xa9\xf0\x9f\x98\x80\xc3(\xed\xa0\x80";
+  Utf8Char c = DecodeUtf8At(s, 0);
+  EXPECT_EQ(c.cp, 0xE9u);
+  EXPECT_EQ(c.len, 2);
+  c = DecodeUtf8At(s, 2);
+  EXPECT_EQ(c.cp, 0x1F600u);
+  EXPECT_EQ(c.len, 4);
+  c = DecodeUtf8At(s, 6);  // lead byte without continuation
+  EXPECT_EQ(c.cp, kInvalidCodepoint);
+  EXPECT_EQ(c.len, 1);
+  EXPECT_EQ(DecodeUtf8At(s, 8).cp, kInvalidCodepoint);  // surrogate
+  std::string out;
+  AppendUtf8(0x1F600, &out);
+  EXPECT_EQ(out, "\xf0\x9f\x98\x80");
+}
+
+}  // namespace
+}  // namespace dllm

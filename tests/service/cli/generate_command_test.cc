@@ -1,0 +1,92 @@
+// `dllm generate`: its --json trace reproduces official sampler runs (same
+// field names, same commits per step), bad settings fail before any work,
+// and --show-canvas falls back to progress lines off a terminal.
+#include <filesystem>
+
+#include "engine/base/json.h"
+#include "gtest/gtest.h"
+#include "tests/testing/run_command.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+std::string Join(const Json& ids) {
+  std::string out;
+  for (const Json& id : ids.as_array()) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id.as_int());
+  }
+  return out;
+}
+
+TEST(GenerateCommandTest, JsonTraceReproducesOfficialRuns) {
+  const auto shared = testing::SharedDir();
+  if (!shared) GTEST_SKIP() << "needs ../shared (official runs and f16 models)";
+  for (const char* name : {"tiny-llada-k-f16.p0.llada.g32.b8.s16.json",
+                           "tiny-dream-k-f16.p1.dream.entropy.n32.s16.json",
+                           "tiny-dream-k-f16.p0.dream.topk_margin.n64.s32.json"}) {
+    SCOPED_TRACE(name);
+    auto run = ReadJsonFile(*shared + "/reference/official/" + name);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const Json& params = (*run)["sampler"]["params"];
+    const bool llada = (*run)["arch"].as_string() == "llada";
+    std::string args = "generate --json --no-early-exit --model " + *shared + "/models/" +
+                       (*run)["model_file"].as_string() + " --tokens " + Join((*run)["prompt_ids"]);
+    const int gen = static_cast<int>((*run)["canvas_len"].as_int() - (*run)["prompt_len"].as_int());
+    args += " --gen-length " + std::to_string(gen) + " --steps " +
+            std::to_string((*run)["n_forward"].as_int());
+    if (llada) {
+      args += " --block-length " + std::to_string(params["block_length"].as_int());
+    } else {
+      args += " --alg " + params["alg"].as_string();
+    }
+    const testing::RunResult r = testing::RunDllm(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto out = Json::Parse(r.out);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)["final_canvas"].Dump(), (*run)["final_canvas"].Dump());
+    EXPECT_EQ((*out)["prompt_ids"].Dump(), (*run)["prompt_ids"].Dump());
+    ASSERT_EQ((*out)["steps"].size(), (*run)["steps"].size());
+    for (size_t i = 0; i < (*run)["steps"].size(); ++i) {
+      EXPECT_EQ((*out)["steps"][i]["positions"].Dump(), (*run)["steps"][i]["positions"].Dump()) << i;
+      EXPECT_EQ((*out)["steps"][i]["tokens"].Dump(), (*run)["steps"][i]["tokens"].Dump()) << i;
+    }
+  }
+}
+
+TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
+  const std::string model = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--steps 64 --gen-length 32", "steps"},
+      {"--gen-length 32 --block-length 12", "block_length"},
+      {"--alg fastest", "fastest"},
+      {"--alg entropy", "not a llada algorithm"},
+      {"--temperature -0.5", "temperature"},
+      {"--gen-length 4000", "context"},
+      {"--top-k many", "--top-k"},
+  };
+  for (const auto& [flags, message] : cases) {
+    SCOPED_TRACE(flags);
+    const testing::RunResult r =
+        testing::RunDllm("generate --model " + model + " --prompt hi " + flags);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_FALSE(r.signaled);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
+  EXPECT_EQ(testing::RunDllm("generate --model " + model).exit_code, 2);  // no prompt
+}
+
+TEST(GenerateCommandTest, ShowCanvasOffATerminalPrintsProgress) {
+  const std::string model = testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf";
+  const testing::RunResult r = testing::RunDllm(
+      "generate --model " + model + " --prompt 'def f(x):' --gen-length 16 --steps 8 --show-canvas");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("step 8: committed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "no escape codes off a terminal";
+  EXPECT_NE(r.err.find("8 steps"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace dllm
