@@ -31,6 +31,39 @@ void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args, tbb::task_ar
   }
 }
 
+void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
+                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
+                             float* y, int64_t ldy, tbb::task_arena* arena) {
+  GemmArgs args;
+  args.w = &w;
+  args.x = &xq;
+  args.y = y;
+  args.y_stride = ldy;
+  args.num_rows = m;
+  auto run = [&] {
+    constexpr int64_t kRowsPerTask = 16;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, kRowsPerTask),
+                      [&](const tbb::blocked_range<int64_t>& range) {
+                        QuantizedRows part = xq;  // rows [begin, end) of xq
+                        const int64_t b = range.begin(), n = range.end() - range.begin();
+                        part.q += b * xq.cols;
+                        part.scale += b * (xq.cols / kActBlock);
+                        part.sum16 += b * (xq.cols / 16);
+                        if (rows != nullptr) {
+                          QuantizeGatheredRows(x, ldx, rows + b, n, part);
+                        } else {
+                          QuantizeRows(x + b * ldx, ldx, nullptr, n, part);
+                        }
+                      });
+    ParallelGemm(kernels, args);
+  };
+  if (arena != nullptr) {
+    arena->execute(run);
+  } else {
+    run();
+  }
+}
+
 QuantizedMatrix ParallelPackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols,
                                    void* dst, tbb::task_arena* arena) {
   const QuantizedMatrix view = PackedView(type, rows, cols, dst);

@@ -18,6 +18,17 @@ namespace dllm {
 void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
                   tbb::task_arena* arena = nullptr);
 
+// The whole projection the forward pass needs, allocation-free:
+//   y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ   for r in [0, m)
+// Quantizes the (gathered) rows of `x` (row stride `ldx` floats) into `xq`
+// (caller-owned scratch: xq.rows >= m, xq.cols == w.cols, e.g. carved once
+// with CarveQuantizedRows from the activation arena), in parallel over row
+// blocks, then runs ParallelGemm into the compact `y` (row stride `ldy`).
+// Bit-identical to the serial QuantizeGatheredRows/QuantizeRows + Gemm.
+void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
+                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
+                             float* y, int64_t ldy, tbb::task_arena* arena = nullptr);
+
 // PackMatrix (kernels/quantized_matrix.h) with its panels spread over the
 // threads of `arena` (or the current arena): for loading, where one core
 // packs about 3-4 ns a weight. Same contract and result as PackMatrix.

@@ -49,6 +49,44 @@ TEST(ParallelGemmTest, MatchesSingleThreadedGemmBitForBit) {
   }
 }
 
+TEST(ParallelGemmTest, QuantizedLinearMatchesSerialQuantizeAndGemm) {
+  std::mt19937 rng(9);
+  const int64_t m_all = 50, n = 70, k = 256, ldx = k + 5, ldy = n + 2;
+  const std::vector<uint8_t> wb = testing::RandomWeights(GgmlType::kQ6_K, n, k, rng);
+  PackedMatrix w(GgmlType::kQ6_K, wb.data(), n, k);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(m_all * ldx);
+  for (float& v : x) v = normal(rng);
+  const std::vector<int32_t> rows = {49, 3, 3, 17, 0, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+  auto sbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
+  auto pbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
+  const QuantizedRows serial_q = CarveQuantizedRows(sbuf.get(), m_all, k);
+  const QuantizedRows par_q = CarveQuantizedRows(pbuf.get(), m_all, k);
+  tbb::task_arena arena(2);
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const GemmKernels& kernels = SelectGemmKernels(isa);
+    for (bool gathered : {false, true}) {
+      const int64_t m = gathered ? static_cast<int64_t>(rows.size()) : m_all;
+      std::vector<float> want(m * ldy, -1.0f), got(m * ldy, -1.0f);
+      if (gathered) {
+        QuantizeGatheredRows(x.data(), ldx, rows.data(), m, serial_q);
+      } else {
+        QuantizeRows(x.data(), ldx, nullptr, m, serial_q);
+      }
+      GemmArgs args;
+      args.w = &w.view();
+      args.x = &serial_q;
+      args.y = want.data();
+      args.y_stride = ldy;
+      args.num_rows = m;
+      Gemm(kernels, args);
+      ParallelQuantizedLinear(kernels, w.view(), x.data(), ldx, gathered ? rows.data() : nullptr, m,
+                              par_q, got.data(), ldy, &arena);
+      EXPECT_EQ(want, got) << IsaLevelName(isa) << (gathered ? " gathered" : "");
+    }
+  }
+}
+
 TEST(ParallelGemmTest, ParallelPackMatrixMatchesPackMatrix) {
   std::mt19937 rng(8);
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
