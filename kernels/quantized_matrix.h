@@ -1,5 +1,7 @@
 // Weight matrices repacked once at load into the one layout every GEMM path
-// (scalar, AVX2, AVX-512 VNNI, AMX) reads, and the non-owning view of it.
+// (scalar, AVX2/AVX-VNNI, AVX-512 VNNI, AMX) reads, and the non-owning view
+// of it. The layout does not depend on the ISA, so one packed copy serves
+// every path and `--isa` can change without repacking.
 //
 // Packing scheme. Every supported GGUF type is rewritten as unsigned integer
 // codes `u` with, per scale group of S elements of a row, a float scale `d`
@@ -27,10 +29,10 @@
 // float `dmin`; the kernels form d * sc and c = -dmin * m per group (exact in
 // float, as dequantization does).
 //
-// Size. Codes take 4, 6 or 8 bits per weight, d and c 64 bits per 16 x S
-// codes (2 bits per weight at S = 32): Q4_K 4.75 bits (file 4.5), Q4_0/Q4_1
-// 6 bits (file: 4.5-5),
-// Q8_0 and Q5_* 10 bits (file: 5.5-8.5), Q6_K 8 bits (6 + d only; file 6.56).
+// Size (bits a weight, packed vs file): Q4_K 4.75 vs 4.5; Q6_K 8 vs 6.56;
+// Q4_0/Q4_1 6 vs 4.5/5; Q8_0 10 vs 8.5; Q5_0/Q5_1/Q5_K 10 vs 5.5/6/5.5
+// (5-bit codes kept as bytes; TODO(#3): pack them like Q6_K); the float d and
+// c of the legacy formats cost 2 bits a weight at S = 32.
 // F32/F16/BF16 are quantized at load to the Q8_0 scheme (per 32 elements,
 // scale max|w|/127, error <= max|w_block|/254 per weight).
 #ifndef DLLM_KERNELS_QUANTIZED_MATRIX_H_
