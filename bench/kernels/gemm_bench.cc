@@ -1,0 +1,277 @@
+// GEMM throughput on the projection shapes of LLaDA-8B and Dream-7B, per ISA
+// path, weight type, M and thread count, with achieved int8 ops/s and % of
+// the measured register-only peak of that path (peak.h) as counters.
+//
+//   dllm_bench_kernels [--sweep=default|full] [--results=PATH] [benchmark flags]
+//
+// default: M in {16, 144}, every shape but the output head, 1 and 2 threads,
+//          min time 0.1 s (about 2-4 min per ISA path on 2 cores);
+// full:    M in {16, 64, 144, 256, 512} and the output head (K=4096,
+//          N=126464) too (about an hour on 2 cores).
+// --results writes the records scripts/bench-kernels stores in
+// bench/results/. The scalar path is not swept (it is the test oracle).
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/kernels/peak.h"
+#include "benchmark/benchmark.h"
+#include "engine/scheduler/parallel_gemm.h"
+#include "kernels/cpu_features.h"
+#include "kernels/gemm.h"
+#include "kernels/quantize_act.h"
+#include "kernels/quantized_matrix.h"
+
+namespace dllm::bench {
+namespace {
+
+struct Shape {
+  const char* model;
+  int64_t k, n;
+};
+const Shape kShapes[] = {
+    {"llada-8b", 4096, 4096},  {"llada-8b", 4096, 12288}, {"llada-8b", 12288, 4096},
+    {"dream-7b", 3584, 3584},  {"dream-7b", 3584, 512},   {"dream-7b", 3584, 18944},
+    {"dream-7b", 18944, 3584}, {"llada-8b-head", 4096, 126464},
+};
+const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0};
+
+// Random but valid weight bytes: codes random, block scales a fixed 0.01.
+std::vector<uint8_t> RandomWeightBytes(GgmlType type, int64_t n, int64_t k) {
+  const GgmlTypeTraits& t = TraitsOf(type);
+  std::vector<uint8_t> out(RowBytes(type, k) * n);
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < out.size(); i += 8) {
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    std::memcpy(out.data() + i, &s, std::min<size_t>(8, out.size() - i));
+  }
+  const uint16_t d = 0x211f;  // ~0.01 as IEEE half
+  const size_t d_at = type == GgmlType::kQ6_K ? 208 : 0;
+  for (size_t b = 0; b < out.size() / t.type_size; ++b) {
+    std::memcpy(out.data() + b * t.type_size + d_at, &d, 2);
+    if (type == GgmlType::kQ4_K) std::memcpy(out.data() + b * t.type_size + 2, &d, 2);
+  }
+  return out;
+}
+
+// The packed matrix of the running benchmark; benchmarks are registered
+// grouped by (type, shape), so one cached matrix at a time suffices.
+const QuantizedMatrix& PackedFor(GgmlType type, int64_t n, int64_t k) {
+  static std::unique_ptr<PackedMatrix> cached;
+  static GgmlType c_type;
+  static int64_t c_n = -1, c_k = -1;
+  if (!cached || c_type != type || c_n != n || c_k != k) {
+    cached.reset();
+    const std::vector<uint8_t> bytes = RandomWeightBytes(type, n, k);
+    cached = std::make_unique<PackedMatrix>(type, bytes.data(), n, k);
+    c_type = type, c_n = n, c_k = k;
+  }
+  return cached->view();
+}
+
+struct Record {
+  std::string name;
+  IsaLevel isa;
+  GgmlType type;
+  Shape shape;
+  int64_t m;
+  int threads;
+};
+std::vector<Record>& Records() {
+  static std::vector<Record> r;
+  return r;
+}
+std::map<int, double>& PeakPerThread() {  // by IsaLevel
+  static std::map<int, double> p;
+  return p;
+}
+
+void BM_Gemm(benchmark::State& state, Record rec) {
+  const QuantizedMatrix& w = PackedFor(rec.type, rec.shape.n, rec.shape.k);
+  const int64_t m = rec.m, k = rec.shape.k, n = rec.shape.n;
+  std::vector<float> x(m * k), y(m * n);
+  uint32_t s = 12345;
+  for (float& v : x) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f;
+  std::unique_ptr<uint8_t, void (*)(void*)> qbuf(
+      static_cast<uint8_t*>(std::aligned_alloc(64, (QuantizedRowsBytes(m, k) + 63) / 64 * 64)), std::free);
+  const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), m, k);
+  QuantizeRows(x.data(), k, nullptr, m, xq);
+  GemmArgs args;
+  args.w = &w;
+  args.x = &xq;
+  args.y = y.data();
+  args.y_stride = n;
+  args.num_rows = m;
+  const GemmKernels& kernels = SelectGemmKernels(rec.isa);
+  tbb::task_arena arena(rec.threads);
+  for (auto _ : state) {
+    ParallelGemm(kernels, args, &arena);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double ops = 2.0 * m * n * k;
+  state.counters["ops_per_s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["m"] = m;
+  state.counters["k"] = k;
+  state.counters["n"] = n;
+  state.counters["threads"] = rec.threads;
+  state.counters["peak_ops_per_s"] = PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
+}
+
+// Best of 3 short runs: on a shared machine a single run can be preempted.
+double MeasurePeak(IsaLevel isa) {
+  double best = 0;
+  for (int i = 0; i < 3; ++i) {
+    double v = 0;
+    switch (isa) {
+      case IsaLevel::kAmx:
+        v = AmxPeakOpsPerSecond(0.15);
+        break;
+      case IsaLevel::kAvx512Vnni:
+        v = Avx512VnniPeakOpsPerSecond(0.15);
+        break;
+      case IsaLevel::kAvx2:
+        v = Avx2PeakOpsPerSecond(0.15);
+        break;
+      default:
+        break;
+    }
+    best = std::max(best, v);
+  }
+  return best;
+}
+
+void BM_Peak(benchmark::State& state, IsaLevel isa) {
+  double v = 0;
+  for (auto _ : state) v = MeasurePeak(isa);
+  state.counters["ops_per_s"] = v;
+}
+
+// Collects every run for the --results file while printing as usual.
+class CollectingReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.run_type == Run::RT_Iteration && !r.error_occurred) runs_.push_back(r);
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+  const std::vector<Run>& runs() const { return runs_; }
+
+ private:
+  std::vector<Run> runs_;
+};
+
+std::string JsonEscape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) o += c;
+  }
+  return o;
+}
+
+bool WriteResults(const std::string& path, const std::string& sweep,
+                  const std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return false;
+  const CpuFeatures& cpu = GetCpuFeatures();
+  std::fprintf(f, "{\n  \"cpu_model\": \"%s\",\n  \"cpu_flags\": \"%s\",\n  \"sweep\": \"%s\",\n",
+               JsonEscape(cpu.brand).c_str(), JsonEscape(CpuFlagsString(cpu)).c_str(), sweep.c_str());
+  std::fprintf(f, "  \"peak_ops_per_s_per_thread\": {");
+  bool first = true;
+  for (const auto& [isa, v] : PeakPerThread()) {
+    std::fprintf(f, "%s\"%s\": %.4g", first ? "" : ", ", IsaLevelName(static_cast<IsaLevel>(isa)), v);
+    first = false;
+  }
+  std::fprintf(f, "},\n  \"results\": [\n");
+  first = true;
+  for (const auto& run : runs) {
+    const std::string name = run.benchmark_name();
+    for (const Record& rec : Records()) {
+      if (name.rfind(rec.name, 0) != 0) continue;
+      const double ops = run.counters.at("ops_per_s");
+      const double peak = PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
+      std::fprintf(f,
+                   "%s    {\"isa\": \"%s\", \"type\": \"%s\", \"model\": \"%s\", \"m\": %lld, \"k\": %lld, "
+                   "\"n\": %lld, \"threads\": %d, \"seconds_per_gemm\": %.6g, \"ops_per_s\": %.6g, "
+                   "\"pct_of_peak\": %.2f}",
+                   first ? "" : ",\n", IsaLevelName(rec.isa), GgmlTypeName(rec.type), rec.shape.model,
+                   static_cast<long long>(rec.m), static_cast<long long>(rec.shape.k),
+                   static_cast<long long>(rec.shape.n), rec.threads,
+                   run.GetAdjustedRealTime() / 1e9 * (run.time_unit == benchmark::kMillisecond ? 1e6 : 1),
+                   ops, peak > 0 ? 100.0 * ops / peak : 0.0);
+      first = false;
+      break;
+    }
+  }
+  std::fprintf(f, "\n  ]\n}\n");
+  return std::fclose(f) == 0;
+}
+
+}  // namespace
+}  // namespace dllm::bench
+
+int main(int argc, char** argv) {
+  using namespace dllm;
+  using namespace dllm::bench;
+  std::string sweep = "default", results;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--sweep=", 8) == 0) {
+      sweep = argv[i] + 8;
+    } else if (std::strncmp(argv[i], "--results=", 10) == 0) {
+      results = argv[i] + 10;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  const bool full = sweep == "full";
+  std::vector<IsaLevel> isas;
+  for (IsaLevel l : SupportedIsaLevels()) {
+    if (l == IsaLevel::kScalar) continue;
+    isas.push_back(l);
+    PeakPerThread()[static_cast<int>(l)] = MeasurePeak(l);
+    benchmark::RegisterBenchmark((std::string("peak/isa:") + IsaLevelName(l)).c_str(), BM_Peak, l)
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  }
+  const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 64, 144, 256, 512}
+                                       : std::vector<int64_t>{16, 144};
+  for (GgmlType type : kTypes) {
+    for (const Shape& shape : kShapes) {
+      if (!full && shape.n > 100000) continue;
+      for (IsaLevel isa : isas) {
+        for (int64_t m : ms) {
+          for (int threads : {1, 2}) {
+            Record rec{std::string("gemm/isa:") + IsaLevelName(isa) + "/type:" + GgmlTypeName(type) +
+                           "/m:" + std::to_string(m) + "/k:" + std::to_string(shape.k) +
+                           "/n:" + std::to_string(shape.n) + "/threads:" + std::to_string(threads),
+                       isa, type, shape, m, threads};
+            Records().push_back(rec);
+            benchmark::RegisterBenchmark(rec.name.c_str(), BM_Gemm, rec)
+                ->Unit(benchmark::kMillisecond)
+                ->UseRealTime()
+                ->MinTime(full ? 0.5 : 0.1);
+          }
+        }
+      }
+    }
+  }
+  int bargc = static_cast<int>(args.size());
+  benchmark::Initialize(&bargc, args.data());
+  if (benchmark::ReportUnrecognizedArguments(bargc, args.data())) return 1;
+  CollectingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  if (!results.empty() && !WriteResults(results, sweep, reporter.runs())) {
+    std::fprintf(stderr, "gemm_bench: cannot write %s\n", results.c_str());
+    return 1;
+  }
+  return 0;
+}

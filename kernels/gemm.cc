@@ -1,0 +1,69 @@
+// GEMM kernel tables and tiling (see gemm.h).
+#include "kernels/gemm.h"
+
+#include <algorithm>
+
+#include "kernels/gemm_internal.h"
+
+namespace dllm {
+namespace {
+
+struct AllKernels {
+  GemmKernels by_level[4];
+  AllKernels() {
+    for (int l = 0; l < 4; ++l) by_level[l].isa = static_cast<IsaLevel>(l);
+    gemm_internal::FillScalarKernels(&by_level[0]);
+    if (GetCpuFeatures().avx_vnni) {
+      gemm_internal::FillAvxVnniKernels(&by_level[1]);
+    } else {
+      gemm_internal::FillAvx2Kernels(&by_level[1]);
+    }
+    gemm_internal::FillAvx512VnniKernels(&by_level[2]);
+    gemm_internal::FillAmxKernels(&by_level[3]);
+  }
+};
+
+}  // namespace
+
+const GemmKernels& SelectGemmKernels(IsaLevel level) {
+  static const AllKernels all;
+  return all.by_level[static_cast<int>(level)];
+}
+
+GemmTiling PlanGemmTiles(const GemmArgs& args, int num_threads) {
+  constexpr int64_t kMaxTileRows = 128;  // X rows streamed over one unpacked weight panel
+  constexpr int64_t kMinTilesPerThread = 8;
+  GemmTiling t;
+  const int64_t rows = std::max<int64_t>(args.num_rows, 1);
+  const int64_t panels = args.w->num_panels();
+  t.tile_rows = std::min(rows, kMaxTileRows);
+  if (rows > kMaxTileRows) {  // equal heights, multiples of 16 for AMX
+    const int64_t n = (rows + kMaxTileRows - 1) / kMaxTileRows;
+    t.tile_rows = ((rows + n - 1) / n + 15) / 16 * 16;
+  }
+  t.row_tiles = (rows + t.tile_rows - 1) / t.tile_rows;
+  const int64_t want = kMinTilesPerThread * std::max(num_threads, 1);
+  const int64_t panel_tiles = std::min(panels, std::max<int64_t>(1, (want + t.row_tiles - 1) / t.row_tiles));
+  t.tile_panels = (panels + panel_tiles - 1) / panel_tiles;
+  t.panel_tiles = (panels + t.tile_panels - 1) / t.tile_panels;
+  if (args.num_rows == 0) t.row_tiles = 0;
+  return t;
+}
+
+void RunGemmTile(const GemmKernels& kernels, const GemmArgs& args, const GemmTiling& tiling,
+                 int64_t tile) {
+  const int64_t rt = tile % tiling.row_tiles;
+  const int64_t pt = tile / tiling.row_tiles;
+  const int64_t r0 = rt * tiling.tile_rows;
+  const int64_t r1 = std::min(args.num_rows, r0 + tiling.tile_rows);
+  const int64_t p0 = pt * tiling.tile_panels;
+  const int64_t p1 = std::min(args.w->num_panels(), p0 + tiling.tile_panels);
+  kernels.tile[static_cast<int>(args.w->kind)](args, r0, r1, p0, p1);
+}
+
+void Gemm(const GemmKernels& kernels, const GemmArgs& args) {
+  const GemmTiling t = PlanGemmTiles(args, 1);
+  for (int64_t i = 0; i < t.num_tiles(); ++i) RunGemmTile(kernels, args, t, i);
+}
+
+}  // namespace dllm

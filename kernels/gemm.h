@@ -1,0 +1,75 @@
+// Y = X * W^T for int8-quantized activations X (quantize_act.h) and packed
+// weights W (quantized_matrix.h): Y is M x N floats, X is M x K, W is N x K.
+// Non-SIMD part: the kernel table per ISA and the tile decomposition. The
+// parallel driver lives in engine/scheduler/parallel_gemm.h (kernels/ does
+// not depend on TBB); here `Gemm` runs all tiles on the calling thread.
+//
+// Accumulation: for each weight scale group (16 or 32 elements) the integer
+// dot of codes and activation codes is exact in int32; it is scaled in float,
+//   y += s_x * (d * dot(u, q) + c * sum(q)),
+// so the only error beyond the activation quantization (quantize_act.h) is
+// float rounding of these per-group terms.
+//
+// Tails: any M and N. Tiles cover whole 16-row weight panels; the padding
+// rows of the last panel are computed and dropped, never written to Y.
+#ifndef DLLM_KERNELS_GEMM_H_
+#define DLLM_KERNELS_GEMM_H_
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+#include "kernels/quantize_act.h"
+#include "kernels/quantized_matrix.h"
+
+namespace dllm {
+
+struct GemmArgs {
+  const QuantizedMatrix* w = nullptr;  // N x K packed weights
+  const QuantizedRows* x = nullptr;    // M x K, K == w->cols
+  float* y = nullptr;                  // M x N, row stride `y_stride` floats
+  int64_t y_stride = 0;
+  // Rows of X/Y to compute: row_ids[0..num_rows) when non-null, else
+  // 0..num_rows. Y rows not listed are left untouched.
+  const int32_t* row_ids = nullptr;
+  int64_t num_rows = 0;
+};
+
+// Computes the Y rectangle of list positions [row_begin, row_end) and
+// panels [panel_begin, panel_end).
+using GemmTileFn = void (*)(const GemmArgs& args, int64_t row_begin, int64_t row_end,
+                            int64_t panel_begin, int64_t panel_end);
+
+// One ISA's kernels, indexed by PackKind. Filled once; safe to share.
+struct GemmKernels {
+  IsaLevel isa = IsaLevel::kScalar;
+  GemmTileFn tile[kNumPackKinds] = {};
+};
+
+// The table for `level`, which must be supported by this CPU
+// (IsaLevelSupported). Hold on to the reference; it never changes.
+const GemmKernels& SelectGemmKernels(IsaLevel level);
+
+// Output tiles: `tile_rows` rows by `tile_panels` panels of 16 columns,
+// rows fastest. Sized so each of `num_threads` threads gets at least 8 tiles
+// when the shape allows, while keeping tiles tall (weights unpacked once per
+// tile are reused by every row of it).
+struct GemmTiling {
+  int64_t tile_rows = 1;
+  int64_t tile_panels = 1;
+  int64_t row_tiles = 0;
+  int64_t panel_tiles = 0;
+  int64_t num_tiles() const { return row_tiles * panel_tiles; }
+};
+GemmTiling PlanGemmTiles(const GemmArgs& args, int num_threads);
+
+// Computes tile `tile` in [0, tiling.num_tiles()). Tiles write disjoint parts
+// of Y, so any number may run concurrently.
+void RunGemmTile(const GemmKernels& kernels, const GemmArgs& args, const GemmTiling& tiling,
+                 int64_t tile);
+
+// All tiles, on the calling thread.
+void Gemm(const GemmKernels& kernels, const GemmArgs& args);
+
+}  // namespace dllm
+
+#endif  // DLLM_KERNELS_GEMM_H_

@@ -1,0 +1,4 @@
+// kernels/gemm_amx.cc built against emu/immintrin.h, renamed into namespace
+// `gemm_internal_emu` (see gemm_emulated_test.cc).
+#define gemm_internal gemm_internal_emu
+#include "kernels/gemm_amx.cc"

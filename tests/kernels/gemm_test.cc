@@ -1,0 +1,194 @@
+// GEMM tests: every ISA level this machine runs, every packable type, random
+// shapes with ragged M and N, and the selected-rows mode, against a float64
+// product of dequantized weights and unquantized activations.
+#include "kernels/gemm.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu_features.h"
+#include "kernels/quantize_act.h"
+#include "kernels/quantized_matrix.h"
+#include "tests/kernels/gemm_test_util.h"
+
+namespace dllm {
+namespace {
+
+using testing::AlignedBytes;
+using testing::Problem;
+using testing::Where;
+
+void CheckGemm(const Problem& p, IsaLevel isa, const std::vector<int32_t>& row_ids, int threads,
+               std::vector<float>* y = nullptr) {
+  testing::CheckGemm(p, SelectGemmKernels(isa), IsaLevelName(isa), row_ids, threads, y);
+}
+
+const GgmlType kTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
+                           GgmlType::kQ5_K, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                           GgmlType::kF16,  GgmlType::kBF16, GgmlType::kF32};
+
+TEST(GemmTest, EveryIsaAndTypeMatchesFloat64Product) {
+  std::mt19937 rng(1234);
+  const int64_t ms[] = {1, 3, 17, 40};
+  const int64_t ns[] = {1, 15, 16, 33, 50};
+  for (GgmlType type : kTypes) {
+    const int64_t kb = PackKMultiple(type);
+    for (int trial = 0; trial < 4; ++trial) {
+      const int64_t m = ms[trial % 4];
+      const int64_t n = ns[(trial + rng() % 5) % 5];
+      const int64_t k = kb * (1 + rng() % (kb == 32 ? 8 : 2));
+      Problem p(type, m, n, k, static_cast<uint32_t>(rng()));
+      std::vector<float> scalar_y;
+      for (IsaLevel isa : SupportedIsaLevels()) {
+        std::vector<float> y;
+        CheckGemm(p, isa, {}, 1 + trial % 2, &y);
+        if (isa == IsaLevel::kScalar) {
+          scalar_y = y;
+          continue;
+        }
+        // SIMD vs the scalar twin: both round differently only in float,
+        // so they agree to a small fraction of the bound.
+        for (int64_t i = 0; i < p.m; ++i) {
+          for (int64_t j = 0; j < p.n; ++j) {
+            const size_t at = i * (p.n + 3) + j;
+            ASSERT_NEAR(y[at], scalar_y[at], 0.5 * p.bound[i * p.n + j] + 1e-6)
+                << Where(p, IsaLevelName(isa)) << " vs scalar at " << i << "," << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmTest, SelectedRowsOnlyWriteThoseRows) {
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ4_0}) {
+    Problem p(type, 37, 40, PackKMultiple(type) * 2, 99);
+    const std::vector<int32_t> rows = {0, 5, 6, 19, 20, 21, 36};
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      CheckGemm(p, isa, rows, 2);
+      CheckGemm(p, isa, rows, 0);
+    }
+  }
+}
+
+TEST(GemmTest, TallShapesUseManyTiles) {
+  // Larger M exercises full row blocks (16-row AMX tiles, 4-row VNNI blocks).
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
+    Problem p(type, 150, 70, 512, 7);
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      CheckGemm(p, isa, {}, 2);
+      CheckGemm(p, isa, {}, 0);  // the whole product as one tile
+    }
+  }
+}
+
+TEST(GemmTest, TilingGivesEachThreadSeveralTiles) {
+  QuantizedMatrix w;
+  w.kind = PackKind::kU4K;
+  w.rows = 4096;
+  w.cols = 4096;
+  GemmArgs args;
+  args.w = &w;
+  for (int64_t m : {1, 16, 144, 512, 4096}) {
+    args.num_rows = m;
+    const GemmTiling t = PlanGemmTiles(args, 2);
+    EXPECT_GE(t.num_tiles(), 16) << m;
+    EXPECT_GE(t.tile_rows * t.row_tiles, m);
+    EXPECT_GE(t.tile_panels * t.panel_tiles, w.num_panels());
+  }
+}
+
+TEST(QuantizeActTest, ErrorWithinHalfAScale) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int64_t m = 3, k = 96;
+  std::vector<float> x(m * k);
+  for (float& v : x) v = normal(rng);
+  x[40] = 0;  // an all-zero block must give scale 0
+  for (int j = 32; j < 64; ++j) x[j] = 0;
+  auto buf = AlignedBytes(QuantizedRowsBytes(m, k));
+  const QuantizedRows q = CarveQuantizedRows(buf.get(), m, k);
+  QuantizeRows(x.data(), k, nullptr, m, q);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t b = 0; b < k / 32; ++b) {
+      const float s = q.row_scale(i)[b];
+      int32_t sums[2] = {0, 0};
+      for (int e = 0; e < 32; ++e) {
+        const float xv = x[i * k + b * 32 + e];
+        const int8_t qv = q.row_q(i)[b * 32 + e];
+        EXPECT_GE(qv, -127);
+        EXPECT_LE(std::fabs(xv - s * qv), s / 2 * 1.0001f + 1e-30f);
+        sums[e / 16] += qv;
+      }
+      EXPECT_EQ(q.row_sum16(i)[2 * b], sums[0]);
+      EXPECT_EQ(q.row_sum16(i)[2 * b + 1], sums[1]);
+    }
+  }
+}
+
+TEST(QuantizeActTest, GatheredRowsMatchDirectRows) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const int64_t m = 9, k = 64;
+  std::vector<float> x(m * k);
+  for (float& v : x) v = normal(rng);
+  auto all_buf = AlignedBytes(QuantizedRowsBytes(m, k));
+  auto some_buf = AlignedBytes(QuantizedRowsBytes(3, k));
+  const QuantizedRows all = CarveQuantizedRows(all_buf.get(), m, k);
+  const QuantizedRows some = CarveQuantizedRows(some_buf.get(), 3, k);
+  QuantizeRows(x.data(), k, nullptr, m, all);
+  const int32_t ids[3] = {7, 0, 4};
+  QuantizeGatheredRows(x.data(), k, ids, 3, some);
+  for (int i = 0; i < 3; ++i) {
+    for (int64_t e = 0; e < k; ++e) EXPECT_EQ(some.row_q(i)[e], all.row_q(ids[i])[e]);
+    for (int64_t b = 0; b < k / 32; ++b) EXPECT_EQ(some.row_scale(i)[b], all.row_scale(ids[i])[b]);
+    for (int64_t b = 0; b < k / 16; ++b) EXPECT_EQ(some.row_sum16(i)[b], all.row_sum16(ids[i])[b]);
+  }
+}
+
+TEST(QuantizedMatrixTest, ReleasedMappedPagesReadBackFromTheFile) {
+  char path[] = "/tmp/dllm_gemm_test_XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> bytes(5 * 4096 + 100);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 7);
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  void* map = mmap(nullptr, bytes.size(), PROT_READ, MAP_PRIVATE, fd, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  const auto* data = static_cast<const uint8_t*>(map);
+  // Only whole pages inside the range are released: [4096, 4 * 4096).
+  EXPECT_EQ(ReleaseMappedRange(data + 100, 4 * 4096), 3u * 4096);
+  EXPECT_EQ(ReleaseMappedRange(data + 100, 200), 0u);
+  EXPECT_EQ(std::memcmp(data, bytes.data(), bytes.size()), 0);
+  munmap(map, bytes.size());
+  close(fd);
+  unlink(path);
+}
+
+TEST(QuantizedMatrixTest, PackedSizeAndKinds) {
+  EXPECT_EQ(PackKindOf(GgmlType::kQ4_K), PackKind::kU4K);
+  EXPECT_EQ(PackKindOf(GgmlType::kQ4_0), PackKind::kU4G32);
+  EXPECT_EQ(PackKindOf(GgmlType::kQ6_K), PackKind::kU6G16);
+  EXPECT_EQ(PackKindOf(GgmlType::kQ8_0), PackKind::kU8G32);
+  EXPECT_FALSE(PackSupported(GgmlType::kQ2_K));
+  // 4-bit formats stay 4-bit: 16 x 32 codes in 256 bytes plus 128 of scales.
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_0, 16, 32), 384u);
+  // Q4_K keeps its 6-bit sub-scales: 4.75 bits a weight.
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 17, 256), 2u * (8 * (256 + 32) + 128));
+  EXPECT_EQ(PackedBytes(GgmlType::kQ4_K, 16, 256) * 8, 16u * 256 * 19 / 4);
+  // Q6_K: 6-bit codes (192 bytes per 16 x 16) plus d only (64): 8 bits a weight.
+  EXPECT_EQ(PackedBytes(GgmlType::kQ6_K, 16, 256), 16u * 256);
+}
+
+}  // namespace
+}  // namespace dllm
