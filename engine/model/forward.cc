@@ -76,6 +76,18 @@ void BiasAndRope(RopeType type, float* x, int64_t width, const int32_t* position
 
 enum class Op { kNorm, kProjection, kAttention, kFfn };
 
+// Int8 activation scratch, one per projection node so that nodes running
+// concurrently (q/k/v, gate/up) never share one. The head reuses q's.
+enum XqSlot { kXqQ, kXqK, kXqV, kXqO, kXqGate, kXqUp, kXqDown, kNumXq };
+
+int64_t XqCols(const Widths& w, int slot) {
+  return slot == kXqO ? w.q_dim : slot == kXqDown ? w.n_ff : w.n_embd;
+}
+
+struct FreeAligned {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
 }  // namespace
 
 struct ForwardPass::Impl {
@@ -95,6 +107,9 @@ struct ForwardPass::Impl {
   float* rope_cos = nullptr;  // (max_tokens, head_dim / 2)
   float* rope_sin = nullptr;
   tbb::enumerable_thread_specific<std::vector<float>> attn_scratch;
+  std::unique_ptr<uint8_t, FreeAligned> xq_buffer;
+  size_t xq_bytes = 0;
+  QuantizedRows xq[kNumXq];
 
   // What the graph's nodes read for the layer being run.
   const LayerWeights* layer = nullptr;
@@ -135,23 +150,23 @@ void ForwardPass::Impl::BuildGraph() {
     RmsNormRows(x, n_tokens, w.n_embd, layer->attn_norm, eps, h);
   }, {});
   const int wq = AddNode("attn_q", Op::kProjection, [this] {
-    layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim);
+    layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim, &xq[kXqQ]);
     BiasAndRope(model->config().rope_type, q, w.q_dim, rows, m, model->config().head_dim,
                 layer->bq, true, rope_cos, rope_sin);
   }, {norm});
   const int wk = AddNode("attn_k", Op::kProjection, [this] {
-    layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim);
+    layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim, &xq[kXqK]);
     BiasAndRope(model->config().rope_type, k, w.kv_dim, nullptr, n_tokens,
                 model->config().head_dim, layer->bk, true, rope_cos, rope_sin);
   }, {norm});
   const int wv = AddNode("attn_v", Op::kProjection, [this] {
-    layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim);
+    layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim, &xq[kXqV]);
     BiasAndRope(model->config().rope_type, v, w.kv_dim, nullptr, n_tokens,
                 model->config().head_dim, layer->bv, false, rope_cos, rope_sin);
   }, {norm});
   const int att = AddNode("attention", Op::kAttention, [this] { RunAttention(); }, {wq, wk, wv});
   const int wo = AddNode("attn_output", Op::kProjection, [this] {
-    layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd);
+    layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd, &xq[kXqO]);
     // x[r] = x[rows[r]] + h[r]. On the last layer this compacts the residual
     // to the first m rows; summing into h first keeps the parallel loop free
     // of reads of rows another task is writing.
@@ -168,10 +183,10 @@ void ForwardPass::Impl::BuildGraph() {
     RmsNormRows(x, m, w.n_embd, layer->ffn_norm, eps, h);
   }, {wo});
   const int g = AddNode("ffn_gate", Op::kFfn, [this] {
-    layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff);
+    layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff, &xq[kXqGate]);
   }, {fnorm});
   const int u = AddNode("ffn_up", Op::kFfn, [this] {
-    layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff);
+    layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff, &xq[kXqUp]);
   }, {fnorm});
   const int act = AddNode("swiglu", Op::kFfn, [this] {
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
@@ -183,7 +198,7 @@ void ForwardPass::Impl::BuildGraph() {
     });
   }, {g, u});
   AddNode("ffn_down", Op::kFfn, [this] {
-    layer->down->Apply(gate, w.n_ff, nullptr, m, h, w.n_embd);
+    layer->down->Apply(gate, w.n_ff, nullptr, m, h, w.n_embd, &xq[kXqDown]);
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
       float* xr = x + r * w.n_embd;
       const float* add = h + r * w.n_embd;
@@ -212,8 +227,19 @@ void ForwardPass::Impl::RunAttention() {
                     });
 }
 
+// Int8 scratch bytes for canvases of `max_tokens`, each slot 64-byte aligned.
+size_t XqBytes(const Widths& w, int max_tokens) {
+  size_t bytes = 0;
+  for (int slot = 0; slot < kNumXq; ++slot) {
+    bytes += (QuantizedRowsBytes(max_tokens, XqCols(w, slot)) + 63) / 64 * 64;
+  }
+  return bytes;
+}
+
 size_t ForwardPass::ActivationBytes(const ModelConfig& config, int max_tokens) {
-  return static_cast<size_t>(FloatsPerRow(WidthsOf(config)) * max_tokens) * sizeof(float);
+  const Widths w = WidthsOf(config);
+  return static_cast<size_t>(FloatsPerRow(w) * max_tokens) * sizeof(float) +
+         XqBytes(w, max_tokens);
 }
 
 absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
@@ -253,6 +279,18 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
       impl->rope_sin[pos * w.half_dim + i] = static_cast<float>(std::sin(double(pos) * freq));
     }
   }
+  impl->xq_bytes = XqBytes(w, max_tokens);
+  void* xq_storage = std::aligned_alloc(64, impl->xq_bytes);
+  if (xq_storage == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", impl->xq_bytes, " bytes of activation scratch"));
+  }
+  impl->xq_buffer.reset(static_cast<uint8_t*>(xq_storage));
+  uint8_t* next = impl->xq_buffer.get();
+  for (int slot = 0; slot < kNumXq; ++slot) {
+    impl->xq[slot] = CarveQuantizedRows(next, max_tokens, XqCols(w, slot));
+    next += (QuantizedRowsBytes(max_tokens, XqCols(w, slot)) + 63) / 64 * 64;
+  }
   impl->shape.n_head = static_cast<int>(c.n_head);
   impl->shape.n_head_kv = static_cast<int>(c.n_head_kv);
   impl->shape.head_dim = static_cast<int>(c.head_dim);
@@ -269,7 +307,9 @@ ForwardPass::ForwardPass(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ForwardPass::~ForwardPass() = default;
 
 int ForwardPass::max_tokens() const { return impl_->max_tokens; }
-size_t ForwardPass::activation_bytes() const { return impl_->buffer.size() * sizeof(float); }
+size_t ForwardPass::activation_bytes() const {
+  return impl_->buffer.size() * sizeof(float) + impl_->xq_bytes;
+}
 const Model& ForwardPass::model() const { return *impl_->model; }
 
 absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
@@ -324,7 +364,7 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
   if (R > 0) {
     RmsNormRows(s.x, R, s.w.n_embd, model.output_norm(), static_cast<float>(c.rms_eps), s.h);
     norm_seconds = Since(head_start);
-    model.output().Apply(s.h, s.w.n_embd, nullptr, R, logits, c.n_vocab);
+    model.output().Apply(s.h, s.w.n_embd, nullptr, R, logits, c.n_vocab, &s.xq[kXqQ]);
   }
   if (stats != nullptr) {
     *stats = ForwardStats();

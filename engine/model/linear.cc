@@ -3,13 +3,15 @@
 #include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/dequant.h"
+#include "engine/scheduler/parallel_gemm.h"
 
 namespace dllm {
 
-absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa) {
+absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa, bool release_mapping) {
   if (t.n_dims != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", t.name, "' has ", t.n_dims, " dimensions, expected 2"));
@@ -22,28 +24,39 @@ absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa) {
   l.type_ = t.type;
   l.n_in_ = t.ne[0];
   l.n_out_ = t.ne[1];
-  l.tile_fn_ = SelectFloatGemm(isa);
   if (t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) {
     l.weights_ = t.data;
     l.row_bytes_ = RowBytes(t.type, l.n_in_);
-    l.kernel_type_ = t.type;
+    l.float_tile_ = SelectFloatGemm(isa);
     return l;
   }
-  l.owned_.resize(static_cast<size_t>(l.n_in_ * l.n_out_));
-  const size_t src_row = RowBytes(t.type, l.n_in_);
-  for (int64_t r = 0; r < l.n_out_; ++r) {
-    DequantizeRow(t.type, t.data + r * src_row, l.owned_.data() + r * l.n_in_, l.n_in_);
+  if (!PackSupported(t.type) || l.n_in_ % PackKMultiple(t.type) != 0) {
+    return absl::UnimplementedError(absl::StrCat("tensor '", t.name, "' (", GgmlTypeName(t.type),
+                                                 ", row ", l.n_in_,
+                                                 ") cannot be repacked for the int8 kernels"));
   }
-  l.weights_ = l.owned_.data();
-  l.row_bytes_ = static_cast<size_t>(l.n_in_) * sizeof(float);
-  l.kernel_type_ = GgmlType::kF32;
+  l.packed_bytes_ = PackedBytes(t.type, l.n_out_, l.n_in_);
+  void* storage = std::aligned_alloc(64, (l.packed_bytes_ + 63) / 64 * 64);
+  if (storage == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat("cannot allocate ", l.packed_bytes_,
+                                                     " bytes to repack tensor '", t.name, "'"));
+  }
+  l.packed_.reset(static_cast<uint8_t*>(storage));
+  l.view_ = ParallelPackMatrix(t.type, t.data, l.n_out_, l.n_in_, l.packed_.get());
+  l.kernels_ = &SelectGemmKernels(isa);
+  if (release_mapping) ReleaseMappedRange(t.data, t.n_bytes);
   return l;
 }
 
 void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
-                   int64_t ldy) const {
+                   int64_t ldy, const QuantizedRows* xq) const {
+  if (m == 0) return;
+  if (int8()) {
+    ParallelQuantizedLinear(*kernels_, view_, x, ldx, rows, m, *xq, y, ldy);
+    return;
+  }
   FloatGemmArgs a;
-  a.type = kernel_type_;
+  a.type = type_;
   a.w = weights_;
   a.w_row_bytes = row_bytes_;
   a.n = n_out_;
@@ -54,19 +67,17 @@ void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, 
   a.m = m;
   a.y = y;
   a.ldy = ldy;
-  // Per-thread panel scratch; TBB keeps one per worker across calls.
+  // Per-thread panel scratch, grown once per thread.
   static tbb::enumerable_thread_specific<std::vector<float>> scratch;
-  const int64_t tiles = FloatGemmTiles(a);
-  const FloatGemmTileFn tile_fn = tile_fn_;
-  const int64_t need = scratch_floats();
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, tiles, 1),
+  const int64_t need = FloatGemmScratchFloats(n_in_);
+  const FloatGemmTileFn tile_fn = float_tile_;
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, FloatGemmTiles(a), 1),
                     [&](const tbb::blocked_range<int64_t>& range) {
                       std::vector<float>& s = scratch.local();
                       if (static_cast<int64_t>(s.size()) < need) s.resize(need);
-                      for (int64_t t = range.begin(); t != range.end(); ++t) {
-                        tile_fn(a, t, s.data());
-                      }
-                    });
+                      for (int64_t t = range.begin(); t != range.end(); ++t) tile_fn(a, t, s.data());
+                    },
+                    tbb::simple_partitioner());
 }
 
 }  // namespace dllm

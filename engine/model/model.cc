@@ -32,10 +32,13 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
     const GgufTensor* t = f.FindTensor(name);
     return t ? reinterpret_cast<const float*>(t->data) : nullptr;
   };
+  // Repacked weights release their mapped pages, except token_embd, which
+  // the embedding lookup keeps reading (also when it doubles as the head).
   auto linear = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<Linear>> {
-    absl::StatusOr<Linear> l = Linear::Create(*f.FindTensor(name), options.isa);
+    absl::StatusOr<Linear> l =
+        Linear::Create(*f.FindTensor(name), options.isa, name != "token_embd.weight");
     if (!l.ok()) return WithPath(path, l.status());
-    m->max_scratch_floats_ = std::max(m->max_scratch_floats_, l->scratch_floats());
+    m->owned_weight_bytes_ += l->owned_bytes();
     return std::make_unique<Linear>(std::move(*l));
   };
   m->token_embd_ = f.FindTensor("token_embd.weight");

@@ -47,8 +47,8 @@ class Model {
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   // The chat template the file's metadata calls for (ChatML when it has none).
   ChatTemplate chat_template() const { return chat_template_; }
-  // Largest per-thread scratch any of its weights needs (floats).
-  int64_t max_scratch_floats() const { return max_scratch_floats_; }
+  // Bytes of repacked weights the model owns (beyond the mapped file).
+  size_t owned_weight_bytes() const { return owned_weight_bytes_; }
 
  private:
   explicit Model(GgufFile file) : file_(std::move(file)) {}
@@ -62,7 +62,7 @@ class Model {
   std::unique_ptr<BpeTokenizer> tokenizer_;
   ChatTemplate chat_template_ = ChatTemplate::kChatMl;
   std::vector<LayerWeights> layers_;
-  int64_t max_scratch_floats_ = 0;
+  size_t owned_weight_bytes_ = 0;
 };
 
 }  // namespace dllm
