@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -254,9 +255,15 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   }
   DLLM_RETURN_IF_ERROR(w.WriteHeader());
 
+  // Quantizing billions of random weights with the reference quantizer
+  // would take most of an hour, so each large tensor quantizes a pool of
+  // kPoolRows random rows and draws every row from it (pseudo-randomly).
+  // Speed does not depend on weight values; the file is still a valid model
+  // whose every block came from the quantizer.
+  constexpr int64_t kPoolRows = 256;
   uint64_t done = 0;
   std::vector<float> values;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> pool, bytes;
   for (size_t t = 0; t < plan.size(); ++t) {
     const Planned& p = plan[t];
     const int64_t cols = p.ne[0];
@@ -265,20 +272,29 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
     const bool is_norm = p.ne.size() == 1 && absl::StrContains(p.name, "norm");
     // Weights ~ 1/sqrt(fan_in) keep activations in range; biases small.
     const float std = p.ne.size() == 1 ? 0.02f : 1.0f / std::sqrt(static_cast<float>(cols));
-    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{8} << 20) / (cols * 4));
+    const int64_t pool_rows = std::min(rows, kPoolRows);
+    values.resize(static_cast<size_t>(pool_rows * cols));
+    pool.resize(static_cast<size_t>(pool_rows) * row_bytes);
+    const uint64_t tensor_key = SplitMix(seed ^ (uint64_t(t) << 40));
+    tbb::parallel_for(int64_t{0}, pool_rows, [&](int64_t r) {
+      float* row = values.data() + r * cols;
+      if (is_norm) {
+        std::fill(row, row + cols, 1.0f);
+      } else {
+        RandomRow(tensor_key ^ uint64_t(r), std, row, cols);
+      }
+      QuantizeRow(p.type, row, pool.data() + r * row_bytes, cols);
+    });
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(row_bytes));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
       const int64_t nr = std::min(chunk_rows, rows - r0);
-      values.resize(static_cast<size_t>(nr * cols));
       bytes.resize(static_cast<size_t>(nr) * row_bytes);
-      tbb::parallel_for(int64_t{0}, nr, [&](int64_t r) {
-        float* row = values.data() + r * cols;
-        if (is_norm) {
-          std::fill(row, row + cols, 1.0f);
-        } else {
-          RandomRow(seed ^ (uint64_t(t) << 40) ^ uint64_t(r0 + r), std, row, cols);
-        }
-        QuantizeRow(p.type, row, bytes.data() + r * row_bytes, cols);
-      });
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t src = rows <= kPoolRows ? r0 + r
+                                              : static_cast<int64_t>(SplitMix(tensor_key + r0 + r) %
+                                                                     kPoolRows);
+        std::memcpy(bytes.data() + r * row_bytes, pool.data() + src * row_bytes, row_bytes);
+      }
       DLLM_RETURN_IF_ERROR(w.WriteTensorData(bytes.data(), bytes.size()));
       done += bytes.size();
       if (progress) progress(done, total_bytes);

@@ -3,6 +3,9 @@
 // whatever the weight values. Tensors are quantized with the project's own
 // quantizer and mixed per tensor the way llama.cpp's presets do, and written
 // tensor by tensor (in row chunks), so an 8B file needs little memory.
+// Large tensors repeat rows drawn from a pool of 256 quantized random rows
+// per tensor (speed does not depend on the values; quantizing every row
+// would take most of an hour for 8B).
 #ifndef DLLM_ENGINE_MODEL_SYNTHETIC_MODEL_H_
 #define DLLM_ENGINE_MODEL_SYNTHETIC_MODEL_H_
 
