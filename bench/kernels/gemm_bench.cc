@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/kernels/peak.h"
+#include "kernels/int8_peak.h"
 #include "benchmark/benchmark.h"
 #include "engine/scheduler/parallel_gemm.h"
 #include "kernels/cpu_features.h"
@@ -28,7 +28,7 @@
 #include "kernels/quantize_act.h"
 #include "kernels/quantized_matrix.h"
 
-namespace dllm::bench {
+namespace dllm {
 namespace {
 
 struct Shape {
@@ -215,11 +215,10 @@ bool WriteResults(const std::string& path, const std::string& sweep,
 }
 
 }  // namespace
-}  // namespace dllm::bench
+}  // namespace dllm
 
 int main(int argc, char** argv) {
   using namespace dllm;
-  using namespace dllm::bench;
   std::string sweep = "default", results;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {

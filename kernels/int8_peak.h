@@ -1,11 +1,11 @@
 // Register-only int8 peak loops, one translation unit per ISA (each built
-// with only its own flags): the denominators of gemm_bench's % of peak.
+// with only its own flags): the denominators of every "% of peak" figure.
 // Each runs on the calling thread for about `seconds` and returns int8
 // ops/s (2 ops per multiply-add).
-#ifndef DLLM_BENCH_KERNELS_PEAK_H_
-#define DLLM_BENCH_KERNELS_PEAK_H_
+#ifndef DLLM_KERNELS_INT8_PEAK_H_
+#define DLLM_KERNELS_INT8_PEAK_H_
 
-namespace dllm::bench {
+namespace dllm {
 
 // TDPBUSD on resident tiles: 4 independent 16x16 int32 accumulators,
 // 2 * 16 * 16 * 64 ops per instruction. Needs AMX permission.
@@ -17,6 +17,6 @@ double Avx512VnniPeakOpsPerSecond(double seconds);
 // kernel, which also accumulates, widens to int32 and scales in float.
 double Avx2PeakOpsPerSecond(double seconds);
 
-}  // namespace dllm::bench
+}  // namespace dllm
 
-#endif  // DLLM_BENCH_KERNELS_PEAK_H_
+#endif  // DLLM_KERNELS_INT8_PEAK_H_

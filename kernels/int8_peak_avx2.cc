@@ -1,12 +1,12 @@
-// AVX2 int8 peak without VNNI: vpmaddubsw alone (see peak.h).
+// AVX2 int8 peak without VNNI: vpmaddubsw alone (see int8_peak.h).
 #include <immintrin.h>
 
 #include <chrono>
 #include <cstdint>
 
-#include "bench/kernels/peak.h"
+#include "kernels/int8_peak.h"
 
-namespace dllm::bench {
+namespace dllm {
 
 double Avx2PeakOpsPerSecond(double seconds) {
   __m256i acc[8];
@@ -37,4 +37,4 @@ double Avx2PeakOpsPerSecond(double seconds) {
   return static_cast<double>(iters) * 8 * 2 * 32 / elapsed;
 }
 
-}  // namespace dllm::bench
+}  // namespace dllm

@@ -1,4 +1,4 @@
-// AVX-512 VNNI int8 peak: VPDPBUSD zmm register loop (see peak.h).
+// AVX-512 VNNI int8 peak: VPDPBUSD zmm register loop (see int8_peak.h).
 // GCC 12 warns inside _mm512_reduce_add_epi32 (_mm512_undefined_*); a false positive.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -7,9 +7,9 @@
 #include <chrono>
 #include <cstdint>
 
-#include "bench/kernels/peak.h"
+#include "kernels/int8_peak.h"
 
-namespace dllm::bench {
+namespace dllm {
 
 double Avx512VnniPeakOpsPerSecond(double seconds) {
   __m512i acc[12];
@@ -36,4 +36,4 @@ double Avx512VnniPeakOpsPerSecond(double seconds) {
   return static_cast<double>(iters) * 12 * 2 * 64 / elapsed;
 }
 
-}  // namespace dllm::bench
+}  // namespace dllm

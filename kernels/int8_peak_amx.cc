@@ -1,12 +1,12 @@
-// AMX int8 peak: TDPBUSD on resident tiles (see peak.h).
+// AMX int8 peak: TDPBUSD on resident tiles (see int8_peak.h).
 #include <immintrin.h>
 
 #include <chrono>
 #include <cstdint>
 
-#include "bench/kernels/peak.h"
+#include "kernels/int8_peak.h"
 
-namespace dllm::bench {
+namespace dllm {
 namespace {
 
 struct alignas(64) TileConfig {
@@ -63,4 +63,4 @@ double AmxPeakOpsPerSecond(double seconds) {
   return static_cast<double>(iters) * 4 * 2 * 16 * 16 * 64 / elapsed;
 }
 
-}  // namespace dllm::bench
+}  // namespace dllm
