@@ -232,7 +232,7 @@ class GgufParser {
       const uint64_t at = pos_;
       absl::string_view key;
       DLLM_RETURN_IF_ERROR(ReadString(&key, 65535, "metadata key"));
-      GgufValueType type;
+      GgufValueType type = GgufValueType::kUint8;
       DLLM_RETURN_IF_ERROR(ReadValueType(&type, absl::StrCat("value type of key '", key, "'")));
       GgufValue value;
       absl::Status s = ParseValue(type, 0, &value);

@@ -70,16 +70,4 @@ void MappedFile::Reset() {
   size_ = 0;
 }
 
-void MappedFile::ReleasePages(size_t offset, size_t length) const {
-  if (data_ == nullptr || offset >= size_) return;
-  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
-  const uintptr_t begin = (base + offset + page - 1) / page * page;
-  const uintptr_t end = (base + std::min(size_, offset + length)) / page * page;
-  if (end <= begin) return;
-  // MADV_DONTNEED on a private read-only mapping drops the page-table entries;
-  // the page cache may keep the data, but it no longer counts as our RSS.
-  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
-}
-
 }  // namespace dllm

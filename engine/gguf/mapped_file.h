@@ -27,11 +27,6 @@ class MappedFile {
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
-  // Drops the resident pages of [offset, offset + length) (rounded inward to
-  // whole pages); the range stays mapped and reads fault it back in. Used
-  // after a tensor has been repacked, so one copy stays resident.
-  void ReleasePages(size_t offset, size_t length) const;
-
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

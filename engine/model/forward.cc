@@ -1,7 +1,6 @@
 #include "engine/model/forward.h"
 
 #include <tbb/blocked_range2d.h>
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <chrono>
@@ -12,6 +11,7 @@
 #include "engine/scheduler/task_graph.h"
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
+#include "kernels/vector_ops.h"
 
 namespace dllm {
 namespace {
@@ -35,19 +35,15 @@ int64_t FloatsPerRow(const Widths& w) {
   return 2 * w.n_embd + 2 * w.q_dim + 2 * w.kv_dim + 2 * w.n_ff + 2 * w.half_dim;
 }
 
-void RmsNormRows(const float* x, int64_t m, int64_t n, const float* weight, float eps, float* out) {
-  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-    const float* xr = x + r * n;
-    double ss = 0;
-    for (int64_t c = 0; c < n; ++c) ss += double(xr[c]) * xr[c];
-    const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
-    float* o = out + r * n;
-    for (int64_t c = 0; c < n; ++c) o[c] = xr[c] * scale * weight[c];
-  });
+void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n,
+                 const float* weight, float eps, float* out) {
+  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) { vk.rms_norm(x + r * n, weight, eps, n, out + r * n); });
 }
 
 // Adds `bias` (may be null) and rotates each head of `m` rows in place.
 // NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2); angle pos * theta^(-2i/d).
+// Unlike the `rope` vector kernel, which computes its angles per call, this
+// reads cos/sin tables built once per canvas-size class: no sin/cos per step.
 void BiasAndRope(RopeType type, float* x, int64_t width, const int32_t* positions, int64_t m,
                  int64_t head_dim, const float* bias, bool rotate, const float* cos_table,
                  const float* sin_table) {
@@ -106,7 +102,8 @@ struct ForwardPass::Impl {
   float* up = nullptr;    // (n_ff)
   float* rope_cos = nullptr;  // (max_tokens, head_dim / 2)
   float* rope_sin = nullptr;
-  tbb::enumerable_thread_specific<std::vector<float>> attn_scratch;
+  // Per-worker float scratch: attention blocks and float-weight GEMM panels.
+  PerThread<std::vector<float>> thread_floats;
   std::unique_ptr<uint8_t, FreeAligned> xq_buffer;
   size_t xq_bytes = 0;
   QuantizedRows xq[kNumXq];
@@ -118,25 +115,48 @@ struct ForwardPass::Impl {
   const int32_t* rows = nullptr;   // those rows' positions (null: 0..L-1)
   AttentionShape shape;
   AttentionFn attend = nullptr;
+  const VectorKernels* vk = nullptr;
 
   TaskGraph graph;
-  std::vector<Op> node_op;        // per graph node
-  std::vector<double> node_time;  // per graph node, seconds this Run()
+  std::vector<Op> node_op;  // per graph node
+  // When each node of the layer being run started and ended.
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> node_span;
+  double op_seconds[4] = {};  // per Op, this Run()
 
   int AddNode(const char* name, Op op, std::function<void()> body, std::vector<int> after) {
     node_op.push_back(op);
-    node_time.push_back(0);
-    const size_t index = node_time.size() - 1;
+    node_span.emplace_back();
+    const size_t index = node_span.size() - 1;
     return graph.AddNode(
         name,
         [this, index, body = std::move(body)] {
-          const Clock::time_point start = Clock::now();
+          node_span[index].first = Clock::now();
           body();
-          node_time[index] += Since(start);
+          node_span[index].second = Clock::now();
         },
         after);
   }
 
+  // Adds the layer just run to `op_seconds`: per kind of work, the wall time
+  // its nodes covered (concurrent nodes such as q/k/v count once).
+  void AccountLayer() {
+    for (int op = 0; op < 4; ++op) {
+      Clock::time_point covered_until{};
+      double seconds = 0;
+      // Nodes of one kind are few and added in dependency order, so their
+      // start times are ascending except among concurrent siblings.
+      for (size_t n = 0; n < node_span.size(); ++n) {
+        if (static_cast<int>(node_op[n]) != op) continue;
+        const auto [begin, end] = node_span[n];
+        const Clock::time_point from = std::max(begin, covered_until);
+        if (end > from) seconds += std::chrono::duration<double>(end - from).count();
+        covered_until = std::max(covered_until, end);
+      }
+      op_seconds[op] += seconds;
+    }
+  }
+
+  LinearScratch Scratch(int slot) { return {&xq[slot], &thread_floats}; }
   void BuildGraph();
   void RunAttention();
 };
@@ -147,75 +167,66 @@ void ForwardPass::Impl::BuildGraph() {
   // On the last layer only the rows whose logits are wanted go past the
   // k/v projections: `m` and `rows` say which.
   const int norm = AddNode("attn_norm", Op::kNorm, [this, eps] {
-    RmsNormRows(x, n_tokens, w.n_embd, layer->attn_norm, eps, h);
+    RmsNormRows(*vk, x, n_tokens, w.n_embd, layer->attn_norm, eps, h);
   }, {});
   const int wq = AddNode("attn_q", Op::kProjection, [this] {
-    layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim, &xq[kXqQ]);
+    layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim, Scratch(kXqQ));
     BiasAndRope(model->config().rope_type, q, w.q_dim, rows, m, model->config().head_dim,
                 layer->bq, true, rope_cos, rope_sin);
   }, {norm});
   const int wk = AddNode("attn_k", Op::kProjection, [this] {
-    layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim, &xq[kXqK]);
+    layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim, Scratch(kXqK));
     BiasAndRope(model->config().rope_type, k, w.kv_dim, nullptr, n_tokens,
                 model->config().head_dim, layer->bk, true, rope_cos, rope_sin);
   }, {norm});
   const int wv = AddNode("attn_v", Op::kProjection, [this] {
-    layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim, &xq[kXqV]);
+    layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim, Scratch(kXqV));
     BiasAndRope(model->config().rope_type, v, w.kv_dim, nullptr, n_tokens,
                 model->config().head_dim, layer->bv, false, rope_cos, rope_sin);
   }, {norm});
   const int att = AddNode("attention", Op::kAttention, [this] { RunAttention(); }, {wq, wk, wv});
   const int wo = AddNode("attn_output", Op::kProjection, [this] {
-    layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd, &xq[kXqO]);
+    layer->wo->Apply(attn, w.q_dim, nullptr, m, h, w.n_embd, Scratch(kXqO));
     // x[r] = x[rows[r]] + h[r]. On the last layer this compacts the residual
     // to the first m rows; summing into h first keeps the parallel loop free
     // of reads of rows another task is writing.
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-      const float* src = x + (rows ? rows[r] : r) * w.n_embd;
       float* sum = h + r * w.n_embd;
-      for (int64_t col = 0; col < w.n_embd; ++col) sum[col] += src[col];
+      vk->add(sum, x + (rows ? rows[r] : r) * w.n_embd, w.n_embd, sum);
     });
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
       std::memcpy(x + r * w.n_embd, h + r * w.n_embd, sizeof(float) * w.n_embd);
     });
   }, {att});
   const int fnorm = AddNode("ffn_norm", Op::kNorm, [this, eps] {
-    RmsNormRows(x, m, w.n_embd, layer->ffn_norm, eps, h);
+    RmsNormRows(*vk, x, m, w.n_embd, layer->ffn_norm, eps, h);
   }, {wo});
   const int g = AddNode("ffn_gate", Op::kFfn, [this] {
-    layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff, &xq[kXqGate]);
+    layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff, Scratch(kXqGate));
   }, {fnorm});
   const int u = AddNode("ffn_up", Op::kFfn, [this] {
-    layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff, &xq[kXqUp]);
+    layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff, Scratch(kXqUp));
   }, {fnorm});
   const int act = AddNode("swiglu", Op::kFfn, [this] {
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-      float* gr = gate + r * w.n_ff;
-      const float* ur = up + r * w.n_ff;
-      for (int64_t col = 0; col < w.n_ff; ++col) {
-        gr[col] = gr[col] / (1.0f + std::exp(-gr[col])) * ur[col];
-      }
+      vk->swiglu(gate + r * w.n_ff, up + r * w.n_ff, w.n_ff, gate + r * w.n_ff);
     });
   }, {g, u});
   AddNode("ffn_down", Op::kFfn, [this] {
-    layer->down->Apply(gate, w.n_ff, nullptr, m, h, w.n_embd, &xq[kXqDown]);
+    layer->down->Apply(gate, w.n_ff, nullptr, m, h, w.n_embd, Scratch(kXqDown));
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-      float* xr = x + r * w.n_embd;
-      const float* add = h + r * w.n_embd;
-      for (int64_t col = 0; col < w.n_embd; ++col) xr[col] += add[col];
+      vk->add(x + r * w.n_embd, h + r * w.n_embd, w.n_embd, x + r * w.n_embd);
     });
   }, {act});
 }
 
 void ForwardPass::Impl::RunAttention() {
   shape.n_tokens = static_cast<int>(n_tokens);
-  const int64_t need = AttentionScratchFloats(shape);
   const int64_t q_blocks = (m + kAttnQueryBlock - 1) / kAttnQueryBlock;
   // One task per (head, block of query rows); q holds the m rows compacted.
   tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, shape.n_head, 1, 0, q_blocks, 1),
                     [&](const tbb::blocked_range2d<int64_t>& range) {
-                      std::vector<float>& scratch = attn_scratch.local();
-                      if (static_cast<int64_t>(scratch.size()) < need) scratch.resize(need);
+                      std::vector<float>& scratch = thread_floats.Local();
                       for (int64_t hd = range.rows().begin(); hd != range.rows().end(); ++hd) {
                         for (int64_t b = range.cols().begin(); b != range.cols().end(); ++b) {
                           const int64_t i0 = b * kAttnQueryBlock;
@@ -299,6 +310,14 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   impl->shape.out_stride = static_cast<int>(w.q_dim);
   impl->shape.scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
   impl->attend = SelectAttention(impl->model->isa());
+  // Attention needs a block's scores; float weights a 16-row panel of the
+  // widest input. Sized for the largest canvas the buffers allow.
+  AttentionShape widest = impl->shape;
+  widest.n_tokens = max_tokens;
+  const int64_t thread_floats = std::max(
+      AttentionScratchFloats(widest), FloatGemmScratchFloats(std::max(w.n_ff, w.q_dim)));
+  impl->thread_floats = PerThread<std::vector<float>>(static_cast<size_t>(thread_floats), 0.0f);
+  impl->vk = &SelectVectorKernels(impl->model->isa());
   impl->BuildGraph();
   return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
 }
@@ -338,7 +357,7 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
     }
   }
   const Clock::time_point start = Clock::now();
-  for (double& t : s.node_time) t = 0;
+  for (double& t : s.op_seconds) t = 0;
 
   const GgufTensor& embd = model.token_embd();
   const size_t embd_row = RowBytes(embd.type, c.n_embd);
@@ -357,28 +376,26 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
     s.rows = last ? logit_rows.data() : nullptr;
     s.m = last ? R : L;
     s.graph.Run();
+    if (stats != nullptr) s.AccountLayer();
   }
 
   const Clock::time_point head_start = Clock::now();
   double norm_seconds = 0;
   if (R > 0) {
-    RmsNormRows(s.x, R, s.w.n_embd, model.output_norm(), static_cast<float>(c.rms_eps), s.h);
+    RmsNormRows(*s.vk, s.x, R, s.w.n_embd, model.output_norm(), static_cast<float>(c.rms_eps),
+                s.h);
     norm_seconds = Since(head_start);
-    model.output().Apply(s.h, s.w.n_embd, nullptr, R, logits, c.n_vocab, &s.xq[kXqQ]);
+    model.output().Apply(s.h, s.w.n_embd, nullptr, R, logits, c.n_vocab, s.Scratch(kXqQ));
   }
   if (stats != nullptr) {
     *stats = ForwardStats();
     stats->embed = embed_seconds;
     stats->norm = norm_seconds;
     stats->head = Since(head_start) - norm_seconds;
-    for (size_t n = 0; n < s.node_time.size(); ++n) {
-      switch (s.node_op[n]) {
-        case Op::kNorm: stats->norm += s.node_time[n]; break;
-        case Op::kProjection: stats->projections += s.node_time[n]; break;
-        case Op::kAttention: stats->attention += s.node_time[n]; break;
-        case Op::kFfn: stats->ffn += s.node_time[n]; break;
-      }
-    }
+    stats->norm += s.op_seconds[static_cast<int>(Op::kNorm)];
+    stats->projections = s.op_seconds[static_cast<int>(Op::kProjection)];
+    stats->attention = s.op_seconds[static_cast<int>(Op::kAttention)];
+    stats->ffn = s.op_seconds[static_cast<int>(Op::kFfn)];
     stats->total = Since(start);
   }
   return absl::OkStatus();

@@ -18,9 +18,9 @@
 
 namespace dllm {
 
-// Wall time per kind of work, summed over layers (seconds). Nodes that run
-// concurrently (q/k/v, gate/up) each count their own time, so the parts can
-// add up to more than `total`.
+// Wall time per kind of work, summed over layers (seconds). Concurrent nodes
+// of one kind (q/k/v, gate/up) count once; nodes of different kinds never
+// overlap, so the parts add up to `total` less scheduling overhead.
 struct ForwardStats {
   double embed = 0;
   double norm = 0;         // RMSNorms (attention, FFN, output)

@@ -1,6 +1,5 @@
 #include "engine/model/linear.h"
 
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <vector>
@@ -49,10 +48,10 @@ absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa, bool re
 }
 
 void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
-                   int64_t ldy, const QuantizedRows* xq) const {
+                   int64_t ldy, const LinearScratch& scratch) const {
   if (m == 0) return;
   if (int8()) {
-    ParallelQuantizedLinear(*kernels_, view_, x, ldx, rows, m, *xq, y, ldy);
+    ParallelQuantizedLinear(*kernels_, view_, x, ldx, rows, m, *scratch.xq, y, ldy);
     return;
   }
   FloatGemmArgs a;
@@ -67,14 +66,12 @@ void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, 
   a.m = m;
   a.y = y;
   a.ldy = ldy;
-  // Per-thread panel scratch, grown once per thread.
-  static tbb::enumerable_thread_specific<std::vector<float>> scratch;
-  const int64_t need = FloatGemmScratchFloats(n_in_);
   const FloatGemmTileFn tile_fn = float_tile_;
+  PerThread<std::vector<float>>& panels = *scratch.panels;
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, FloatGemmTiles(a), 1),
                     [&](const tbb::blocked_range<int64_t>& range) {
-                      std::vector<float>& s = scratch.local();
-                      if (static_cast<int64_t>(s.size()) < need) s.resize(need);
+                      std::vector<float>& s = panels.Local();
+                      DLLM_CHECK(static_cast<int64_t>(s.size()) >= FloatGemmScratchFloats(n_in_));
                       for (int64_t t = range.begin(); t != range.end(); ++t) tile_fn(a, t, s.data());
                     },
                     tbb::simple_partitioner());

@@ -16,8 +16,10 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/base/per_thread.h"
 #include "engine/gguf/gguf_reader.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
@@ -26,6 +28,13 @@
 #include "kernels/quantized_matrix.h"
 
 namespace dllm {
+
+// What Apply() works in: int8 activation rows (quantized weights) or
+// per-worker float panels of `FloatGemmScratchFloats(n_in)` (float weights).
+struct LinearScratch {
+  const QuantizedRows* xq = nullptr;
+  PerThread<std::vector<float>>* panels = nullptr;
+};
 
 class Linear {
  public:
@@ -47,10 +56,10 @@ class Linear {
   size_t owned_bytes() const { return packed_bytes_; }
 
   // y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ for r in [0, m), in parallel in
-  // the calling thread's task arena. `xq` is int8 scratch with at least m
-  // rows of n_in (ignored for float weights). One call at a time per `xq`.
+  // the calling thread's task arena. `scratch.xq` needs at least m rows of
+  // n_in; one call at a time per `xq`. Allocates nothing.
   void Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
-             int64_t ldy, const QuantizedRows* xq) const;
+             int64_t ldy, const LinearScratch& scratch) const;
 
  private:
   Linear() = default;

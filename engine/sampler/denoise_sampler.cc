@@ -74,8 +74,7 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   s.order_.reserve(len);
   s.commit_positions_.reserve(len);
   s.commit_tokens_.reserve(len);
-  s.scratch_ = std::make_unique<tbb::enumerable_thread_specific<WorkerScratch>>(
-      n_vocab, config.cfg_scale > 0);
+  s.scratch_ = PerThread<WorkerScratch>(n_vocab, config.cfg_scale > 0);
   s.Plan();
   return s;
 }
@@ -185,7 +184,7 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
   // Rows are independent and every random draw is keyed by (seed, step,
   // position), so scoring them in parallel gives the same result as in order.
   tbb::parallel_for(size_t{0}, n, [&](size_t i) {
-    WorkerScratch& scratch = scratch_->local();
+    WorkerScratch& scratch = scratch_.Local();
     const size_t r = static_cast<size_t>(candidate_row_[i]);
     std::span<const float> row = logits.subspan(r * v, v);
     if (needs_unconditional()) {

@@ -28,10 +28,9 @@
 #include <span>
 #include <vector>
 
-#include <tbb/enumerable_thread_specific.h>
-
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "engine/base/per_thread.h"
 #include "engine/sampler/remasking.h"
 #include "engine/sampler/sampler_config.h"
 
@@ -135,7 +134,7 @@ class DenoiseSampler {
     RowScratch row;
     std::vector<float> cfg_row;  // (n_vocab), CFG only
   };
-  std::unique_ptr<tbb::enumerable_thread_specific<WorkerScratch>> scratch_;
+  PerThread<WorkerScratch> scratch_;
 };
 
 }  // namespace dllm
