@@ -19,8 +19,9 @@ constexpr uint32_t kDefaultAlignment = 32;
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;                  // empty key, type, u8
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // empty name, 1 dim
 
-// Fixed-size element bytes for scalar value types; 0 for string and array.
-uint64_t ScalarBytes(GgufValueType type) {
+}  // namespace
+
+uint64_t GgufValueTypeBytes(GgufValueType type) {
   switch (type) {
     case GgufValueType::kUint8:
     case GgufValueType::kInt8:
@@ -43,6 +44,8 @@ uint64_t ScalarBytes(GgufValueType type) {
   }
   return 0;
 }
+
+namespace {
 
 bool ValidValueType(uint32_t t) { return t <= static_cast<uint32_t>(GgufValueType::kFloat64); }
 
@@ -185,7 +188,7 @@ class GgufParser {
       return ReadString(&out->str, limits_.max_string_bytes, "string value");
     }
     if (type != GgufValueType::kArray) {
-      const uint64_t n = ScalarBytes(type);
+      const uint64_t n = GgufValueTypeBytes(type);
       DLLM_RETURN_IF_ERROR(Need(n, GgufValueTypeName(type)));
       DecodeScalar(type, data_ + pos_, out);
       pos_ += n;
@@ -197,7 +200,7 @@ class GgufParser {
     }
     DLLM_RETURN_IF_ERROR(ReadValueType(&out->elem_type, "array element type"));
     DLLM_RETURN_IF_ERROR(Read(&out->count, "array length"));
-    const uint64_t elem = ScalarBytes(out->elem_type);
+    const uint64_t elem = GgufValueTypeBytes(out->elem_type);
     // Strings need at least their 8-byte length, arrays type + length.
     const uint64_t min_elem =
         elem != 0 ? elem : (out->elem_type == GgufValueType::kString ? 8 : 12);
@@ -523,7 +526,7 @@ absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key
 absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(absl::string_view key) const {
   const GgufValue* v = FindValue(key);
   if (v == nullptr) return Missing(name_, key);
-  if (v->type != GgufValueType::kArray || ScalarBytes(v->elem_type) == 0 ||
+  if (v->type != GgufValueType::kArray || GgufValueTypeBytes(v->elem_type) == 0 ||
       v->elem_type == GgufValueType::kBool) {
     return WrongType(name_, key, *v, "an array of numbers");
   }
@@ -548,7 +551,7 @@ absl::StatusOr<absl::string_view> GgufFile::GetStringOr(absl::string_view key,
 
 int64_t GgufArrayInt(const GgufValue& v, uint64_t k) {
   GgufValue e;
-  DecodeScalar(v.elem_type, v.raw + k * ScalarBytes(v.elem_type), &e);
+  DecodeScalar(v.elem_type, v.raw + k * GgufValueTypeBytes(v.elem_type), &e);
   if (IsUnsigned(v.elem_type)) return static_cast<int64_t>(e.u);
   if (IsFloat(v.elem_type)) return static_cast<int64_t>(e.f);
   if (v.elem_type == GgufValueType::kBool) return e.b;
@@ -557,7 +560,7 @@ int64_t GgufArrayInt(const GgufValue& v, uint64_t k) {
 
 double GgufArrayFloat(const GgufValue& v, uint64_t k) {
   GgufValue e;
-  DecodeScalar(v.elem_type, v.raw + k * ScalarBytes(v.elem_type), &e);
+  DecodeScalar(v.elem_type, v.raw + k * GgufValueTypeBytes(v.elem_type), &e);
   if (IsUnsigned(v.elem_type)) return static_cast<double>(e.u);
   if (IsSigned(v.elem_type)) return static_cast<double>(e.i);
   if (v.elem_type == GgufValueType::kBool) return e.b;

@@ -41,6 +41,8 @@ enum class GgufValueType : uint32_t {
 };
 
 absl::string_view GgufValueTypeName(GgufValueType type);  // "uint32", "array", ...
+// Bytes of one value of a fixed-size type; 0 for string and array.
+uint64_t GgufValueTypeBytes(GgufValueType type);
 
 // Limits on what a file may declare; anything larger is rejected as hostile.
 struct GgufLimits {

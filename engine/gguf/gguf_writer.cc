@@ -30,27 +30,6 @@ void AppendString(std::string* out, absl::string_view s) {
   out->append(s.data(), s.size());
 }
 
-size_t ScalarSize(GgufValueType t) {
-  switch (t) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kInt8:
-    case GgufValueType::kBool:
-      return 1;
-    case GgufValueType::kUint16:
-    case GgufValueType::kInt16:
-      return 2;
-    case GgufValueType::kUint32:
-    case GgufValueType::kInt32:
-    case GgufValueType::kFloat32:
-      return 4;
-    case GgufValueType::kUint64:
-    case GgufValueType::kInt64:
-    case GgufValueType::kFloat64:
-      return 8;
-    default:
-      return 0;
-  }
-}
 
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
@@ -192,7 +171,7 @@ void GgufWriter::AddScalarArray(absl::string_view key, GgufValueType elem_type, 
   BeginKv(key, GgufValueType::kArray);
   Append<uint32_t>(&kv_bytes_, static_cast<uint32_t>(elem_type));
   Append<uint64_t>(&kv_bytes_, count);
-  kv_bytes_.append(static_cast<const char*>(data), count * ScalarSize(elem_type));
+  kv_bytes_.append(static_cast<const char*>(data), count * GgufValueTypeBytes(elem_type));
 }
 
 void GgufWriter::AddInt32Array(absl::string_view key, const std::vector<int32_t>& v) {

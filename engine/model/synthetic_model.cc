@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/base/status_macros.h"
+#include "engine/base/utf8.h"
 #include "engine/gguf/gguf_writer.h"
 #include "engine/model/tensor_layout.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
@@ -195,18 +196,8 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   std::vector<std::string> tokens(static_cast<size_t>(s.n_vocab));
   std::vector<int32_t> types(static_cast<size_t>(s.n_vocab), 5);  // unused
   const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
-  auto utf8 = [](uint32_t cp) {
-    std::string out;
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    return out;
-  };
   for (int b = 0; b < 256; ++b) {
-    tokens[b] = utf8(byte_cp[b]);
+    AppendUtf8(byte_cp[b], &tokens[b]);
     types[b] = 1;
   }
   for (int64_t t = 256; t < s.n_vocab; ++t) tokens[t] = absl::StrCat("[SYN", t, "]");

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "engine/base/utf8.h"
 
 namespace dllm {
 
@@ -32,9 +33,6 @@ struct Utf8Char {
 Utf8Char DecodeUtf8At(absl::string_view text, size_t pos);
 
 CodepointCategory CategoryOf(uint32_t cp);
-
-// Appends the UTF-8 encoding of a valid code point.
-void AppendUtf8(uint32_t cp, std::string* out);
 
 // The Unicode version the category table was generated from, e.g. "14.0.0".
 const char* UnicodeTableVersion();
