@@ -3,6 +3,7 @@
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -141,16 +142,20 @@ struct ForwardPass::Impl {
   // its nodes covered (concurrent nodes such as q/k/v count once).
   void AccountLayer() {
     for (int op = 0; op < 4; ++op) {
+      std::pair<Clock::time_point, Clock::time_point> spans[16];
+      int n = 0;
+      for (size_t i = 0; i < node_span.size() && n < 16; ++i) {
+        if (static_cast<int>(node_op[i]) == op) spans[n++] = node_span[i];
+      }
+      // A worker waiting inside one node may run a sibling's tasks, so
+      // spans can nest or start in any order: merge them sorted by start.
+      std::sort(spans, spans + n);
       Clock::time_point covered_until{};
       double seconds = 0;
-      // Nodes of one kind are few and added in dependency order, so their
-      // start times are ascending except among concurrent siblings.
-      for (size_t n = 0; n < node_span.size(); ++n) {
-        if (static_cast<int>(node_op[n]) != op) continue;
-        const auto [begin, end] = node_span[n];
-        const Clock::time_point from = std::max(begin, covered_until);
-        if (end > from) seconds += std::chrono::duration<double>(end - from).count();
-        covered_until = std::max(covered_until, end);
+      for (int i = 0; i < n; ++i) {
+        const Clock::time_point from = std::max(spans[i].first, covered_until);
+        if (spans[i].second > from) seconds += std::chrono::duration<double>(spans[i].second - from).count();
+        covered_until = std::max(covered_until, spans[i].second);
       }
       op_seconds[op] += seconds;
     }

@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,9 +42,22 @@ absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa, bool re
                                                      " bytes to repack tensor '", t.name, "'"));
   }
   l.packed_.reset(static_cast<uint8_t*>(storage));
-  l.view_ = ParallelPackMatrix(t.type, t.data, l.n_out_, l.n_in_, l.packed_.get());
+  // Pack a slice of panels at a time and drop the source pages it read, so
+  // the file's copy and the packed copy never both stay resident (the
+  // largest tensor, an 8B model's head, is half a gigabyte).
+  l.view_ = PackedView(t.type, l.n_out_, l.n_in_, l.packed_.get());
+  const int64_t panels = l.view_.num_panels();
+  const size_t src_row = RowBytes(t.type, l.n_in_);
+  constexpr int64_t kPanelsPerSlice = 64;
+  for (int64_t p0 = 0; p0 < panels; p0 += kPanelsPerSlice) {
+    const int64_t p1 = std::min(panels, p0 + kPanelsPerSlice);
+    tbb::parallel_for(p0, p1, [&](int64_t p) { PackPanels(l.view_, t.data, p, p + 1); });
+    if (release_mapping) {
+      const int64_t row0 = p0 * kPanelRows, row1 = std::min(l.n_out_, p1 * kPanelRows);
+      ReleaseMappedRange(t.data + row0 * src_row, static_cast<size_t>(row1 - row0) * src_row);
+    }
+  }
   l.kernels_ = &SelectGemmKernels(isa);
-  if (release_mapping) ReleaseMappedRange(t.data, t.n_bytes);
   return l;
 }
 

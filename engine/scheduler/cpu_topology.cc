@@ -3,6 +3,7 @@
 
 #include <cpuid.h>
 #include <sched.h>
+#include <tbb/info.h>
 
 #include <algorithm>
 #include <cmath>
@@ -162,6 +163,9 @@ CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& aff
     topo.efficiency_cpus = filtered(ParseCpuList(*e));
     topo.core_type_source = "sysfs";
   }
+  // oneTBB (through tbbbind/hwloc) knows the core types even where sysfs
+  // has no cpu_core/cpu_atom folders; the arena constraint uses it.
+  const bool tbb_hybrid = root == "/" && tbb::info::core_types().size() > 1;
   if (topo.core_type_source == "none" && probe_cpuid) {
     for (int cpu : topo.usable_cpus) {
       const std::optional<int> type = CpuidCoreType(cpu);
@@ -169,6 +173,10 @@ CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& aff
       (*type == 0x20 ? topo.efficiency_cpus : topo.performance_cpus).push_back(cpu);
       topo.core_type_source = "cpuid";
     }
+  }
+  if (tbb_hybrid) {
+    topo.core_type_source = topo.core_type_source == "none" ? "tbbbind"
+                                                            : "tbbbind+" + topo.core_type_source;
   }
   topo.cgroup_cpu_quota = ReadCgroupQuota(root);
   return topo;

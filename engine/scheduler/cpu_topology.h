@@ -28,7 +28,10 @@ struct CpuTopology {
   std::vector<int> performance_cpus;  // from /sys/devices/cpu_core/cpus
   std::vector<int> efficiency_cpus;   // from /sys/devices/cpu_atom/cpus
   std::optional<double> cgroup_cpu_quota;  // cpu.max quota/period, e.g. 1.5
-  std::string core_type_source;  // "tbbbind", "sysfs", "cpuid" or "none"
+  // Who reported core types: "sysfs", "cpuid", "tbbbind" (oneTBB sees more
+  // than one type; lists from sysfs/cpuid when they exist, e.g.
+  // "tbbbind+sysfs") or "none".
+  std::string core_type_source;
 
   bool hybrid() const { return !performance_cpus.empty() && !efficiency_cpus.empty(); }
   // Threads worth running: physical cores, capped by the cgroup quota.
