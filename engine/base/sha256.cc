@@ -1,7 +1,12 @@
 #include "engine/base/sha256.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace dllm {
 namespace {
@@ -48,26 +53,61 @@ void Compress(uint32_t h[8], const uint8_t* block) {
 
 }  // namespace
 
-std::string Sha256Hex(const uint8_t* data, size_t size) {
-  uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-  size_t full = size / 64 * 64;
-  for (size_t off = 0; off < full; off += 64) Compress(h, data + off);
+Sha256::Sha256()
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+         0x5be0cd19} {}
+
+void Sha256::Update(const uint8_t* data, size_t size) {
+  total_ += size;
+  if (buffered_ > 0) {
+    const size_t take = std::min(size, 64 - buffered_);
+    std::memcpy(buffer_ + buffered_, data, take);
+    buffered_ += take;
+    data += take;
+    size -= take;
+    if (buffered_ < 64) return;
+    Compress(h_, buffer_);
+    buffered_ = 0;
+  }
+  for (; size >= 64; data += 64, size -= 64) Compress(h_, data);
+  std::memcpy(buffer_, data, size);
+  buffered_ = size;
+}
+
+std::string Sha256::HexDigest() {
   uint8_t tail[128] = {};
-  const size_t rest = size - full;
-  if (rest > 0) std::memcpy(tail, data + full, rest);
-  tail[rest] = 0x80;
-  const size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-  const uint64_t bits = static_cast<uint64_t>(size) * 8;
+  std::memcpy(tail, buffer_, buffered_);
+  tail[buffered_] = 0x80;
+  const size_t tail_len = buffered_ + 9 <= 64 ? 64 : 128;
+  const uint64_t bits = total_ * 8;
   for (int i = 0; i < 8; ++i) tail[tail_len - 1 - i] = static_cast<uint8_t>(bits >> (8 * i));
-  for (size_t off = 0; off < tail_len; off += 64) Compress(h, tail + off);
+  for (size_t off = 0; off < tail_len; off += 64) Compress(h_, tail + off);
   std::string hex;
   char buf[9];
-  for (uint32_t word : h) {
+  for (uint32_t word : h_) {
     std::snprintf(buf, sizeof(buf), "%08x", word);
     hex += buf;
   }
   return hex;
+}
+
+std::string Sha256Hex(const uint8_t* data, size_t size) {
+  Sha256 sha;
+  sha.Update(data, size);
+  return sha.HexDigest();
+}
+
+absl::StatusOr<std::string> Sha256File(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+  Sha256 sha;
+  std::vector<uint8_t> chunk(1 << 20);
+  size_t n = 0;
+  while ((n = std::fread(chunk.data(), 1, chunk.size(), f)) > 0) sha.Update(chunk.data(), n);
+  const bool failed = std::ferror(f) != 0;
+  std::fclose(f);
+  if (failed) return absl::DataLossError(absl::StrCat(path, ": read error"));
+  return sha.HexDigest();
 }
 
 }  // namespace dllm

@@ -86,7 +86,9 @@ int RunLogits(int argc, char** argv) {
   for (int32_t t : *tokens) tok.Push(t);
   for (int32_t r : rows) row_json.Push(r);
   meta.Set("model", f.path());
-  meta.Set("model_sha256", Sha256Hex(f.file_data(), f.file_size()));
+  absl::StatusOr<std::string> sha = Sha256File(f.path());
+  if (!sha.ok()) return Fail(sha.status());
+  meta.Set("model_sha256", *sha);
   meta.Set("tokens", tok);
   meta.Set("rows", row_json);
   meta.Set("n_vocab", c.n_vocab);

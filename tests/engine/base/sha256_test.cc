@@ -23,6 +23,17 @@ TEST(Sha256Test, KnownVectors) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+TEST(Sha256Test, IncrementalUpdatesMatchOneShot) {
+  std::string data(1000, 'x');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 7);
+  for (size_t split : {0, 1, 63, 64, 65, 500, 999}) {
+    Sha256 sha;
+    sha.Update(reinterpret_cast<const uint8_t*>(data.data()), split);
+    sha.Update(reinterpret_cast<const uint8_t*>(data.data()) + split, data.size() - split);
+    EXPECT_EQ(sha.HexDigest(), Hash(data)) << split;
+  }
+}
+
 TEST(Sha256Test, MatchesTheManifestOfEveryTestModel) {
   auto manifest = ReadJsonFile(testing::TestDataDir() + "/models/MANIFEST.json");
   ASSERT_TRUE(manifest.ok());
@@ -32,6 +43,7 @@ TEST(Sha256Test, MatchesTheManifestOfEveryTestModel) {
     auto file = MappedFile::Open(path);
     ASSERT_TRUE(file.ok());
     EXPECT_EQ(Sha256Hex(file->data(), file->size()), e["sha256"].as_string()) << path;
+    EXPECT_EQ(*Sha256File(path), e["sha256"].as_string()) << path;
   }
 }
 
