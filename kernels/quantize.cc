@@ -347,22 +347,8 @@ void QuantizeQ6_K(const float* x, BlockQ6_K* y, int64_t nb) {
 }  // namespace
 
 bool CanQuantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  // Every type the kernels run (the type table's `supported` column).
+  return TraitsOf(type).supported;
 }
 
 void QuantizeRow(GgmlType type, const float* src, void* dst, int64_t n) {

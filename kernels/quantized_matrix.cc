@@ -207,22 +207,8 @@ void DecodeRow(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, floa
 }  // namespace
 
 bool PackSupported(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  // Every type the kernels run (the type table's `supported` column).
+  return TraitsOf(type).supported;
 }
 
 PackKind PackKindOf(GgmlType type) {
