@@ -65,50 +65,7 @@ inline void UnpackU4(const uint8_t* codes, uint8_t* out) {
   }
 }
 
-// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h): low
-// nibble from vector q & 1 (high half for q >= 2), high 2 bits from the third
-// vector at bits 2q. 16-bit shifts are safe: the masks drop bits that cross
-// a byte boundary.
-inline __m512i Unpack6(const uint8_t* codes, int q) {
-  const __m512i nib = _mm512_load_si512(codes + 64 * (q & 1));
-  const __m512i hb = _mm512_load_si512(codes + 128);
-  const __m512i lo = _mm512_and_si512(q >= 2 ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0f));
-  __m512i hi;
-  switch (q) {
-    case 0:
-      hi = _mm512_slli_epi16(hb, 4);
-      break;
-    case 1:
-      hi = _mm512_slli_epi16(hb, 2);
-      break;
-    case 2:
-      hi = hb;
-      break;
-    default:
-      hi = _mm512_srli_epi16(hb, 2);
-      break;
-  }
-  return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
-}
-
-// A kU4K panel's scale arrays (quantized_matrix.h).
-struct KPanel {
-  const uint8_t *sc, *mn;
-  const float *sd, *sm;
-  KPanel(const QuantizedMatrix& w, int64_t p)
-      : sc(w.k_scales(p)), mn(w.k_mins(p)), sd(w.super_scales(p)), sm(w.super_mins(p)) {}
-};
-
-// kU4K: d = d_super * sc and c = -(dmin * m) for the 16 rows of group g.
-inline void KScales(const KPanel& k, int64_t g, __m512* d, __m512* c) {
-  const int64_t at = g / 8 * kPanelRows;
-  const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc + g * kPanelRows))));
-  const __m512 mn = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn + g * kPanelRows))));
-  *d = _mm512_mul_ps(_mm512_loadu_ps(k.sd + at), sc);
-  *c = _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(_mm512_loadu_ps(k.sm + at), mn));
-}
+#include "kernels/gemm_avx512_helpers-inl.h"
 
 template <PackKind kKind>
 void TileAmx(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
