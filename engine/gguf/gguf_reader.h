@@ -112,8 +112,6 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }  // absolute
   size_t file_size() const { return size_; }
   const uint8_t* file_data() const { return data_; }
-  // The mapping, when this file was opened from a path (null for Parse()).
-  const MappedFile* mapping() const { return mapping_ ? &*mapping_ : nullptr; }
 
   const std::vector<std::pair<absl::string_view, GgufValue>>& metadata() const {
     return kv_;

@@ -334,7 +334,6 @@ int ForwardPass::max_tokens() const { return impl_->max_tokens; }
 size_t ForwardPass::activation_bytes() const {
   return impl_->buffer.size() * sizeof(float) + impl_->xq_bytes;
 }
-const Model& ForwardPass::model() const { return *impl_->model; }
 
 absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
                               std::span<const int32_t> logit_rows, float* logits,

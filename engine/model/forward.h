@@ -29,6 +29,12 @@ struct ForwardStats {
   double ffn = 0;          // gate, up, SwiGLU, down
   double head = 0;         // output projection to the vocabulary
   double total = 0;
+
+  ForwardStats& operator+=(const ForwardStats& o) {
+    embed += o.embed, norm += o.norm, projections += o.projections;
+    attention += o.attention, ffn += o.ffn, head += o.head, total += o.total;
+    return *this;
+  }
 };
 
 class ForwardPass {
@@ -53,7 +59,6 @@ class ForwardPass {
 
   int max_tokens() const;
   size_t activation_bytes() const;
-  const Model& model() const;
 
  private:
   struct Impl;

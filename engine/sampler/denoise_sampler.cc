@@ -174,6 +174,13 @@ void DenoiseSampler::Plan() {
   }
 }
 
+bool DenoiseSampler::exited_early() const {
+  if (!done_ || !config_.early_exit) return false;
+  const bool masks_left =
+      std::find(canvas_.begin(), canvas_.end(), special_.mask) != canvas_.end();
+  return masks_left && EarlyExitReached(canvas_, prompt_len_, special_.mask, stop_ids_);
+}
+
 StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const float> uncond) {
   DLLM_CHECK(!done_);
   const size_t v = static_cast<size_t>(n_vocab_);

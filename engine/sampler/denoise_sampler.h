@@ -70,6 +70,9 @@ class DenoiseSampler {
                                                int64_t n_ctx);
 
   bool done() const { return done_; }
+  // Done before the last scheduled step because early exit held (masks
+  // remain after the first stop token).
+  bool exited_early() const;
   int step() const { return step_; }  // Step() calls so far
   int block() const { return block_; }  // LLaDA: current block
   int prompt_len() const { return prompt_len_; }

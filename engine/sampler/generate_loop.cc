@@ -36,11 +36,7 @@ absl::StatusOr<GenerationTrace> RunGeneration(const SamplerConfig& config,
     trace.steps.push_back(StepRecord{step, {commits.positions.begin(), commits.positions.end()},
                                      {commits.tokens.begin(), commits.tokens.end()}});
   }
-  bool masks_left = false;
-  for (int32_t t : sampler.canvas()) masks_left = masks_left || t == special.mask;
-  trace.early_exited = config.early_exit && masks_left &&
-                       EarlyExitReached(sampler.canvas(), sampler.prompt_len(), special.mask,
-                                        sampler.stop_ids());
+  trace.early_exited = sampler.exited_early();
   trace.canvas.assign(sampler.canvas().begin(), sampler.canvas().end());
   return trace;
 }

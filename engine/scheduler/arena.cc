@@ -5,8 +5,6 @@
 
 namespace dllm {
 
-int TbbCoreTypeCount() { return static_cast<int>(tbb::info::core_types().size()); }
-
 std::unique_ptr<tbb::task_arena> MakeArena(const ThreadPlan& plan) {
   tbb::task_arena::constraints constraints;
   constraints.set_max_concurrency(plan.threads);

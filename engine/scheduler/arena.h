@@ -14,9 +14,6 @@
 
 namespace dllm {
 
-// Number of core types oneTBB sees (1 on non-hybrid CPUs or without tbbbind).
-int TbbCoreTypeCount();
-
 std::unique_ptr<tbb::task_arena> MakeArena(const ThreadPlan& plan);
 
 }  // namespace dllm

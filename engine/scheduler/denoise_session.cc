@@ -13,15 +13,6 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void Accumulate(const ForwardStats& s, ForwardStats* total) {
-  total->embed += s.embed;
-  total->norm += s.norm;
-  total->projections += s.projections;
-  total->attention += s.attention;
-  total->ffn += s.ffn;
-  total->head += s.head;
-  total->total += s.total;
-}
 
 }  // namespace
 
@@ -66,13 +57,13 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const std::atomic<bool>* canc
   if (!rows.empty()) {
     ForwardStats stats;
     DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), rows, logits_.data(), cancel, &stats));
-    Accumulate(stats, &report.forward);
+    report.forward += stats;
     ++report.forward_passes;
     logits = std::span<const float>(logits_.data(), n);
     if (sampler_.needs_unconditional()) {
       DLLM_RETURN_IF_ERROR(
           pass_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), cancel, &stats));
-      Accumulate(stats, &report.forward);
+      report.forward += stats;
       ++report.forward_passes;
       uncond = std::span<const float>(uncond_.data(), n);
     }
@@ -98,13 +89,6 @@ std::span<const int32_t> DenoiseSession::OutputTokens() const {
   return dllm::OutputTokens(sampler_.canvas(), sampler_.prompt_len(), sampler_.stop_ids());
 }
 
-bool DenoiseSession::exited_early() const {
-  if (!sampler_.done()) return false;
-  const int32_t mask = model_->config().tokens.mask;
-  bool masks_left = false;
-  for (int32_t t : sampler_.canvas()) masks_left = masks_left || t == mask;
-  return sampler_.config().early_exit && masks_left &&
-         EarlyExitReached(sampler_.canvas(), sampler_.prompt_len(), mask, sampler_.stop_ids());
-}
+bool DenoiseSession::exited_early() const { return sampler_.exited_early(); }
 
 }  // namespace dllm

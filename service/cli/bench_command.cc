@@ -218,11 +218,7 @@ int RunBench(int argc, char** argv) {
         sample_ms.push_back(step->sample_seconds * 1e3);
         committed += static_cast<int64_t>(step->positions.size());
         measured_seconds += step->step_seconds;
-        ops.attention += step->forward.attention;
-        ops.projections += step->forward.projections;
-        ops.ffn += step->forward.ffn;
-        ops.head += step->forward.head;
-        ops.norm += step->forward.norm + step->forward.embed;
+        ops += step->forward;
       }
       const double n = static_cast<double>(step_ms.size());
       Json run = Json::MakeObject();
@@ -243,7 +239,7 @@ int RunBench(int argc, char** argv) {
       split.Set("projections", ops.projections * 1e3 / n);
       split.Set("ffn", ops.ffn * 1e3 / n);
       split.Set("head", ops.head * 1e3 / n);
-      split.Set("norm_embed", ops.norm * 1e3 / n);
+      split.Set("norm_embed", (ops.norm + ops.embed) * 1e3 / n);
       run.Set("op_ms_per_step", split);
       run.Set("peak_rss_bytes", static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes));
       run.Set("read_bandwidth_bytes_per_s", bandwidth);

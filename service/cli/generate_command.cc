@@ -198,11 +198,7 @@ int RunGenerate(int argc, char** argv) {
     if (!step.ok()) return Fail(step.status());
     forward_total += step->forward_seconds;
     sample_total += step->sample_seconds;
-    ops.attention += step->forward.attention;
-    ops.projections += step->forward.projections;
-    ops.ffn += step->forward.ffn;
-    ops.head += step->forward.head;
-    ops.norm += step->forward.norm + step->forward.embed;
+    ops += step->forward;
     if (live) DrawCanvas(**model, **session, *step, planned);
     if (progress) {
       std::printf("step %d: committed %zu, %d masked left, %.1f ms\n", step->step + 1,

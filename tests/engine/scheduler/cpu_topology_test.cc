@@ -10,12 +10,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Writes a fake sysfs tree: `cores` physical cores with `smt` threads each.
+// Writes the sysfs topology files of logical CPU `cpu` on physical core `core`.
 void WriteCpu(const std::string& root, int cpu, int core) {
   const std::string dir = root + "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology";
   fs::create_directories(dir);
   testing::WriteFileOrDie(dir + "/core_id", std::to_string(core) + "\n");
   testing::WriteFileOrDie(dir + "/physical_package_id", "0\n");
+}
+
+// A hybrid CPU: 2 P-cores with SMT (cpus 0-3) and 4 E-cores (cpus 4-7).
+void WriteHybridTree(const std::string& root) {
+  for (int c = 0; c < 4; ++c) WriteCpu(root, c, c / 2);
+  for (int c = 4; c < 8; ++c) WriteCpu(root, c, 8 + c);
+  fs::create_directories(root + "/sys/devices/cpu_core");
+  fs::create_directories(root + "/sys/devices/cpu_atom");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
+  testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
 }
 
 TEST(CpuTopologyTest, ParsesCpuLists) {
@@ -25,13 +35,7 @@ TEST(CpuTopologyTest, ParsesCpuLists) {
 
 TEST(CpuTopologyTest, DetectsHybridCoresFromSysfs) {
   const std::string root = testing::TempDir();
-  // 2 P-cores with SMT (cpus 0-3), 4 E-cores (cpus 4-7).
-  for (int c = 0; c < 4; ++c) WriteCpu(root, c, c / 2);
-  for (int c = 4; c < 8; ++c) WriteCpu(root, c, 8 + c);
-  fs::create_directories(root + "/sys/devices/cpu_core");
-  fs::create_directories(root + "/sys/devices/cpu_atom");
-  testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
-  testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
+  WriteHybridTree(root);
   const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7}, false);
   EXPECT_TRUE(t.hybrid());
   EXPECT_EQ(t.physical_cores, 6);
@@ -56,13 +60,7 @@ TEST(CpuTopologyTest, AffinityAndCgroupQuotaCapThreads) {
 
 TEST(CpuTopologyTest, PerformancePolicyUsesOnlyPerformanceCores) {
   const std::string root = testing::TempDir();
-  // 2 P-cores with SMT (cpus 0-3), 4 E-cores (cpus 4-7): 6 physical cores.
-  for (int c = 0; c < 4; ++c) WriteCpu(root, c, c / 2);
-  for (int c = 4; c < 8; ++c) WriteCpu(root, c, 8 + c);
-  fs::create_directories(root + "/sys/devices/cpu_core");
-  fs::create_directories(root + "/sys/devices/cpu_atom");
-  testing::WriteFileOrDie(root + "/sys/devices/cpu_core/cpus", "0-3\n");
-  testing::WriteFileOrDie(root + "/sys/devices/cpu_atom/cpus", "4-7\n");
+  WriteHybridTree(root);  // 6 physical cores
   const CpuTopology t = ReadCpuTopology(root, {0, 1, 2, 3, 4, 5, 6, 7}, false);
   const ThreadPlan all = PlanThreads(t, CpuPolicy::kAll, 0);
   EXPECT_EQ(all.threads, 6);
