@@ -1,0 +1,72 @@
+// ServiceMetrics: the server's Prometheus series (prometheus-cpp), served on
+// their own HTTP port. Engine and gRPC threads report events through the
+// methods below; nothing else in the service touches prometheus-cpp.
+// Names, units and buckets follow /work/shared/docs/serving.md section 6.2;
+// every dllm_* family carries the constant label model="<general.name>".
+#ifndef DLLM_SERVICE_METRICS_SERVICE_METRICS_H_
+#define DLLM_SERVICE_METRICS_SERVICE_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/model/forward.h"
+
+namespace dllm {
+
+struct MetricsOptions {
+  std::string listen = "127.0.0.1:9464";  // "" = no HTTP endpoint (tests scrape Serialize())
+  std::string model_name;                 // constant label `model`
+  std::string arch;                       // "llada" | "dream" (dllm_build_info)
+  std::string weight_format;              // e.g. "Q4_K" (dllm_build_info)
+  std::string isa;                        // kernel path (dllm_build_info)
+  std::string cpu_policy;                 // dllm_build_info
+  int engine_threads = 1;
+  int performance_cores = 0;              // dllm_cpu_cores{kind}
+  int efficiency_cores = 0;
+  uint64_t weights_mapped_bytes = 0;      // dllm_model_weights_bytes{storage="mmap"}
+  uint64_t weights_repacked_bytes = 0;    // dllm_model_weights_bytes{storage="heap"}
+};
+
+// Closed label sets, so series never explode.
+enum class RpcKind { kGenerate, kStep };
+enum class RejectReason { kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady };
+enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError };
+
+class ServiceMetrics {
+ public:
+  // Starts the exposer when options.listen is set (port 0 picks one).
+  static absl::StatusOr<std::unique_ptr<ServiceMetrics>> Create(const MetricsOptions& options);
+  ~ServiceMetrics();
+
+  int port() const;  // bound HTTP port, 0 without an endpoint
+  // The exposition text a scrape of /metrics returns.
+  std::string Serialize() const;
+
+  // Load (gauges).
+  void SetLoad(int running, int waiting, int sessions_open);
+  void SetActivationBytes(uint64_t bytes);  // reserved by admitted requests
+
+  // Request lifecycle.
+  void OnRejected(RejectReason reason);
+  void OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens);
+  void OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
+              double sample_seconds, int forward_passes, int committed);
+  void OnFirstStep(double seconds_since_arrival);
+  void OnFirstToken(double seconds_since_arrival);
+  void OnFinished(RpcKind rpc, FinishKind finish, absl::string_view grpc_code,
+                  double duration_seconds, int steps, int generated_tokens);
+  void OnCancelled(double cancel_to_idle_seconds);
+  void OnEventsSent(RpcKind rpc, int sent, int coalesced);
+
+ private:
+  struct Impl;
+  explicit ServiceMetrics(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_METRICS_SERVICE_METRICS_H_
