@@ -35,12 +35,10 @@ using prometheus::Histogram;
 
 // Bucket sets of serving.md 6.2: wide enough that a tiny test model (ms per
 // step) and an 8B model on a laptop (seconds per step) both land inside.
-const Histogram::BucketBoundaries kStepBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                  0.1,   0.25,   0.5,   1,    2.5,   5,
-                                                  10,    20,     40,    80,   160};
-const Histogram::BucketBoundaries kRequestBuckets = {0.01, 0.05, 0.1, 0.25, 0.5,  1,
-                                                     2.5,  5,    10,  30,   60,   120,
-                                                     300,  600,  1200, 2400, 3600};
+const Histogram::BucketBoundaries kStepBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160};
+const Histogram::BucketBoundaries kRequestBuckets = {
+    0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 2400, 3600};
 const Histogram::BucketBoundaries kOpBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                 0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
                                                 1,      2.5,     5,      10};
@@ -59,11 +57,10 @@ constexpr std::array<const char*, 5> kFinishNames = {"eos", "length", "cancelled
                                                      "error"};
 // gRPC status code names, in code order (google.rpc.Code).
 constexpr std::array<const char*, 17> kGrpcCodes = {
-    "OK",           "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",     "ALREADY_EXISTS",    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",    "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",          "UNAVAILABLE",       "DATA_LOSS",
-    "UNAUTHENTICATED"};
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
 constexpr int kUnknownCode = 2;
 // ForwardStats fields, then the sampler.
 constexpr std::array<const char*, 7> kOpNames = {"embed", "norm", "projections", "attention",
@@ -169,8 +166,8 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   // Request outcomes.
   auto& requests_family =
       counter("dllm_requests_total", "RPCs handled, by RPC and gRPC status code.");
-  auto& duration_family = histogram("dllm_request_duration_seconds",
-                                    "End-to-end request duration in seconds, by RPC.");
+  auto& duration_family =
+      histogram("dllm_request_duration_seconds", "End-to-end request duration in seconds, by RPC.");
   auto& sent_family = counter("dllm_stream_events_sent_total", "Stream messages sent, by RPC.");
   auto& coalesced_family = counter("dllm_stream_events_coalesced_total",
                                    "Step events merged into a later message for slow readers.");
@@ -221,14 +218,15 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   // Work done.
   steps = &counter("dllm_steps_total", "Denoising steps run.").Add({});
   forward_passes = &counter("dllm_forward_passes_total", "Model forward passes run.").Add({});
-  prompt_tokens = &counter("dllm_prompt_tokens_total", "Prompt tokens of started requests.").Add({});
+  prompt_tokens =
+      &counter("dllm_prompt_tokens_total", "Prompt tokens of started requests.").Add({});
   generated_tokens =
       &counter("dllm_generated_tokens_total", "Output tokens of finished requests.").Add({});
   committed_per_step =
       &histogram("dllm_tokens_committed_per_step", "Tokens committed by one denoising step.")
            .Add({}, kTokensPerStepBuckets);
-  request_steps = &histogram("dllm_request_steps", "Denoising steps run per request.")
-                       .Add({}, kStepsBuckets);
+  request_steps =
+      &histogram("dllm_request_steps", "Denoising steps run per request.").Add({}, kStepsBuckets);
   canvas_tokens =
       &histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
            .Add({}, kCanvasBuckets);

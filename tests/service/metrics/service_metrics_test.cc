@@ -169,7 +169,8 @@ std::string HttpGet(int port, const std::string& path) {
     close(fd);
     return "";
   }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  const std::string request =
+      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
   std::string response;
   char buf[4096];
@@ -216,9 +217,11 @@ TEST(ServiceMetricsTest, EverySeriesIsPresentAtStart) {
   }
 
   // Static facts from the options.
-  EXPECT_EQ(Value(text, "dllm_build_info", {{"arch", "llada"}, {"weight_format", "Q4_K"},
-                                            {"isa", "avx2"}, {"cpu_policy", "auto"}}),
-            1);
+  EXPECT_EQ(
+      Value(
+          text, "dllm_build_info",
+          {{"arch", "llada"}, {"weight_format", "Q4_K"}, {"isa", "avx2"}, {"cpu_policy", "auto"}}),
+      1);
   EXPECT_EQ(Value(text, "dllm_cpu_cores", {{"kind", "performance"}}), 4);
   EXPECT_EQ(Value(text, "dllm_cpu_cores", {{"kind", "efficiency"}}), 2);
   EXPECT_EQ(Value(text, "dllm_engine_threads"), 3);
@@ -256,8 +259,7 @@ TEST(ServiceMetricsTest, HistogramsUseTheServingBuckets) {
   EXPECT_EQ(Value(text, "dllm_step_duration_seconds_bucket", {{"le", "160"}}), 0);
   EXPECT_EQ(Value(text, "dllm_request_queue_seconds_bucket", {{"le", "0.01"}}), 0);
   EXPECT_EQ(Value(text, "dllm_request_queue_seconds_bucket", {{"le", "3600"}}), 0);
-  EXPECT_EQ(Value(text, "dllm_op_duration_seconds_bucket", {{"op", "ffn"}, {"le", "0.0001"}}),
-            0);
+  EXPECT_EQ(Value(text, "dllm_op_duration_seconds_bucket", {{"op", "ffn"}, {"le", "0.0001"}}), 0);
   EXPECT_EQ(Value(text, "dllm_cancellation_latency_seconds_bucket", {{"le", "10"}}), 0);
   EXPECT_EQ(Value(text, "dllm_tokens_committed_per_step_bucket", {{"le", "256"}}), 0);
   EXPECT_EQ(Value(text, "dllm_request_steps_bucket", {{"le", "1024"}}), 0);
@@ -408,8 +410,8 @@ TEST(ServiceMetricsTest, PromtoolAcceptsTheScrape) {
   ASSERT_NE(m, nullptr);
   // Observations everywhere, so non-zero buckets and sums are linted too.
   m->OnStarted(0.01, 5, 32);
-  m->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006, 0.001,
-            1, 2);
+  m->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006, 0.001, 1,
+            2);
   m->OnFinished(RpcKind::kGenerate, FinishKind::kLength, "OK", 0.1, 1, 2);
   const std::string body = Body(HttpGet(m->port(), "/metrics"));
   ASSERT_FALSE(body.empty());
