@@ -163,31 +163,40 @@ def dockerfile_stages(src):
 
 def package_closure(packages):
     """The packages plus everything they depend on (as installed here)."""
+    r = run(["dpkg-query", "-W", "-f=${Package}\t${Depends},${Pre-Depends}\n"])
+    deps = {}
+    for line in r.stdout.splitlines():
+        name, _, rest = line.partition("\t")
+        deps[name] = [alt.split("|")[0].strip().split(" ")[0].split(":")[0]
+                      for alt in rest.split(",") if alt.strip()]
     seen, todo = set(), list(packages)
     while todo:
         p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        r = run(["dpkg-query", "-W", "-f=${Depends},${Pre-Depends}", p])
-        for alt in re.split(r",", r.stdout):
-            name = alt.split("|")[0].strip().split(" ")[0].split(":")[0]
-            if name:
-                todo.append(name)
+        if p not in seen:
+            seen.add(p)
+            todo.extend(deps.get(p, []))
     return seen
 
 
+_OWNERS = None
+
+
 def owning_package(path):
-    candidates = [path, os.path.realpath(path)]
-    for p in list(candidates):
-        if p.startswith("/lib"):
-            candidates.append("/usr" + p)
-        if p.startswith("/usr/lib"):
-            candidates.append(p[4:])
-    for p in candidates:
-        r = run(["dpkg", "-S", p])
-        if r.returncode == 0:
-            return r.stdout.split(":")[0].strip()
+    """The Debian package that ships `path` (usrmerge-aware), or None."""
+    global _OWNERS
+    if _OWNERS is None:
+        _OWNERS = {}
+        lib_dirs = ("/usr/lib/x86_64-linux-gnu/", "/lib/x86_64-linux-gnu/")
+        r = run(["dpkg", "-S", "/lib/x86_64-linux-gnu/*.so*", "/usr/lib/x86_64-linux-gnu/*.so*"])
+        for line in r.stdout.splitlines():
+            pkg, _, files = line.partition(": ")
+            for f in files.split(", "):
+                for d in lib_dirs:
+                    if f.startswith(d):
+                        _OWNERS[os.path.basename(f)] = pkg.split(",")[0].strip()
+    for p in (path, os.path.realpath(path)):
+        if os.path.basename(p) in _OWNERS:
+            return _OWNERS[os.path.basename(p)]
     return None
 
 
