@@ -5,6 +5,8 @@
 // operation leaves the session usable.
 #include <tbb/task_arena.h>
 
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,27 +31,43 @@ std::shared_ptr<const Model> LoadModel(const char* name) {
 struct Setting {
   const char* model;
   float temperature;
-  float cfg_scale;
+  float cfg_scale = 0;
+  std::optional<Algorithm> algorithm = std::nullopt;  // unset: low_confidence / entropy
+  std::optional<float> threshold = std::nullopt;
+  bool early_exit = false;
+  float alg_temp = 0;
 };
 
 std::string Name(const Setting& s) {
-  return std::string(s.model) + " T=" + std::to_string(s.temperature) +
-         " cfg=" + std::to_string(s.cfg_scale);
+  std::ostringstream out;
+  out << s.model << " T=" << s.temperature << " cfg=" << s.cfg_scale;
+  if (s.algorithm) out << " " << AlgorithmName(*s.algorithm);
+  if (s.threshold) out << " threshold " << *s.threshold;
+  if (s.early_exit) out << " early_exit";
+  if (s.alg_temp > 0) out << " alg_temp " << s.alg_temp;
+  return out.str();
 }
 
 const Setting kSettings[] = {
-    {"tiny-llada-k-q4_k_m.gguf", 0.0f, 0.0f},
-    {"tiny-llada-k-q4_k_m.gguf", 0.9f, 0.0f},
+    {"tiny-llada-k-q4_k_m.gguf", 0.0f},
+    {"tiny-llada-k-q4_k_m.gguf", 0.9f},
     {"tiny-llada-k-q4_k_m.gguf", 0.9f, 1.5f},
-    {"tiny-dream-k-q4_k_m.gguf", 0.0f, 0.0f},
-    {"tiny-dream-k-q4_k_m.gguf", 0.9f, 0.0f},
+    {"tiny-dream-k-q4_k_m.gguf", 0.0f},
+    {"tiny-dream-k-q4_k_m.gguf", 0.9f},
+    {"tiny-llada-k-q4_k_m.gguf", 0.9f, 0, Algorithm::kRandom},
+    {"tiny-llada-k-q4_k_m.gguf", 0.5f, 0, std::nullopt, 0.05f, true},
+    {"tiny-dream-k-q4_k_m.gguf", 0.9f, 0, Algorithm::kOrigin},
+    {"tiny-dream-k-q4_k_m.gguf", 0.5f, 0, Algorithm::kTopkMargin, std::nullopt, false, 0.3f},
 };
 
 SamplerConfig Config(const Model& model, const Setting& s) {
   SamplerConfig c;
   c.family = model.config().arch;
   const bool llada = c.family == Arch::kLlada;
-  c.algorithm = llada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  c.algorithm = s.algorithm.value_or(llada ? Algorithm::kLowConfidence : Algorithm::kEntropy);
+  c.threshold = s.threshold;
+  c.early_exit = s.early_exit;
+  c.alg_temp = s.alg_temp;
   c.gen_length = 16;
   c.steps = 8;
   c.block_length = llada ? 8 : 0;
