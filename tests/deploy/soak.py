@@ -185,6 +185,10 @@ def main():
     ap.add_argument("--max-drift", type=float, default=2.0, help="percent")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--server-args", default="--max-running 2 --max-queue 16 --threads 2")
+    ap.add_argument("--malloc-arena-max", default="2",
+                    help="MALLOC_ARENA_MAX for the started server ('' = glibc default), as the "
+                         "image and the k8s manifest set it: with one glibc arena per thread, "
+                         "gRPC's thread pool keeps adding arenas and idle RSS creeps up")
     ap.add_argument("--out", help="write the JSON report here too")
     args = ap.parse_args()
     if not shutil.which("protoc"):
@@ -200,6 +204,10 @@ def main():
             print("dllm-server not built: skipped")
             return 77
         replica = Replica("soak", args.server, args.model, work, args.server_args.split())
+        if args.malloc_arena_max:
+            os.environ["MALLOC_ARENA_MAX"] = args.malloc_arena_max
+        else:
+            os.environ.pop("MALLOC_ARENA_MAX", None)
         replica.start()
         replica.wait_ready(stubs)
         target, metrics_addr = replica.target, "127.0.0.1:%d" % replica.metrics_port
@@ -273,6 +281,7 @@ def main():
         "config": {"clients": args.clients, "duration_s": args.duration, "warmup_s": warmup,
                    "mix_percent": mix, "seed": args.seed, "target": "loopback" if replica else target,
                    "server_args": args.server_args if replica else None,
+                   "malloc_arena_max": (args.malloc_arena_max or None) if replica else None,
                    "model": os.path.basename(args.model) if args.model else None,
                    "cpus": os.cpu_count()},
         "requests": {"total": total, "per_second": round(total / args.duration, 2),

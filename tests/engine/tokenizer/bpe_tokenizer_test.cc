@@ -267,6 +267,7 @@ TEST(BpeTokenizerTest, UserDefinedTokensMatchWithoutParseSpecial) {
 // vocabulary, with and without special-token parsing.
 TEST(BpeTokenizerTest, RandomTextRoundTrips) {
   std::mt19937 rng(1234);
+  static constexpr char kPunct[] = " \t\n\r'aZ09.<|>";
   std::vector<std::string> texts;
   for (int n = 0; n < 200; ++n) {
     std::string s;
@@ -277,7 +278,7 @@ TEST(BpeTokenizerTest, RandomTextRoundTrips) {
           s.push_back(static_cast<char>(rng() % 256));
           break;
         case 1:
-          s.push_back(" \t\n\r'aZ09.<|>"[rng() % 15]);
+          s.push_back(kPunct[rng() % (sizeof(kPunct) - 1)]);  // not the final NUL
           break;
         default: {
           uint32_t cp = rng() % 0x30000;
