@@ -1,0 +1,98 @@
+// DiffusionLmService: the dllm.v1.DiffusionLM callback service. RPC threads
+// validate, admit and enqueue; all model work runs on the EngineWorker's
+// thread. Generate streams through a GenerateMailbox (one write in flight,
+// coalescing when the client is slow, heartbeats from a ticker thread);
+// GetModelInfo, GetServerInfo and Tokenize answer inline. While draining,
+// every new call is UNAVAILABLE "server is draining". The Step RPC is left
+// to the generated default (UNIMPLEMENTED) until the session work lands.
+#ifndef DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
+#define DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/model/model.h"
+#include "service/server/engine_worker.h"
+#include "service/server/generate_stream.h"
+
+namespace dllm {
+
+// What GetServerInfo reports besides live load.
+struct ServerFacts {
+  std::string isa;         // kernel path, e.g. "avx2"
+  std::string cpu;         // CPU brand string
+  std::string cpu_policy;  // "auto", "performance", "all"
+  int performance_cores = 0;
+  int efficiency_cores = 0;
+};
+
+// Thread-safe; outlives the grpc::Server it is registered with.
+class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
+ public:
+  // Non-owning: `worker` and `metrics` (may be null) outlive the service.
+  DiffusionLmService(std::shared_ptr<const Model> model, std::string model_path,
+                     EngineWorker* worker, ServerFacts facts, ServiceMetrics* metrics);
+  ~DiffusionLmService() override;
+
+  grpc::ServerWriteReactor<v1::GenerateEvent>* Generate(grpc::CallbackServerContext* context,
+                                                        const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::GetServerInfoRequest* request,
+                                          v1::ServerInfo* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+
+  // Refuse new calls from now on (UNAVAILABLE).
+  void StartDraining() { draining_ = true; }
+  bool draining() const { return draining_.load(); }
+  // Generate streams not yet done.
+  int active_streams() const;
+  // Waits until no Generate stream is active; true when that happened in time.
+  bool WaitNoStreams(std::chrono::milliseconds timeout);
+
+  const Model& model() const { return *model_; }
+  const std::string& model_path() const { return model_path_; }
+  EngineWorker* worker() const { return worker_; }
+  ServiceMetrics* metrics() const { return metrics_; }
+
+ private:
+  class GenerateReactor;
+  friend class GenerateReactor;
+
+  // Admission gate shared by every RPC: draining or not ready -> UNAVAILABLE.
+  absl::Status CheckAvailable() const;
+  void AddStream(const std::shared_ptr<GenerateMailbox>& mailbox);
+  void RemoveStream();
+  void HeartbeatLoop();
+
+  std::shared_ptr<const Model> model_;
+  std::string model_path_;
+  EngineWorker* worker_;
+  ServerFacts facts_;
+  ServiceMetrics* metrics_;
+  const std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> draining_{false};
+
+  mutable std::mutex mu_;
+  std::condition_variable streams_cv_;
+  int active_streams_ = 0;
+  std::vector<std::weak_ptr<GenerateMailbox>> mailboxes_;  // for heartbeats
+  bool stop_ = false;
+  std::condition_variable stop_cv_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
