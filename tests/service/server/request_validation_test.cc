@@ -88,7 +88,7 @@ TEST_F(RequestValidationTest, ChatTemplateAndModelNames) {
   ASSERT_THAT(spec.status(), IsOk());
   EXPECT_EQ(spec->prompt, EncodeChat(llada().tokenizer(), llada().chat_template(),
                                      {{"user", "hello"}}));
-  for (const std::string name :
+  for (const std::string& name :
        {llada().config().name, std::string("tiny-llada-k-q4_k_m.gguf"), std::string("tiny-llada-k-q4_k_m")}) {
     r.set_model(name);
     EXPECT_THAT(Llada(r), IsOk()) << name;
