@@ -59,12 +59,17 @@ class DiffusionLmService::GenerateReactor final
   void Close(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
 
   void OnWriteDone(bool ok) override {
+    // A failed write means the client is gone; gRPC may then skip OnCancel
+    // (the call is finished from here), so stop the engine's work now.
+    if (!ok && job_ != nullptr) job_->Cancel();
     if (mailbox_ != nullptr) mailbox_->OnWriteDone(ok);
   }
   void OnCancel() override {
     if (job_ != nullptr) job_->Cancel();
   }
   void OnDone() override {
+    // Idempotent; a no-op when the job already ended.
+    if (job_ != nullptr) job_->Cancel();
     if (mailbox_ != nullptr) {
       mailbox_->Detach();
       service_->RemoveStream();

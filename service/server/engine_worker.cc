@@ -234,8 +234,9 @@ double EngineWorker::last_cancel_latency_seconds() const {
 }
 
 // Ends `job` (engine thread): Finish inside the arena, then release its
-// reservation and slot.
-void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status) {
+// reservation and slot, so that a free slot means the job is fully over.
+void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
+                             bool was_running) {
   RunInArena([&] { job->Finish(status); });
   const EngineClock::time_point now = EngineClock::now();
   EngineClock::time_point cancel_time{};
@@ -245,6 +246,10 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
     if (job->cancel_.load()) cancel_time = job->cancel_time_;
   }
   std::lock_guard<std::mutex> lock(mu_);
+  if (was_running) {
+    current_ = nullptr;
+    if (job->is_request_) --running_requests_;
+  }
   ReleaseLocked(job->reserved_bytes_);
   if (cancel_time != EngineClock::time_point{} && status.code() != absl::StatusCode::kOk) {
     last_cancel_latency_ = SecondsBetween(cancel_time, now);
@@ -300,7 +305,7 @@ void EngineWorker::Loop() {
       }
       PublishLoadLocked();
     }
-    for (const auto& [j, status] : dropped) FinishJob(j, status);
+    for (const auto& [j, status] : dropped) FinishJob(j, status, /*was_running=*/false);
     if (job == nullptr) continue;
 
     absl::Status end;  // set when the job ends this turn
@@ -327,12 +332,7 @@ void EngineWorker::Loop() {
       running_.push_back(std::move(job));
       continue;
     }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      current_ = nullptr;
-      if (job->is_request_) --running_requests_;
-    }
-    FinishJob(job, end);
+    FinishJob(job, end, /*was_running=*/true);
   }
 }
 

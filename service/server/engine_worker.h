@@ -201,7 +201,8 @@ class EngineWorker {
   void Loop();
   void Wake();
   void RunInArena(const std::function<void()>& fn);
-  void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status);
+  void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
+                 bool was_running);
   void ReleaseLocked(uint64_t bytes);
   bool FitsLocked(uint64_t bytes) const;
   void PublishLoadLocked();

@@ -75,13 +75,14 @@ absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<co
   s->SetReady(false);
   DllmServer* raw = s.get();
   s->worker_->Start([raw](const absl::Status& status) {
+    // Readiness before WaitReady returns, so that a caller who waited sees SERVING.
+    if (status.ok() && !raw->service_->draining()) raw->SetReady(true);
     {
       std::lock_guard<std::mutex> lock(raw->mu_);
       raw->warm_done_ = true;
       raw->warm_status_ = status;
     }
     raw->cv_.notify_all();
-    if (status.ok() && !raw->service_->draining()) raw->SetReady(true);
   });
   return s;
 }
@@ -107,8 +108,9 @@ void DllmServer::Drain(std::chrono::milliseconds grace) {
     std::lock_guard<std::mutex> lock(mu_);
     if (shut_down_) return;
   }
-  service_->StartDraining();
+  // Readiness first: a probe that sees the server refuse calls must also see NOT_SERVING.
   SetReady(false);
+  service_->StartDraining();
   const auto until = std::chrono::steady_clock::now() + grace;
   const bool idle = service_->WaitNoStreams(grace) &&
                     worker_->WaitIdle(std::chrono::duration_cast<std::chrono::milliseconds>(
