@@ -101,9 +101,9 @@ TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
 
   v1::GenerateRequest req;
   req.mutable_prompt()->set_text("in flight");
-  req.mutable_diffusion()->set_gen_length(256);
-  req.mutable_diffusion()->set_steps(128);
-  req.mutable_diffusion()->set_block_length(256);
+  req.mutable_diffusion()->set_gen_length(128);
+  req.mutable_diffusion()->set_steps(32);
+  req.mutable_diffusion()->set_block_length(128);
   req.mutable_diffusion()->set_early_exit(false);
   std::atomic<bool> started{false};
   grpc::Status in_flight_status;
