@@ -35,6 +35,20 @@ EngineClock::time_point EngineDeadline(const grpc::CallbackServerContext& contex
 
 }  // namespace
 
+std::string WeightFormat(const Model& model) {
+  // Norms and biases are F32 in every file: only 2-D weights count.
+  std::map<std::string, uint64_t> bytes_by_type;
+  for (const GgufTensor& t : model.file().tensors()) {
+    if (t.n_dims >= 2) bytes_by_type[GgmlTypeName(t.type)] += t.n_bytes;
+  }
+  std::string format;
+  uint64_t best = 0;
+  for (const auto& [type, bytes] : bytes_by_type) {
+    if (bytes > best) best = bytes, format = type;
+  }
+  return format;
+}
+
 // One Generate call: validates and admits in its constructor, then relays
 // the mailbox's writes. Deletes itself in OnDone.
 class DiffusionLmService::GenerateReactor final
@@ -81,18 +95,21 @@ class DiffusionLmService::GenerateReactor final
   absl::Status Admit(const v1::GenerateRequest& request) {
     ServiceMetrics* metrics = service_->metrics_;
     if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
-      MetricsRejected(metrics, service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady);
+      MetricsRejected(metrics, RpcKind::kGenerate,
+                      service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+                      "UNAVAILABLE");
       return s;
     }
     const Model& model = *service_->model_;
     absl::StatusOr<GenerationSpec> spec =
         ValidateGenerateRequest(request, model, service_->model_path_);
     if (!spec.ok()) {
-      MetricsRejected(metrics, RejectReason::kInvalid);
+      MetricsRejected(metrics, RpcKind::kGenerate, RejectReason::kInvalid,
+                      absl::StatusCodeToString(spec.status().code()));
       return spec.status();
     }
     if (spec->stream.top_candidates > 0) {
-      MetricsRejected(metrics, RejectReason::kInvalid);
+      MetricsRejected(metrics, RpcKind::kGenerate, RejectReason::kInvalid, "UNIMPLEMENTED");
       return absl::UnimplementedError(
           "stream.top_candidates: candidates in Generate are not implemented yet (use the Step RPC)");
     }
@@ -215,20 +232,9 @@ grpc::ServerUnaryReactor* DiffusionLmService::GetModelInfo(grpc::CallbackServerC
     }
   }
   info->set_max_context(static_cast<uint32_t>(c.n_ctx_train));
-  // The dominant weight format: the tensor type holding the most bytes among
-  // the 2-D weights (norms and biases are F32 everywhere).
-  std::map<std::string, uint64_t> bytes_by_type;
   uint64_t weight_bytes = 0;
-  for (const GgufTensor& t : model_->file().tensors()) {
-    weight_bytes += t.n_bytes;
-    if (t.n_dims >= 2) bytes_by_type[GgmlTypeName(t.type)] += t.n_bytes;
-  }
-  std::string format;
-  uint64_t best = 0;
-  for (const auto& [type, bytes] : bytes_by_type) {
-    if (bytes > best) best = bytes, format = type;
-  }
-  info->set_weight_format(format);
+  for (const GgufTensor& t : model_->file().tensors()) weight_bytes += t.n_bytes;
+  info->set_weight_format(WeightFormat(*model_));
   info->set_file_bytes(model_->file().file_size());
   info->set_weight_bytes(weight_bytes);
   info->set_n_layer(static_cast<uint32_t>(c.n_layer));

@@ -33,6 +33,10 @@ struct ServerFacts {
   int efficiency_cores = 0;
 };
 
+// The tensor type holding the most bytes among the model's 2-D weights,
+// e.g. "Q4_K" (ModelInfo.weight_format, the metrics' build info).
+std::string WeightFormat(const Model& model);
+
 // Thread-safe; outlives the grpc::Server it is registered with.
 class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
  public:

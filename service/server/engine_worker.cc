@@ -115,14 +115,14 @@ absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, uint64_t reser
   if (!ready_) return absl::UnavailableError("the model is still warming up");
   const int admitted = running_requests_ + static_cast<int>(queue_.size());
   if (admitted >= options_.max_running + options_.max_queue) {
-    MetricsRejected(metrics_, RejectReason::kQueueFull);
+    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kQueueFull, "RESOURCE_EXHAUSTED");
     return absl::ResourceExhaustedError(
         absl::StrCat("server is at capacity: ", running_requests_, " running and ",
                      queue_.size(), " waiting requests (max_running ", options_.max_running,
                      ", max_queue ", options_.max_queue, ")"));
   }
   if (!FitsLocked(reserved_bytes)) {
-    MetricsRejected(metrics_, RejectReason::kMemory);
+    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
     return absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory: the request needs ", reserved_bytes >> 20, " MiB of activations, ",
         (options_.memory_budget_bytes - std::min(reserved_bytes_, options_.memory_budget_bytes)) >> 20,
@@ -148,12 +148,12 @@ absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSe
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (!ready_) return absl::UnavailableError("the model is still warming up");
   if (sessions_open_ >= options_.max_sessions) {
-    MetricsRejected(metrics_, RejectReason::kSessionsFull);
+    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kSessionsFull, "RESOURCE_EXHAUSTED");
     return absl::ResourceExhaustedError(
         absl::StrCat("too many open sessions (max_sessions ", options_.max_sessions, ")"));
   }
   if (!FitsLocked(reserved_bytes)) {
-    MetricsRejected(metrics_, RejectReason::kMemory);
+    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
     return absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory for the session: it needs ", reserved_bytes >> 20, " MiB"));
   }

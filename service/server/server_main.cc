@@ -134,13 +134,13 @@ int Run(int argc, char** argv) {
   // Metrics: their own HTTP port (service/metrics).
   const std::string metrics_listen = flags->Get("metrics-listen", "127.0.0.1:9464");
   int metrics_port = 0;
-#if DLLM_HAVE_SERVICE_METRICS
   std::unique_ptr<ServiceMetrics> metrics;
   {
     MetricsOptions mo;
     mo.listen = metrics_listen == "none" ? "" : metrics_listen;
     mo.model_name = mc.name;
     mo.arch = std::string(ArchName(mc.arch));
+    mo.weight_format = WeightFormat(**model);
     mo.isa = IsaLevelName(*isa);
     mo.cpu_policy = CpuPolicyName(*policy);
     mo.engine_threads = options.plan.threads;
@@ -158,11 +158,6 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
                  metrics_listen.substr(0, metrics_listen.rfind(':')).c_str(), metrics_port);
   }
-#else
-  if (metrics_listen != "none") {
-    std::fprintf(stderr, "dllm-server: metrics not built into this binary; --metrics-listen ignored\n");
-  }
-#endif
 
   absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
   if (!server.ok()) return Fail(server.status());
