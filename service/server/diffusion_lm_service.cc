@@ -86,7 +86,7 @@ class DiffusionLmService::GenerateReactor final
     if (job_ != nullptr) job_->Cancel();
     if (mailbox_ != nullptr) {
       mailbox_->Detach();
-      service_->RemoveStream();
+      service_->CallEnded();
     }
     delete this;
   }
@@ -108,11 +108,6 @@ class DiffusionLmService::GenerateReactor final
                       absl::StatusCodeToString(spec.status().code()));
       return spec.status();
     }
-    if (spec->stream.top_candidates > 0) {
-      MetricsRejected(metrics, RpcKind::kGenerate, RejectReason::kInvalid, "UNIMPLEMENTED");
-      return absl::UnimplementedError(
-          "stream.top_candidates: candidates in Generate are not implemented yet (use the Step RPC)");
-    }
     const uint64_t bytes = EngineWorker::ReservationBytes(
         model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
     const int heartbeat = spec->stream.heartbeat_seconds;
@@ -121,12 +116,13 @@ class DiffusionLmService::GenerateReactor final
     job_->set_deadline(EngineDeadline(*context_));
     // Registered before Submit: the engine may finish the job (and the call)
     // before Submit returns.
-    service_->AddStream(mailbox_);
+    service_->CallStarted();
     absl::Status admitted = service_->worker_->Submit(job_, bytes);
     if (!admitted.ok()) {
-      service_->RemoveStream();
+      service_->CallEnded();
       return admitted;
     }
+    service_->WatchHeartbeats(mailbox_);
     return absl::OkStatus();
   }
 
@@ -163,13 +159,17 @@ absl::Status DiffusionLmService::CheckAvailable() const {
   return absl::OkStatus();
 }
 
-void DiffusionLmService::AddStream(const std::shared_ptr<GenerateMailbox>& mailbox) {
+void DiffusionLmService::WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox) {
   std::lock_guard<std::mutex> lock(mu_);
-  ++active_streams_;
   mailboxes_.push_back(mailbox);
 }
 
-void DiffusionLmService::RemoveStream() {
+void DiffusionLmService::CallStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++active_streams_;
+}
+
+void DiffusionLmService::CallEnded() {
   std::lock_guard<std::mutex> lock(mu_);
   --active_streams_;
   streams_cv_.notify_all();

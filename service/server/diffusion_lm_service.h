@@ -4,7 +4,9 @@
 // coalescing when the client is slow, heartbeats from a ticker thread);
 // GetModelInfo, GetServerInfo and Tokenize answer inline. While draining,
 // every new call is UNAVAILABLE "server is draining". The Step RPC is left
-// to the generated default (UNIMPLEMENTED) until the session work lands.
+// to the generated default (UNIMPLEMENTED) until the session work lands; its
+// reactor uses CheckAvailable, CallStarted/CallEnded (so drain waits for
+// it), worker() (OpenSession, SubmitSessionWork) and session_idle_seconds.
 #ifndef DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 #define DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 
@@ -60,10 +62,22 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   // Refuse new calls from now on (UNAVAILABLE).
   void StartDraining() { draining_ = true; }
   bool draining() const { return draining_.load(); }
-  // Generate streams not yet done.
+  // The admission gate every RPC that computes passes first: UNAVAILABLE
+  // while draining ("server is draining") or before the warm-up finished.
+  absl::Status CheckAvailable() const;
+
+  // Streaming calls in flight (Generate, and Step sessions once they
+  // register): a drain waits until none is left. Pair every CallStarted()
+  // with one CallEnded() (in the reactor's OnDone).
+  void CallStarted();
+  void CallEnded();
   int active_streams() const;
-  // Waits until no Generate stream is active; true when that happened in time.
+  // Waits until no streaming call is active; true when that happened in time.
   bool WaitNoStreams(std::chrono::milliseconds timeout);
+
+  // How long an idle Step session lives (--session-idle-seconds).
+  void set_session_idle_seconds(int seconds) { session_idle_seconds_ = seconds; }
+  int session_idle_seconds() const { return session_idle_seconds_; }
 
   const Model& model() const { return *model_; }
   const std::string& model_path() const { return model_path_; }
@@ -74,10 +88,8 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   class GenerateReactor;
   friend class GenerateReactor;
 
-  // Admission gate shared by every RPC: draining or not ready -> UNAVAILABLE.
-  absl::Status CheckAvailable() const;
-  void AddStream(const std::shared_ptr<GenerateMailbox>& mailbox);
-  void RemoveStream();
+  // Heartbeats for `mailbox` until its stream ends.
+  void WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox);
   void HeartbeatLoop();
 
   std::shared_ptr<const Model> model_;
@@ -87,6 +99,7 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   ServiceMetrics* metrics_;
   const std::chrono::steady_clock::time_point started_;
   std::atomic<bool> draining_{false};
+  std::atomic<int> session_idle_seconds_{300};
 
   mutable std::mutex mu_;
   std::condition_variable streams_cv_;

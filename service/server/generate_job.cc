@@ -142,6 +142,21 @@ absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
       t->set_piece(Piece(tok, report->tokens[i]));
     }
   }
+  if (spec_.stream.top_candidates > 0 && !report->positions.empty()) {
+    absl::StatusOr<std::vector<PositionCandidates>> candidates =
+        session_->StepCandidates(spec_.stream.top_candidates);
+    if (!candidates.ok()) return candidates.status();
+    for (const PositionCandidates& pc : *candidates) {
+      v1::PositionCandidates* out = step.add_candidates();
+      out->set_position(pc.position);
+      for (const TokenProb& tp : pc.top) {
+        v1::Candidate* c = out->add_candidates();
+        c->set_token_id(tp.token);
+        c->set_prob(tp.prob);
+        c->set_piece(Piece(tok, tp.token));
+      }
+    }
+  }
   if (spec_.stream.include_timings) {
     v1::StepTimings* t = step.mutable_timings();
     t->set_step_seconds(report->step_seconds);

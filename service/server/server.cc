@@ -50,6 +50,7 @@ absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<co
   s->worker_ = std::make_unique<EngineWorker>(model, options.plan, options.engine, options.metrics);
   s->service_ = std::make_unique<DiffusionLmService>(model, options.model_path, s->worker_.get(),
                                                      options.facts, options.metrics);
+  s->service_->set_session_idle_seconds(options.session_idle_seconds);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

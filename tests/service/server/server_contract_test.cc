@@ -235,6 +235,50 @@ TEST_F(ServerContractTest, StepsDetailEventOrderAndDeltas) {
   EXPECT_GT(f->timings().total_seconds(), 0);
 }
 
+TEST_F(ServerContractTest, TopCandidatesForEveryCommittedPosition) {
+  v1::GenerateRequest req = Request("The capital of France is", 32, 16, 16);
+  req.mutable_stream()->set_detail(v1::DETAIL_STEPS);
+  req.mutable_stream()->set_top_candidates(3);
+  const CallResult r = Generate(*stub_, req);
+  ExpectWellFormed(r);
+  int checked = 0;
+  for (const auto& e : r.events) {
+    if (!e.has_step()) continue;
+    ASSERT_EQ(e.step().candidates_size(), e.step().committed_size());
+    for (int i = 0; i < e.step().committed_size(); ++i) {
+      const v1::CommittedToken& t = e.step().committed(i);
+      const v1::PositionCandidates& pc = e.step().candidates(i);
+      EXPECT_EQ(pc.position(), t.position());
+      ASSERT_EQ(pc.candidates_size(), 3);
+      // Greedy low-confidence commits the argmax.
+      EXPECT_EQ(pc.candidates(0).token_id(), t.token_id());
+      EXPECT_GE(pc.candidates(0).prob(), pc.candidates(1).prob());
+      EXPECT_GE(pc.candidates(1).prob(), pc.candidates(2).prob());
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST_F(ServerContractTest, ProgressHeartbeatsInFinalOnlyMode) {
+  WaitEngineIdle();
+  v1::GenerateRequest req = LongRequest();
+  req.mutable_stream()->set_detail(v1::DETAIL_FINAL_ONLY);
+  req.mutable_stream()->set_heartbeat_seconds(1);
+  const CallResult r = Generate(*stub_, req, std::chrono::milliseconds(1800));
+  EXPECT_EQ(r.status.error_code(), grpc::DEADLINE_EXCEEDED);
+  ASSERT_FALSE(r.events.empty());
+  EXPECT_TRUE(r.events.front().has_started());
+  EXPECT_GE(r.Count(v1::GenerateEvent::kProgress), 1);
+  EXPECT_EQ(r.Count(v1::GenerateEvent::kStep), 0);
+  for (const auto& e : r.events) {
+    if (e.has_progress()) {
+      EXPECT_EQ(e.progress().planned_steps(), 960u);
+    }
+  }
+  WaitEngineIdle();
+}
+
 TEST_F(ServerContractTest, GreedyAndSeededMatchDenoiseSession) {
   const std::pair<float, v1::Detail> runs[] = {
       {0.0f, v1::DETAIL_TEXT}, {0.0f, v1::DETAIL_FINAL_ONLY}, {0.9f, v1::DETAIL_CANVAS}};
@@ -311,11 +355,6 @@ TEST_F(ServerContractTest, InvalidFieldsAreRejectedBeforeCompute) {
        },
        grpc::INVALID_ARGUMENT, "stream.top_candidates"},
       {[](auto* r) { r->set_model("another-model"); }, grpc::NOT_FOUND, "model"},
-      {[](auto* r) {
-         r->mutable_stream()->set_detail(v1::DETAIL_STEPS);
-         r->mutable_stream()->set_top_candidates(3);
-       },
-       grpc::UNIMPLEMENTED, "stream.top_candidates"},
   };
   // Invalid UTF-8 in a proto3 string never reaches the service: protobuf
   // refuses to parse the request (gRPC 1.51 answers UNIMPLEMENTED with an
