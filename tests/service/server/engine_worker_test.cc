@@ -195,6 +195,14 @@ TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
   EXPECT_THAT(w->OpenSession(100).status(), IsOk());
 }
 
+TEST_F(EngineWorkerTest, RefusesWorkUntilReady) {
+  ThreadPlan plan;
+  EngineWorker w(nullptr, plan, {});
+  EXPECT_FALSE(w.ready());
+  EXPECT_THAT(w.Submit(Job("early", 1), 0), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.OpenSession(0).status(), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+}
+
 TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
   auto w = Start({});
   auto a = Job("a", 1000), b = Job("b", 1);

@@ -31,7 +31,7 @@ class ServerProcess {
     std::vector<std::string> args = {testing::BinaryDir() + "/service/dllm-server",
                                      "--model",
                                      testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
-                                     "--listen", "127.0.0.1:0", "--metrics-listen", "none",
+                                     "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
                                      "--threads", "1", "--port-file", port_file_};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
@@ -45,7 +45,7 @@ class ServerProcess {
       waitpid(pid_, nullptr, 0);
     }
   }
-  // The ports from --port-file, once the server wrote it.
+  // The gRPC port from --port-file, once the server wrote it.
   int WaitGrpcPort(std::chrono::seconds timeout) {
     const auto until = Clock::now() + timeout;
     while (Clock::now() < until) {
@@ -54,7 +54,7 @@ class ServerProcess {
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
         auto json = Json::Parse(text);
         if (json.ok()) {
-          EXPECT_NE(json->Get("metrics"), nullptr);
+          EXPECT_GT((*json)["metrics"].as_int(), 0);
           return static_cast<int>((*json)["grpc"].as_int());
         }
       }

@@ -451,6 +451,18 @@ TEST_F(ServerContractTest, QueueFullIsResourceExhausted) {
   WaitEngineIdle();
 }
 
+TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
+  EngineOptions engine;
+  engine.memory_budget_bytes = 1 << 20;  // less than any canvas's activations + logits
+  auto server = StartServer(*model_, kLlada, engine);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  const CallResult r = Generate(*stub, Request("hello", 32, 32, 32));
+  EXPECT_EQ(r.status.error_code(), grpc::RESOURCE_EXHAUSTED);
+  EXPECT_NE(r.status.error_message().find("memory"), std::string::npos) << r.status.error_message();
+  EXPECT_TRUE(r.events.empty());
+}
+
 TEST_F(ServerContractTest, DeadlineExceeded) {
   WaitEngineIdle();
   const CallResult running = Generate(*stub_, LongRequest(), std::chrono::milliseconds(300));
@@ -562,6 +574,33 @@ TEST_F(ServerContractTest, HealthAndReflection) {
   EXPECT_EQ(services.count("dllm.v1.DiffusionLM"), 1u);
   EXPECT_EQ(services.count("grpc.health.v1.Health"), 1u);
   EXPECT_TRUE(stream->Finish().ok());
+}
+
+TEST_F(ServerContractTest, ReadinessTurnsServingAfterWarmUp) {
+  ServerOptions o;
+  o.model_path = ModelPath(kLlada);
+  o.listen = "127.0.0.1:0";
+  o.plan.threads = 1;
+  auto server = DllmServer::Start(*model_, o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto health = grpc::health::v1::Health::NewStub(Connect((*server)->port()));
+  // Polled from the moment the port is open: NOT_SERVING until the warm-up
+  // step ran (seen only if the probe wins the race), then SERVING for good.
+  std::vector<int> seen;
+  for (int i = 0; i < 5000; ++i) {
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(kReadinessService);
+    grpc::health::v1::HealthCheckResponse resp;
+    ASSERT_TRUE(health->Check(&ctx, req, &resp).ok());
+    if (seen.empty() || seen.back() != resp.status()) seen.push_back(resp.status());
+    if (resp.status() == grpc::health::v1::HealthCheckResponse::SERVING) break;
+  }
+  std::printf("[ health ] readiness seen: %s\n",
+              seen.size() == 2 ? "NOT_SERVING then SERVING" : "SERVING (warm-up won the race)");
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back(), grpc::health::v1::HealthCheckResponse::SERVING);
+  EXPECT_LE(seen.size(), 2u);
 }
 
 TEST_F(ServerContractTest, DrainFinishesInFlightAndRefusesNew) {
