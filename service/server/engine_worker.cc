@@ -109,33 +109,52 @@ void EngineWorker::PublishLoadLocked() {
   MetricsSetActivationBytes(metrics_, reserved_bytes_);
 }
 
+// Lock order: a job's mu_ is never taken while holding the worker's (Cancel()
+// takes the job's, then the worker's), so jobs are set up before locking.
+void EngineWorker::Attach(EngineJob* job, uint64_t reserved_bytes, bool is_request) {
+  std::lock_guard<std::mutex> job_lock(job->mu_);
+  job->worker_ = this;
+  job->reserved_bytes_ = reserved_bytes;
+  job->is_request_ = is_request;
+  job->admitted_ = EngineClock::now();
+}
+
+void EngineWorker::Detach(EngineJob* job) {
+  std::lock_guard<std::mutex> job_lock(job->mu_);
+  job->worker_ = nullptr;
+}
+
 absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return absl::UnavailableError("server is shutting down");
-  if (!ready_) return absl::UnavailableError("the model is still warming up");
+  Attach(job.get(), reserved_bytes, /*is_request=*/true);
+  return Admit(std::move(job), reserved_bytes);
+}
+
+absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
+  EngineJob* raw = job.get();
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto refuse = [&](absl::Status status) {
+    lock.unlock();
+    Detach(raw);
+    return status;
+  };
+  if (stopping_) return refuse(absl::UnavailableError("server is shutting down"));
+  if (!ready_) return refuse(absl::UnavailableError("the model is still warming up"));
   const int admitted = running_requests_ + static_cast<int>(queue_.size());
   if (admitted >= options_.max_running + options_.max_queue) {
     MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kQueueFull, "RESOURCE_EXHAUSTED");
-    return absl::ResourceExhaustedError(
+    return refuse(absl::ResourceExhaustedError(
         absl::StrCat("server is at capacity: ", running_requests_, " running and ",
                      queue_.size(), " waiting requests (max_running ", options_.max_running,
-                     ", max_queue ", options_.max_queue, ")"));
+                     ", max_queue ", options_.max_queue, ")")));
   }
   if (!FitsLocked(reserved_bytes)) {
     MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
-    return absl::ResourceExhaustedError(absl::StrCat(
+    return refuse(absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory: the request needs ", reserved_bytes >> 20, " MiB of activations, ",
         (options_.memory_budget_bytes - std::min(reserved_bytes_, options_.memory_budget_bytes)) >> 20,
-        " MiB of the ", options_.memory_budget_bytes >> 20, " MiB budget are free"));
+        " MiB of the ", options_.memory_budget_bytes >> 20, " MiB budget are free")));
   }
   reserved_bytes_ += reserved_bytes;
-  {
-    std::lock_guard<std::mutex> job_lock(job->mu_);
-    job->worker_ = this;
-    job->reserved_bytes_ = reserved_bytes;
-    job->is_request_ = true;
-    job->admitted_ = EngineClock::now();
-  }
   queue_.push_back(std::move(job));
   PublishLoadLocked();
   wake_.notify_one();
@@ -164,14 +183,12 @@ absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSe
 }
 
 absl::Status EngineWorker::SubmitSessionWork(std::shared_ptr<EngineJob> job) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_) return absl::UnavailableError("server is shutting down");
-  {
-    std::lock_guard<std::mutex> job_lock(job->mu_);
-    job->worker_ = this;
-    job->reserved_bytes_ = 0;
-    job->is_request_ = false;
-    job->admitted_ = EngineClock::now();
+  Attach(job.get(), 0, /*is_request=*/false);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    Detach(job.get());
+    return absl::UnavailableError("server is shutting down");
   }
   running_.push_back(std::move(job));
   wake_.notify_one();

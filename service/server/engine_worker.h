@@ -200,6 +200,9 @@ class EngineWorker {
 
   void Loop();
   void Wake();
+  void Attach(EngineJob* job, uint64_t reserved_bytes, bool is_request);
+  void Detach(EngineJob* job);
+  absl::Status Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);
