@@ -8,7 +8,9 @@
 #define DLLM_SERVICE_SERVER_SERVER_H_
 
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/server.h>
