@@ -7,11 +7,13 @@
 #include <tbb/task_arena.h>
 
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "engine/scheduler/denoise_session.h"
 #include "gtest/gtest.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
 #include "tests/testing/test_paths.h"
@@ -24,8 +26,10 @@ constexpr const char* kLlada = "tiny-llada-k-q4_k_m.gguf";
 std::string ModelPath(const char* name) { return testing::TestDataDir() + "/models/" + name; }
 
 std::unique_ptr<DllmServer> StartServer(std::shared_ptr<const Model> model, EngineOptions engine,
-                                        int session_idle_seconds = 300) {
+                                        int session_idle_seconds = 300,
+                                        ServiceMetrics* metrics = nullptr) {
   ServerOptions o;
+  o.metrics = metrics;
   o.model_path = ModelPath(kLlada);
   o.listen = "127.0.0.1:0";
   o.engine = engine;
@@ -508,6 +512,54 @@ TEST_F(StepContractTest, SessionRefusedWhileDraining) {
   EXPECT_TRUE(s.Run(open).empty());
   const grpc::Status status = s.End();
   EXPECT_EQ(status.error_code(), grpc::UNAVAILABLE) << status.error_message();
+}
+
+// The value of the first series of `family` whose labels contain every one
+// of `labels`; -1 when there is none.
+double Series(const std::string& text, const std::string& family,
+              const std::vector<std::string>& labels) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(family + "{", 0) != 0 && line.rfind(family + " ", 0) != 0) continue;
+    bool all = true;
+    for (const std::string& l : labels) all &= line.find(l) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+TEST_F(StepContractTest, SessionMetrics) {
+  MetricsOptions mo;
+  mo.listen = "";
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto server = StartServer(*model_, EngineOptions(), 300, metrics->get());
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  {
+    Session s(*stub);
+    ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+    EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 1);
+    ASSERT_EQ(s.Advance(3).size(), 3u);
+    EXPECT_TRUE(s.Close().ok());
+  }
+  // The call's end is counted in OnDone, which may follow the client's view.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string text;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = (*metrics)->Serialize();
+  } while (Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}) != 1 &&
+           std::chrono::steady_clock::now() < until);
+  EXPECT_EQ(Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}), 1) << text;
+  EXPECT_EQ(Series(text, "dllm_steps_total", {}), 3);
+  // Opened, three StepEvents, Closed.
+  EXPECT_EQ(Series(text, "dllm_stream_events_sent_total", {"rpc=\"Step\""}), 5);
+  server.reset();
+  EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 0);
 }
 
 }  // namespace
