@@ -59,8 +59,12 @@ void StepReactor::Close(const absl::Status& status) {
 
 void StepReactor::OnReadDone(bool ok) {
   if (!ok) {
-    // The client half-closed (or went away): end after nothing is left.
-    outbox_->End(absl::OkStatus());
+    if (context_->IsCancelled()) {
+      OnCancel();
+    } else {
+      // The client half-closed: no more ops, the session ends.
+      outbox_->End(absl::OkStatus());
+    }
     return;
   }
   const v1::StepRequest request = std::move(request_);
@@ -100,6 +104,11 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
                                 absl::StrCat("a session is already open (", state_->session_id,
                                              "): one session per stream")));
     outbox_->EndOp();
+    return;
+  }
+  if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
+    // The drain began after this call started: no new session.
+    outbox_->Fail(s);
     return;
   }
   const Model& model = service_->model();
