@@ -1,0 +1,184 @@
+#include "service/server/generate_job.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "service/server/metrics_hooks.h"
+
+namespace dllm {
+namespace {
+
+double SecondsSince(EngineClock::time_point t) {
+  return std::chrono::duration<double>(EngineClock::now() - t).count();
+}
+
+FinishKind FinishKindOf(const absl::Status& status, bool eos) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return eos ? FinishKind::kEos : FinishKind::kLength;
+    case absl::StatusCode::kCancelled:
+      return FinishKind::kCancelled;
+    case absl::StatusCode::kDeadlineExceeded:
+      return FinishKind::kDeadline;
+    default:
+      return FinishKind::kError;
+  }
+}
+
+}  // namespace
+
+GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,
+                         std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics)
+    : model_(std::move(model)),
+      spec_(std::move(spec)),
+      mailbox_(std::move(mailbox)),
+      metrics_(metrics),
+      text_(&model_->tokenizer()) {}
+
+GenerateJob::~GenerateJob() = default;
+
+int GenerateJob::planned_steps() const { return PlannedSteps(spec_.sampler); }
+
+absl::Status GenerateJob::Begin() {
+  first_run_ = EngineClock::now();
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
+      DenoiseSession::Create(model_, spec_.sampler, spec_.prompt);
+  if (!session.ok()) return session.status();
+  session_ = std::move(*session);
+  const int prompt_len = static_cast<int>(spec_.prompt.size());
+  DLLM_METRICS_CALL(metrics_, OnStarted(queue_seconds(), prompt_len,
+                                        prompt_len + spec_.sampler.gen_length));
+  mailbox_->SetProgress(0, planned_steps(), spec_.sampler.gen_length);
+  mailbox_->PostStarted(MakeStarted(spec_, *model_, queue_seconds()));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
+  if (session_ == nullptr) {
+    if (absl::Status s = Begin(); !s.ok()) return s;
+  }
+  absl::StatusOr<StepReport> report = session_->Advance(cancel);
+  if (!report.ok()) return report.status();
+  ++steps_;
+  step_seconds_total_ += report->step_seconds;
+  DLLM_METRICS_CALL(metrics_, OnStep(report->forward, report->step_seconds,
+                                     report->forward_seconds, report->sample_seconds,
+                                     report->forward_passes,
+                                     static_cast<int>(report->positions.size())));
+  if (steps_ == 1) {
+    first_step_seconds_ = SecondsSince(arrival());
+    DLLM_METRICS_CALL(metrics_, OnFirstStep(first_step_seconds_));
+  }
+  const bool done = session_->done();
+  const v1::Detail detail = spec_.stream.detail;
+  const BpeTokenizer& tok = model_->tokenizer();
+  const int prompt_len = session_->prompt_len();
+
+  const int stable_before = text_.stable_length();
+  const std::string delta = text_.Update(*session_, model_->config().tokens.mask, done);
+  if (!delta.empty() && first_token_seconds_ == 0) {
+    first_token_seconds_ = SecondsSince(arrival());
+    DLLM_METRICS_CALL(metrics_, OnFirstToken(first_token_seconds_));
+  }
+  mailbox_->SetProgress(steps_, planned_steps(), report->masked_remaining);
+
+  // This step's part of the next StepEvent.
+  v1::StepEvent step;
+  step.set_step(steps_);
+  step.set_planned_steps(planned_steps());
+  step.set_block_index(BlockIndexOf(spec_.sampler, report->step, report->positions, prompt_len));
+  step.set_masked_remaining(report->masked_remaining);
+  step.set_stable_length(text_.stable_length());
+  step.set_text_delta(delta);
+  step.set_merged_steps(1);
+  if (detail >= v1::DETAIL_STEPS) {
+    AddCommitted(tok, report->positions, report->tokens, prompt_len, &step);
+  }
+  if (spec_.stream.top_candidates > 0 && !report->positions.empty()) {
+    absl::StatusOr<std::vector<PositionCandidates>> candidates =
+        session_->StepCandidates(spec_.stream.top_candidates);
+    if (!candidates.ok()) return candidates.status();
+    AddCandidates(tok, *candidates, step.mutable_candidates());
+  }
+  if (spec_.stream.include_timings) {
+    v1::StepTimings* t = step.mutable_timings();
+    t->set_step_seconds(report->step_seconds);
+    t->set_forward_seconds(report->forward_seconds);
+    t->set_sample_seconds(report->sample_seconds);
+    auto& ops = *t->mutable_op_seconds();
+    ops["attention"] = report->forward.attention;
+    ops["projections"] = report->forward.projections;
+    ops["ffn"] = report->forward.ffn;
+    ops["head"] = report->forward.head;
+    ops["norm_embed"] = report->forward.norm + report->forward.embed;
+  }
+  if (detail == v1::DETAIL_FINAL_ONLY) return !done;
+  if (pending_steps_ == 0) {
+    pending_ = std::move(step);
+  } else {
+    MergeStepEvents(std::move(step), &pending_);
+  }
+  ++pending_steps_;
+
+  bool emit = false;
+  switch (detail) {
+    case v1::DETAIL_FINAL_ONLY:
+      break;
+    case v1::DETAIL_TEXT:
+      emit = text_.stable_length() > stable_before || (done && !pending_.text_delta().empty());
+      break;
+    default:  // DETAIL_STEPS, DETAIL_CANVAS
+      emit = steps_ % spec_.stream.step_stride == 0 || done;
+      break;
+  }
+  if (emit) {
+    if (detail == v1::DETAIL_CANVAS) AddCanvas(*session_, &pending_);
+    mailbox_->PostStep(std::move(pending_));
+    pending_.Clear();
+    pending_steps_ = 0;
+  }
+  return !done;
+}
+
+v1::Final GenerateJob::BuildFinal() const {
+  v1::Final f = MakeFinal(*session_, spec_, text_.text());
+  const size_t generated = static_cast<size_t>(f.token_ids_size());
+  v1::Timings* t = f.mutable_timings();
+  const double total = SecondsSince(arrival());
+  const double generating = SecondsSince(first_run_);
+  t->set_queue_seconds(queue_seconds());
+  t->set_time_to_first_step_seconds(first_step_seconds_);
+  t->set_time_to_first_token_seconds(first_token_seconds_);
+  t->set_total_seconds(total);
+  t->set_mean_step_seconds(steps_ > 0 ? step_seconds_total_ / steps_ : 0);
+  t->set_tokens_per_second(generating > 0 ? generated / generating : 0);
+  return f;
+}
+
+void GenerateJob::Finish(const absl::Status& status) {
+  const double total = SecondsSince(arrival());
+  bool eos = false;
+  int generated = 0;
+  if (status.ok() && session_ != nullptr) {
+    const v1::Final final = BuildFinal();
+    eos = final.finish_reason() == v1::FINISH_REASON_EOS;
+    generated = static_cast<int>(final.token_ids_size());
+    mailbox_->PostFinal(final);
+  } else {
+    mailbox_->Fail(status.ok() ? absl::InternalError("generation ended without a result") : status);
+  }
+  const FinishKind kind = FinishKindOf(status, eos);
+  DLLM_METRICS_CALL(metrics_, OnFinished(RpcKind::kGenerate, kind,
+                                         absl::StatusCodeToString(status.code()), total, steps_,
+                                         generated));
+  const std::string reason = status.ok() ? (eos ? "eos" : "length")
+                                         : absl::StatusCodeToString(status.code());
+  const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
+  std::fprintf(stderr, "dllm-server: request %s: %d steps, %.1f ms, finish %s%s\n",
+               spec_.request_id.c_str(), steps_, total * 1e3, reason.c_str(), why.c_str());
+  // The session's ForwardPass belongs to the arena: release it here, inside it.
+  session_.reset();
+}
+
+}  // namespace dllm
