@@ -183,6 +183,10 @@ def main():
     ap.add_argument("--warmup", type=float, default=None,
                     help="seconds excluded from the RSS drift (default: 20%% of --duration)")
     ap.add_argument("--max-drift", type=float, default=2.0, help="percent")
+    ap.add_argument("--drift-slack-mib", type=float, default=0.0,
+                    help="growth below this many MiB passes whatever the percentage: on a "
+                         "tiny test model (~30 MiB RSS) glibc heap trimming alone moves idle "
+                         "RSS by a few MiB between two quiet points")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--server-args", default="--max-running 2 --max-queue 16 --threads 2")
     ap.add_argument("--malloc-arena-max", default="2",
@@ -300,6 +304,7 @@ def main():
             "server_p99": ms(histogram_quantile(0.99, delta))},
         "rss_bytes": {"start": rss_start, "idle_after_warmup": rss_warm, "idle_end": rss_end,
                       "drift_percent": None if drift is None else round(drift, 3),
+                      "max_drift_percent": args.max_drift, "drift_slack_mib": args.drift_slack_mib,
                       "under_load_min": min(loaded, default=0), "under_load_max": max(loaded, default=0),
                       "samples": len(samples)},
         "unexpected": stats.unexpected,
@@ -307,7 +312,10 @@ def main():
     }
     # Growth is what a leak looks like; a server that gives memory back
     # (glibc trimming its heap) is fine.
-    ok = alive and not stats.unexpected and drift is not None and drift < args.max_drift
+    growth = (rss_end - rss_warm) if rss_warm and rss_end else None
+    drift_ok = drift is not None and (drift < args.max_drift
+                                      or growth < args.drift_slack_mib * 2**20)
+    ok = alive and not stats.unexpected and drift_ok
     report["pass"] = ok
     text = json.dumps(report, indent=1)
     print(text)
