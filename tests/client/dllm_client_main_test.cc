@@ -1,0 +1,230 @@
+// The `dllm-client` binary and the Python and Node example clients, each run
+// as a process against a real dllm-server on loopback (tiny LLaDA model).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "engine/base/json.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/client/server_process.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using ::dllm::testing::IsOk;
+using ::dllm::testing::RunResult;
+using ::dllm::testing::RunShell;
+using ::dllm::testing::ShellQuote;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// Greedy, 32 positions in one block: a few milliseconds on the tiny model.
+constexpr const char* kSmall = " --gen-length 32 --steps 32 --block-length 32 --seed 7";
+
+std::string Client() { return testing::BinaryDir() + "/client/dllm-client"; }
+
+std::vector<std::string> Lines(const std::string& text) {
+  return absl::StrSplit(text, '\n', absl::SkipEmpty());
+}
+
+class DllmClientMainTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+#if DLLM_CLIENT_TESTS_HAVE_SERVER
+    server_ = new testing::ServerProcess();
+    start_status_ = new absl::Status(server_->Start());
+#endif
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+    delete start_status_;
+    start_status_ = nullptr;
+  }
+  void SetUp() override {
+    if (server_ == nullptr) GTEST_SKIP() << "dllm-server is not part of this build";
+    ASSERT_THAT(*start_status_, IsOk());
+  }
+
+  // `dllm-client COMMAND --target ... ARGS`.
+  static RunResult RunClient(const std::string& command, const std::string& args) {
+    return RunShell(Client() + " " + command + " --target " + server_->target() + " " + args);
+  }
+
+  static testing::ServerProcess* server_;
+  static absl::Status* start_status_;
+};
+
+testing::ServerProcess* DllmClientMainTest::server_ = nullptr;
+absl::Status* DllmClientMainTest::start_status_ = nullptr;
+
+TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
+  const RunResult plain = RunClient("generate", std::string(kSmall) + " 'The capital of France is'");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_THAT(plain.err, StartsWith("finish: "));
+
+  const RunResult json = RunClient("generate", std::string(kSmall) + " --json 'The capital of France is'");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  std::vector<Json> events;
+  for (const std::string& line : Lines(json.out)) {
+    auto event = Json::Parse(line);
+    ASSERT_THAT(event.status(), IsOk()) << line;
+    events.push_back(*event);
+  }
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_NE(events.front().Get("started"), nullptr);
+  const Json* final = events.back().Get("final");
+  ASSERT_NE(final, nullptr) << json.out;
+  std::string streamed;
+  for (const Json& e : events) {
+    if (const Json* step = e.Get("step")) streamed += (*step)["text_delta"].as_string();
+  }
+  const std::string text = (*final)["text"].as_string();
+  EXPECT_EQ(streamed, text);
+  // The plain run streamed the same text (same seed, greedy), then a newline.
+  EXPECT_EQ(plain.out, text + "\n");
+}
+
+TEST_F(DllmClientMainTest, ShowCanvasOffATerminalPrintsOneLinePerStep) {
+  const RunResult r = RunClient("generate", std::string(kSmall) + " --show-canvas 'Hello'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 3u) << r.out;
+  EXPECT_THAT(lines[0], StartsWith("started: "));
+  EXPECT_THAT(lines[1], StartsWith("step 1/32: committed 1, 31 masked left"));
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("\x1b[")));
+}
+
+TEST_F(DllmClientMainTest, StepSessionFromAPipe) {
+  const std::string commands =
+      "advance 2\\nforward 2\\ncanvas\\nrewind 1\\n# a comment\\ncanvas\\nadvance 1000\\nclose\\n";
+  const RunResult r = RunShell("printf '" + commands + "' | " + Client() + " step --target " +
+                               server_->target() + kSmall + " 'Once upon a time'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 8u) << r.out;
+  EXPECT_THAT(lines[0], StartsWith("opened session "));
+  EXPECT_THAT(lines[1], StartsWith("step 1/32: committed "));
+  EXPECT_THAT(lines[2], StartsWith("step 2/32: committed "));
+  EXPECT_THAT(lines[3], StartsWith("forward at step 2"));
+  EXPECT_THAT(r.out, HasSubstr("canvas at step 2 (30 masked): "));
+  EXPECT_THAT(r.out, HasSubstr("rewound to step 1; 31 masked\ncanvas at step 1 (31 masked): "));
+  EXPECT_THAT(r.out, HasSubstr("\nfinal: "));
+  EXPECT_EQ(lines.back(), "closed");
+}
+
+TEST_F(DllmClientMainTest, StepSessionSurvivesAFailedOpAndExitsNonZero) {
+  const RunResult r = RunShell("printf 'commit 9999=1\\nadvance\\n' | " + Client() + " step --target " +
+                               server_->target() + kSmall + " 'Once upon a time'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: INVALID_ARGUMENT: "));
+  EXPECT_THAT(r.out, HasSubstr("step 1/32: committed "));  // the session went on
+  EXPECT_THAT(r.out, HasSubstr("closed"));
+}
+
+TEST_F(DllmClientMainTest, Info) {
+  const RunResult r = RunClient("info", "");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("architecture: llada"));
+  EXPECT_THAT(r.out, HasSubstr("server: dllm "));
+  const RunResult json = RunClient("info", "--json");
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto parsed = Json::Parse(json.out);
+  ASSERT_THAT(parsed.status(), IsOk()) << json.out;
+  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
+  EXPECT_NE((*parsed)["server"].Get("version"), nullptr);
+}
+
+TEST_F(DllmClientMainTest, Health) {
+  RunResult r = RunClient("health", "");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = RunClient("health", "--service dllm.v1.DiffusionLM");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = RunClient("health", "--service no.such.Service");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: NOT_FOUND: "));
+}
+
+TEST_F(DllmClientMainTest, Tokenize) {
+  const RunResult r = RunClient("tokenize", "'Hello world'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = Lines(r.out);
+  ASSERT_GE(lines.size(), 2u);
+  EXPECT_THAT(lines[0], ::testing::EndsWith(" tokens"));
+  EXPECT_EQ(lines.size(), 1 + std::stoul(lines[0]));
+}
+
+TEST_F(DllmClientMainTest, InvalidArgumentExitsNonZeroWithTheCodeName) {
+  const RunResult r = RunClient("generate", "--gen-length 128 --block-length 24 'Hello'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: INVALID_ARGUMENT: "));
+  EXPECT_THAT(r.err, HasSubstr("block_length"));
+}
+
+TEST_F(DllmClientMainTest, PythonClient) {
+  const std::string script = ShellQuote(std::string(DLLM_SOURCE_DIR) + "/client/python/dllm_client.py");
+  const std::string python = "/usr/bin/python3 " + script + " --stubs " +
+                             ShellQuote(testing::BinaryDir() + "/client/python") + " --target " +
+                             server_->target() + " --json ";
+  RunResult r = RunShell(python + "generate --gen-length 32 --steps 32 --seed 7 'The capital of France is'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto parsed = Json::Parse(r.out);
+  ASSERT_THAT(parsed.status(), IsOk()) << r.out;
+  EXPECT_EQ((*parsed)["streamed_text"].as_string(), (*parsed)["text"].as_string());
+  EXPECT_GT((*parsed)["steps"].as_int(), 0);
+  EXPECT_FALSE((*parsed)["request_id"].as_string().empty());
+
+  r = RunShell(python + "info");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  parsed = Json::Parse(r.out);
+  ASSERT_THAT(parsed.status(), IsOk()) << r.out;
+  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
+}
+
+TEST_F(DllmClientMainTest, NodeClient) {
+  if (RunShell("command -v node && command -v npm").exit_code != 0) {
+    GTEST_SKIP() << "node/npm not installed: the Node example client is not run";
+  }
+  const std::string source = DLLM_SOURCE_DIR;
+  const RunResult install = RunShell(ShellQuote(source + "/tests/tools/install-node-deps") + " 2>&1");
+  ASSERT_EQ(install.exit_code, 0) << "tests/tools/install-node-deps failed:\n" << install.out;
+  const std::string node = "node " + ShellQuote(source + "/client/node/client.js") + " --target " +
+                           server_->target() + " --json ";
+  RunResult r = RunShell(node + "--gen-length 32 --steps 32 --seed 7 generate 'The capital of France is'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto parsed = Json::Parse(r.out);
+  ASSERT_THAT(parsed.status(), IsOk()) << r.out;
+  EXPECT_EQ((*parsed)["streamed_text"].as_string(), (*parsed)["text"].as_string());
+  EXPECT_EQ((*parsed)["seed"].as_string(), "7");
+
+  r = RunShell(node + "info");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  parsed = Json::Parse(r.out);
+  ASSERT_THAT(parsed.status(), IsOk()) << r.out;
+  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
+}
+
+TEST(DllmClientMainOfflineTest, UnreachableServerPrintsUnavailable) {
+  const RunResult r = RunShell(Client() + " info --target 127.0.0.1:1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: "));
+}
+
+TEST(DllmClientMainOfflineTest, UsageErrorsExitTwo) {
+  RunResult r = RunShell(Client() + " generate --no-such-flag 1 hello");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown flag --no-such-flag"));
+  r = RunShell(Client() + " generate --algorithm nope hello");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--algorithm: unknown nope"));
+  r = RunShell(Client() + " frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace dllm
