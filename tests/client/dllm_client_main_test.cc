@@ -209,6 +209,29 @@ TEST_F(DllmClientMainTest, NodeClient) {
   EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
 }
 
+// A server with a self-signed certificate for 127.0.0.1: `--tls-ca` with that
+// certificate connects, a plaintext client does not.
+TEST_F(DllmClientMainTest, TlsWithCaFile) {
+  if (RunShell("command -v openssl").exit_code != 0) GTEST_SKIP() << "openssl not installed";
+  const std::string dir = testing::TempDir();
+  const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
+  const RunResult made = RunShell(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
+      "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key + " -out " + cert + " 2>&1");
+  ASSERT_EQ(made.exit_code, 0) << made.out;
+  testing::ServerProcess tls_server;
+  ASSERT_THAT(tls_server.Start({"--tls-cert", cert, "--tls-key", key}, cert), IsOk());
+  const std::string target = " --target " + tls_server.target();
+  RunResult r = RunShell(Client() + " health --tls-ca " + cert + target);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "SERVING\n");
+  r = RunShell(Client() + " generate --tls-ca " + cert + target + kSmall + " Hello");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = RunShell(Client() + " health --timeout-seconds 5" + target);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: "));
+}
+
 TEST(DllmClientMainOfflineTest, UnreachableServerPrintsUnavailable) {
   const RunResult r = RunShell(Client() + " info --target 127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 1);

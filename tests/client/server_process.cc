@@ -49,7 +49,8 @@ std::string ServerProcess::Log() const {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args) {
+absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
+                                  const std::string& tls_ca_file) {
   const std::string binary = BinaryDir() + "/service/dllm-server";
   if (!std::filesystem::exists(binary)) return absl::NotFoundError(binary + " is not built");
   dir_ = TempDir() + "/server-" + std::to_string(getpid());
@@ -96,9 +97,13 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args) {
   }
   target_ = absl::StrCat("127.0.0.1:", port);
 
-  DllmClient client(target_);
+  ClientOptions options;
+  options.target = target_;
+  options.tls_ca_file = tls_ca_file;
+  auto client = DllmClient::Create(options);
+  if (!client.ok()) return client.status();
   while (true) {
-    auto health = client.CheckHealth("dllm.v1.DiffusionLM");
+    auto health = (*client)->CheckHealth("dllm.v1.DiffusionLM");
     if (health.ok() && *health == grpc::health::v1::HealthCheckResponse::SERVING) return absl::OkStatus();
     if (Clock::now() > until) {
       return absl::DeadlineExceededError(absl::StrCat("not ready after 120 s (last: ",

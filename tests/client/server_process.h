@@ -24,7 +24,10 @@ class ServerProcess {
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
-  absl::Status Start(const std::vector<std::string>& extra_args = {});
+  // `tls_ca_file`: the CA for the readiness check when `extra_args` turn on
+  // TLS (--tls-cert, --tls-key).
+  absl::Status Start(const std::vector<std::string>& extra_args = {},
+                     const std::string& tls_ca_file = "");
   const std::string& target() const { return target_; }  // "127.0.0.1:PORT"
   std::string Log() const;  // what the server printed
 
