@@ -51,6 +51,11 @@ class ServiceMetrics {
 
   // Request lifecycle.
   void OnRejected(RejectReason reason);
+  // Also counts the refused RPC in dllm_requests_total{rpc,code} (which
+  // OnFinished fills for requests that ran). `grpc_code` is a status code
+  // name such as "RESOURCE_EXHAUSTED", matched case-insensitively; anything
+  // else is counted as "UNKNOWN".
+  void OnRejected(RpcKind rpc, RejectReason reason, absl::string_view grpc_code);
   void OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens);
   void OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
               double sample_seconds, int forward_passes, int committed);

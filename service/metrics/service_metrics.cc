@@ -1,0 +1,337 @@
+// ServiceMetrics: every dllm_* family in one place. Families and all their
+// label children are created in Create(), so the first scrape already lists
+// every series (at zero) and event methods only touch cached references:
+// prometheus-cpp's Counter, Gauge and Histogram are safe to update from any
+// thread, and the references stay valid because nothing is ever removed.
+#include "service/metrics/service_metrics.h"
+
+#include <array>
+#include <cctype>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
+#include "prometheus/exposer.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "prometheus/text_serializer.h"
+#include "service/metrics/process_collector.h"
+
+#ifndef DLLM_VERSION
+#define DLLM_VERSION "unknown"
+#endif
+
+namespace dllm {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// Bucket sets of serving.md 6.2: wide enough that a tiny test model (ms per
+// step) and an 8B model on a laptop (seconds per step) both land inside.
+const Histogram::BucketBoundaries kStepBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160};
+const Histogram::BucketBoundaries kRequestBuckets = {
+    0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 2400, 3600};
+const Histogram::BucketBoundaries kOpBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                                0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
+                                                1,      2.5,     5,      10};
+const Histogram::BucketBoundaries kCancelBuckets = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                    0.25,  0.5,   1,    2.5,   5,    10};
+const Histogram::BucketBoundaries kTokensPerStepBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+const Histogram::BucketBoundaries kStepsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,  512,
+                                                    1024, 2048, 4096, 8192, 16384};
+
+// Label values, indexed by the enums of service_metrics.h.
+constexpr std::array<const char*, 2> kRpcNames = {"Generate", "Step"};
+constexpr std::array<const char*, 6> kRejectNames = {"queue_full", "sessions_full", "invalid",
+                                                     "memory",     "draining",      "not_ready"};
+constexpr std::array<const char*, 5> kFinishNames = {"eos", "length", "cancelled", "deadline",
+                                                     "error"};
+// gRPC status code names, in code order (google.rpc.Code).
+constexpr std::array<const char*, 17> kGrpcCodes = {
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+constexpr int kUnknownCode = 2;
+// ForwardStats fields, then the sampler.
+constexpr std::array<const char*, 7> kOpNames = {"embed", "norm", "projections", "attention",
+                                                 "ffn",   "head", "sample"};
+
+// Index into kGrpcCodes; names match case-insensitively ("OK", "Cancelled"),
+// anything else counts as UNKNOWN so the label set stays closed.
+int GrpcCodeIndex(absl::string_view code) {
+  for (size_t i = 0; i < kGrpcCodes.size(); ++i) {
+    absl::string_view name = kGrpcCodes[i];
+    if (name.size() != code.size()) continue;
+    bool same = true;
+    for (size_t j = 0; j < name.size() && same; ++j) {
+      same = std::toupper(static_cast<unsigned char>(code[j])) == name[j];
+    }
+    if (same) return static_cast<int>(i);
+  }
+  return kUnknownCode;
+}
+
+std::string OrUnknown(const std::string& s) { return s.empty() ? "unknown" : s; }
+
+}  // namespace
+
+struct ServiceMetrics::Impl {
+  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  std::shared_ptr<ProcessCollector> process;
+
+  Gauge* running = nullptr;
+  Gauge* waiting = nullptr;
+  Gauge* sessions_open = nullptr;
+  Gauge* activation_bytes = nullptr;
+
+  std::array<std::array<Counter*, kGrpcCodes.size()>, kRpcNames.size()> requests{};
+  std::array<Counter*, kRejectNames.size()> rejected{};
+  std::array<Counter*, kFinishNames.size()> finished{};
+  std::array<Histogram*, kRpcNames.size()> request_duration{};
+  std::array<Counter*, kRpcNames.size()> events_sent{};
+  std::array<Counter*, kRpcNames.size()> events_coalesced{};
+  std::array<Histogram*, kOpNames.size()> op_duration{};
+
+  Histogram* queue = nullptr;
+  Histogram* first_step = nullptr;
+  Histogram* first_token = nullptr;
+  Histogram* step_duration = nullptr;
+  Histogram* forward_duration = nullptr;
+  Histogram* committed_per_step = nullptr;
+  Histogram* request_steps = nullptr;
+  Histogram* canvas_tokens = nullptr;
+  Histogram* cancellation = nullptr;
+
+  Counter* steps = nullptr;
+  Counter* forward_passes = nullptr;
+  Counter* prompt_tokens = nullptr;
+  Counter* generated_tokens = nullptr;
+
+  int port = 0;
+  // Last member: destroyed first, so no scrape runs while the rest goes away.
+  std::unique_ptr<prometheus::Exposer> exposer;
+
+  void Build(const MetricsOptions& options);
+};
+
+void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
+  const prometheus::Labels model = {{"model", OrUnknown(o.model_name)}};
+  prometheus::Registry& r = *registry;
+  auto gauge = [&](const char* name, const char* help) -> prometheus::Family<Gauge>& {
+    return prometheus::BuildGauge().Name(name).Help(help).Labels(model).Register(r);
+  };
+  auto counter = [&](const char* name, const char* help) -> prometheus::Family<Counter>& {
+    return prometheus::BuildCounter().Name(name).Help(help).Labels(model).Register(r);
+  };
+  auto histogram = [&](const char* name, const char* help) -> prometheus::Family<Histogram>& {
+    return prometheus::BuildHistogram().Name(name).Help(help).Labels(model).Register(r);
+  };
+
+  // Static facts.
+  gauge("dllm_build_info", "Always 1; labels describe the build and the loaded model.")
+      .Add({{"version", DLLM_VERSION},
+            {"arch", OrUnknown(o.arch)},
+            {"weight_format", OrUnknown(o.weight_format)},
+            {"isa", OrUnknown(o.isa)},
+            {"cpu_policy", OrUnknown(o.cpu_policy)}})
+      .Set(1);
+  auto& cores = gauge("dllm_cpu_cores", "Physical cores usable by this process, by core kind.");
+  cores.Add({{"kind", "performance"}}).Set(o.performance_cores);
+  cores.Add({{"kind", "efficiency"}}).Set(o.efficiency_cores);
+  gauge("dllm_engine_threads", "Threads of the engine's compute arena.")
+      .Add({})
+      .Set(o.engine_threads);
+  auto& weights = gauge("dllm_model_weights_bytes", "Bytes of model weights, by placement.");
+  weights.Add({{"storage", "mmap"}}).Set(static_cast<double>(o.weights_mapped_bytes));
+  weights.Add({{"storage", "heap"}}).Set(static_cast<double>(o.weights_repacked_bytes));
+  activation_bytes = &gauge("dllm_activation_buffer_bytes",
+                            "Activation scratch bytes reserved by admitted requests.")
+                          .Add({});
+
+  // Load.
+  running = &gauge("dllm_requests_running", "Requests the engine is denoising now.").Add({});
+  waiting = &gauge("dllm_requests_waiting", "Admitted requests waiting for the engine.").Add({});
+  sessions_open = &gauge("dllm_sessions_open", "Open Step sessions.").Add({});
+
+  // Request outcomes.
+  auto& requests_family =
+      counter("dllm_requests_total", "RPCs handled, by RPC and gRPC status code.");
+  auto& duration_family =
+      histogram("dllm_request_duration_seconds", "End-to-end request duration in seconds, by RPC.");
+  auto& sent_family = counter("dllm_stream_events_sent_total", "Stream messages sent, by RPC.");
+  auto& coalesced_family = counter("dllm_stream_events_coalesced_total",
+                                   "Step events merged into a later message for slow readers.");
+  for (size_t rpc = 0; rpc < kRpcNames.size(); ++rpc) {
+    for (size_t code = 0; code < kGrpcCodes.size(); ++code) {
+      requests[rpc][code] =
+          &requests_family.Add({{"rpc", kRpcNames[rpc]}, {"code", kGrpcCodes[code]}});
+    }
+    request_duration[rpc] = &duration_family.Add({{"rpc", kRpcNames[rpc]}}, kRequestBuckets);
+    events_sent[rpc] = &sent_family.Add({{"rpc", kRpcNames[rpc]}});
+    events_coalesced[rpc] = &coalesced_family.Add({{"rpc", kRpcNames[rpc]}});
+  }
+  auto& rejected_family =
+      counter("dllm_requests_rejected_total", "Requests refused before any compute, by reason.");
+  for (size_t i = 0; i < kRejectNames.size(); ++i) {
+    rejected[i] = &rejected_family.Add({{"reason", kRejectNames[i]}});
+  }
+  auto& finished_family =
+      counter("dllm_requests_finished_total", "Requests that ran and ended, by finish reason.");
+  for (size_t i = 0; i < kFinishNames.size(); ++i) {
+    finished[i] = &finished_family.Add({{"finish_reason", kFinishNames[i]}});
+  }
+
+  // Latencies.
+  queue = &histogram("dllm_request_queue_seconds", "Admission to engine start, in seconds.")
+               .Add({}, kRequestBuckets);
+  first_step = &histogram("dllm_time_to_first_step_seconds",
+                          "Arrival to the first finished denoising step, in seconds.")
+                    .Add({}, kRequestBuckets);
+  first_token = &histogram("dllm_time_to_first_token_seconds",
+                           "Arrival to the first stable text, in seconds.")
+                     .Add({}, kRequestBuckets);
+  step_duration =
+      &histogram("dllm_step_duration_seconds", "One denoising step (forward, sampling, commit).")
+           .Add({}, kStepBuckets);
+  forward_duration =
+      &histogram("dllm_forward_duration_seconds", "Model forward passes of one step, in seconds.")
+           .Add({}, kStepBuckets);
+  auto& op_family = histogram("dllm_op_duration_seconds",
+                              "Time per step in one kind of operation, summed over layers.");
+  for (size_t i = 0; i < kOpNames.size(); ++i) {
+    op_duration[i] = &op_family.Add({{"op", kOpNames[i]}}, kOpBuckets);
+  }
+  cancellation = &histogram("dllm_cancellation_latency_seconds",
+                            "Cancel or deadline to the engine releasing the request, in seconds.")
+                      .Add({}, kCancelBuckets);
+
+  // Work done.
+  steps = &counter("dllm_steps_total", "Denoising steps run.").Add({});
+  forward_passes = &counter("dllm_forward_passes_total", "Model forward passes run.").Add({});
+  prompt_tokens =
+      &counter("dllm_prompt_tokens_total", "Prompt tokens of started requests.").Add({});
+  generated_tokens =
+      &counter("dllm_generated_tokens_total", "Output tokens of finished requests.").Add({});
+  committed_per_step =
+      &histogram("dllm_tokens_committed_per_step", "Tokens committed by one denoising step.")
+           .Add({}, kTokensPerStepBuckets);
+  request_steps =
+      &histogram("dllm_request_steps", "Denoising steps run per request.").Add({}, kStepsBuckets);
+  canvas_tokens =
+      &histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
+           .Add({}, kCanvasBuckets);
+
+  process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
+}
+
+absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(
+    const MetricsOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->Build(options);
+  if (!options.listen.empty()) {
+    // civetweb reports a bad address or a port in use only by throwing; this
+    // is the one place it can, so it is caught here and becomes a Status.
+    try {
+      impl->exposer = std::make_unique<prometheus::Exposer>(options.listen, 2);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("metrics: cannot listen on '", options.listen, "': ", e.what()));
+    }
+    impl->exposer->RegisterCollectable(impl->registry);
+    impl->exposer->RegisterCollectable(impl->process);
+    const std::vector<int> ports = impl->exposer->GetListeningPorts();
+    if (ports.empty()) {
+      return absl::UnavailableError(
+          absl::StrCat("metrics: no listening port for '", options.listen, "'"));
+    }
+    impl->port = ports.front();
+  }
+  return std::unique_ptr<ServiceMetrics>(new ServiceMetrics(std::move(impl)));
+}
+
+ServiceMetrics::ServiceMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ServiceMetrics::~ServiceMetrics() = default;
+
+int ServiceMetrics::port() const { return impl_->port; }
+
+std::string ServiceMetrics::Serialize() const {
+  std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
+  for (prometheus::MetricFamily& f : impl_->process->Collect()) families.push_back(std::move(f));
+  return prometheus::TextSerializer().Serialize(families);
+}
+
+void ServiceMetrics::SetLoad(int running, int waiting, int sessions_open) {
+  impl_->running->Set(running);
+  impl_->waiting->Set(waiting);
+  impl_->sessions_open->Set(sessions_open);
+}
+
+void ServiceMetrics::SetActivationBytes(uint64_t bytes) {
+  impl_->activation_bytes->Set(static_cast<double>(bytes));
+}
+
+void ServiceMetrics::OnRejected(RejectReason reason) {
+  impl_->rejected[static_cast<size_t>(reason)]->Increment();
+}
+
+void ServiceMetrics::OnRejected(RpcKind rpc, RejectReason reason, absl::string_view grpc_code) {
+  OnRejected(reason);
+  impl_->requests[static_cast<size_t>(rpc)][GrpcCodeIndex(grpc_code)]->Increment();
+}
+
+void ServiceMetrics::OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens) {
+  impl_->queue->Observe(queue_seconds);
+  impl_->prompt_tokens->Increment(prompt_tokens);
+  impl_->canvas_tokens->Observe(canvas_tokens);
+}
+
+void ServiceMetrics::OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
+                            double sample_seconds, int forward_passes, int committed) {
+  const std::array<double, kOpNames.size()> op_seconds = {
+      ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head, sample_seconds};
+  for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);
+  impl_->step_duration->Observe(step_seconds);
+  impl_->forward_duration->Observe(forward_seconds);
+  impl_->steps->Increment();
+  impl_->forward_passes->Increment(forward_passes);
+  impl_->committed_per_step->Observe(committed);
+}
+
+void ServiceMetrics::OnFirstStep(double seconds_since_arrival) {
+  impl_->first_step->Observe(seconds_since_arrival);
+}
+
+void ServiceMetrics::OnFirstToken(double seconds_since_arrival) {
+  impl_->first_token->Observe(seconds_since_arrival);
+}
+
+void ServiceMetrics::OnFinished(RpcKind rpc, FinishKind finish, absl::string_view grpc_code,
+                                double duration_seconds, int steps, int generated_tokens) {
+  const size_t r = static_cast<size_t>(rpc);
+  impl_->requests[r][GrpcCodeIndex(grpc_code)]->Increment();
+  impl_->finished[static_cast<size_t>(finish)]->Increment();
+  impl_->request_duration[r]->Observe(duration_seconds);
+  impl_->request_steps->Observe(steps);
+  impl_->generated_tokens->Increment(generated_tokens);
+}
+
+void ServiceMetrics::OnCancelled(double cancel_to_idle_seconds) {
+  impl_->cancellation->Observe(cancel_to_idle_seconds);
+}
+
+void ServiceMetrics::OnEventsSent(RpcKind rpc, int sent, int coalesced) {
+  impl_->events_sent[static_cast<size_t>(rpc)]->Increment(sent);
+  impl_->events_coalesced[static_cast<size_t>(rpc)]->Increment(coalesced);
+}
+
+}  // namespace dllm

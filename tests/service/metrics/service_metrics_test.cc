@@ -1,0 +1,443 @@
+// Tests for service/metrics/service_metrics.cc and process_collector.cc: every
+// series is present from the start, events move the right series, the HTTP
+// endpoint serves the same families, and `promtool check metrics` accepts it.
+#include "service/metrics/service_metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using ::dllm::testing::IsOk;
+using ::dllm::testing::StatusIs;
+using Labels = std::map<std::string, std::string>;
+
+// Every family the service promises (README "Metrics").
+const std::vector<std::string> kFamilies = {
+    "dllm_build_info",
+    "dllm_cpu_cores",
+    "dllm_engine_threads",
+    "dllm_requests_total",
+    "dllm_requests_rejected_total",
+    "dllm_requests_finished_total",
+    "dllm_requests_running",
+    "dllm_requests_waiting",
+    "dllm_sessions_open",
+    "dllm_request_queue_seconds",
+    "dllm_time_to_first_step_seconds",
+    "dllm_time_to_first_token_seconds",
+    "dllm_request_duration_seconds",
+    "dllm_step_duration_seconds",
+    "dllm_forward_duration_seconds",
+    "dllm_op_duration_seconds",
+    "dllm_steps_total",
+    "dllm_forward_passes_total",
+    "dllm_prompt_tokens_total",
+    "dllm_generated_tokens_total",
+    "dllm_tokens_committed_per_step",
+    "dllm_request_steps",
+    "dllm_request_canvas_tokens",
+    "dllm_stream_events_sent_total",
+    "dllm_stream_events_coalesced_total",
+    "dllm_cancellation_latency_seconds",
+    "dllm_model_weights_bytes",
+    "dllm_activation_buffer_bytes",
+    "dllm_process_resident_anon_bytes",
+    "dllm_process_resident_file_bytes",
+    "dllm_process_resident_peak_bytes",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_cpu_seconds_total",
+    "process_open_fds",
+    "process_max_fds",
+    "process_start_time_seconds",
+    "process_threads",
+};
+
+struct Sample {
+  std::string name;
+  Labels labels;
+  double value = 0;
+};
+
+// Parses the text exposition format (only what prometheus-cpp writes: no
+// escapes in our label values, no timestamps).
+std::vector<Sample> ParseSamples(const std::string& text) {
+  std::vector<Sample> samples;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line.front() == '#') continue;
+    Sample s;
+    const size_t brace = line.find('{');
+    const size_t space = line.rfind(' ');
+    if (brace != absl::string_view::npos && brace < space) {
+      s.name = std::string(line.substr(0, brace));
+      const size_t close = line.rfind('}');
+      for (absl::string_view kv :
+           absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',', absl::SkipEmpty())) {
+        const size_t eq = kv.find('=');
+        s.labels[std::string(kv.substr(0, eq))] =
+            std::string(kv.substr(eq + 2, kv.size() - eq - 3));  // strip the quotes
+      }
+    } else {
+      s.name = std::string(line.substr(0, space));
+    }
+    s.value = std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
+    samples.push_back(std::move(s));
+  }
+  return samples;
+}
+
+std::set<std::string> FamilyNames(const std::string& text) {
+  std::set<std::string> names;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    if (parts.size() == 4 && parts[0] == "#" && parts[1] == "TYPE") names.insert(parts[2]);
+  }
+  return names;
+}
+
+// The value of the one sample called `name` whose labels include `labels`;
+// fails the test (and returns -1) unless exactly one matches.
+double Value(const std::string& text, const std::string& name, const Labels& labels = {}) {
+  double value = -1;
+  int matches = 0;
+  for (const Sample& s : ParseSamples(text)) {
+    if (s.name != name) continue;
+    bool all = true;
+    for (const auto& [k, v] : labels) {
+      auto it = s.labels.find(k);
+      all = all && it != s.labels.end() && it->second == v;
+    }
+    if (all) value = s.value, ++matches;
+  }
+  EXPECT_EQ(matches, 1) << name;
+  return value;
+}
+
+MetricsOptions TestOptions() {
+  MetricsOptions o;
+  o.listen = "";
+  o.model_name = "tiny";
+  o.arch = "llada";
+  o.weight_format = "Q4_K";
+  o.isa = "avx2";
+  o.cpu_policy = "auto";
+  o.engine_threads = 3;
+  o.performance_cores = 4;
+  o.efficiency_cores = 2;
+  o.weights_mapped_bytes = 1000;
+  o.weights_repacked_bytes = 2000;
+  return o;
+}
+
+std::unique_ptr<ServiceMetrics> MakeMetrics(const MetricsOptions& o = TestOptions()) {
+  auto m = ServiceMetrics::Create(o);
+  EXPECT_THAT(m.status(), IsOk());
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// GET /metrics over a plain socket; returns the whole response.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ADD_FAILURE() << "connect to 127.0.0.1:" << port << " failed";
+    close(fd);
+    return "";
+  }
+  const std::string request =
+      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+  close(fd);
+  return response;
+}
+
+std::string Body(const std::string& response) {
+  const size_t split = response.find("\r\n\r\n");
+  return split == std::string::npos ? "" : response.substr(split + 4);
+}
+
+std::string FindOnPath(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  if (path == nullptr) return "";
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    std::string candidate = std::string(dir) + "/" + program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return "";
+}
+
+TEST(ServiceMetricsTest, EverySeriesIsPresentAtStart) {
+  auto m = MakeMetrics();
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->port(), 0);
+  const std::string text = m->Serialize();
+  const std::set<std::string> families = FamilyNames(text);
+  for (const std::string& f : kFamilies) EXPECT_TRUE(families.count(f)) << f;
+  for (const std::string& f : families) {
+    EXPECT_TRUE(std::find(kFamilies.begin(), kFamilies.end(), f) != kFamilies.end())
+        << "unlisted family " << f;
+  }
+
+  // Every dllm_* sample carries the model label; process_* carry none.
+  for (const Sample& s : ParseSamples(text)) {
+    if (s.name.rfind("dllm_", 0) == 0) {
+      EXPECT_EQ(s.labels.count("model") ? s.labels.at("model") : "", "tiny") << s.name;
+    } else {
+      EXPECT_TRUE(s.labels.empty()) << s.name;
+    }
+  }
+
+  // Static facts from the options.
+  EXPECT_EQ(
+      Value(
+          text, "dllm_build_info",
+          {{"arch", "llada"}, {"weight_format", "Q4_K"}, {"isa", "avx2"}, {"cpu_policy", "auto"}}),
+      1);
+  EXPECT_EQ(Value(text, "dllm_cpu_cores", {{"kind", "performance"}}), 4);
+  EXPECT_EQ(Value(text, "dllm_cpu_cores", {{"kind", "efficiency"}}), 2);
+  EXPECT_EQ(Value(text, "dllm_engine_threads"), 3);
+  EXPECT_EQ(Value(text, "dllm_model_weights_bytes", {{"storage", "mmap"}}), 1000);
+  EXPECT_EQ(Value(text, "dllm_model_weights_bytes", {{"storage", "heap"}}), 2000);
+
+  // Label children exist at zero before any event.
+  for (const char* rpc : {"Generate", "Step"}) {
+    for (const char* code : {"OK", "CANCELLED", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+                             "RESOURCE_EXHAUSTED", "UNAVAILABLE", "INTERNAL", "UNKNOWN"}) {
+      EXPECT_EQ(Value(text, "dllm_requests_total", {{"rpc", rpc}, {"code", code}}), 0);
+    }
+    EXPECT_EQ(Value(text, "dllm_request_duration_seconds_count", {{"rpc", rpc}}), 0);
+    EXPECT_EQ(Value(text, "dllm_stream_events_sent_total", {{"rpc", rpc}}), 0);
+    EXPECT_EQ(Value(text, "dllm_stream_events_coalesced_total", {{"rpc", rpc}}), 0);
+  }
+  for (const char* reason :
+       {"queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready"}) {
+    EXPECT_EQ(Value(text, "dllm_requests_rejected_total", {{"reason", reason}}), 0);
+  }
+  for (const char* reason : {"eos", "length", "cancelled", "deadline", "error"}) {
+    EXPECT_EQ(Value(text, "dllm_requests_finished_total", {{"finish_reason", reason}}), 0);
+  }
+  for (const char* op : {"embed", "norm", "projections", "attention", "ffn", "head", "sample"}) {
+    EXPECT_EQ(Value(text, "dllm_op_duration_seconds_count", {{"op", op}}), 0);
+  }
+}
+
+TEST(ServiceMetricsTest, HistogramsUseTheServingBuckets) {
+  auto m = MakeMetrics();
+  ASSERT_NE(m, nullptr);
+  const std::string text = m->Serialize();
+  // Smallest and largest finite bound of each set (serving.md 6.2).
+  EXPECT_EQ(Value(text, "dllm_step_duration_seconds_bucket", {{"le", "0.001"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_step_duration_seconds_bucket", {{"le", "160"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_request_queue_seconds_bucket", {{"le", "0.01"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_request_queue_seconds_bucket", {{"le", "3600"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_op_duration_seconds_bucket", {{"op", "ffn"}, {"le", "0.0001"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_cancellation_latency_seconds_bucket", {{"le", "10"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_tokens_committed_per_step_bucket", {{"le", "256"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_request_steps_bucket", {{"le", "1024"}}), 0);
+  EXPECT_EQ(Value(text, "dllm_request_canvas_tokens_bucket", {{"le", "16384"}}), 0);
+}
+
+TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
+  auto m = MakeMetrics();
+  ASSERT_NE(m, nullptr);
+  m->SetLoad(2, 5, 1);
+  m->SetActivationBytes(4096);
+  m->OnRejected(RejectReason::kQueueFull);
+  m->OnRejected(RejectReason::kQueueFull);
+  m->OnRejected(RpcKind::kStep, RejectReason::kDraining, "UNAVAILABLE");
+  m->OnStarted(0.02, 11, 64);
+  ForwardStats ops;
+  ops.embed = 0.0001, ops.norm = 0.0002, ops.projections = 0.003, ops.attention = 0.004;
+  ops.ffn = 0.006, ops.head = 0.002, ops.total = 0.0153;
+  m->OnStep(ops, 0.02, 0.0153, 0.0004, 2, 3);
+  m->OnStep(ops, 0.03, 0.0153, 0.0004, 2, 5);
+  m->OnFirstStep(0.04);
+  m->OnFirstToken(0.07);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, "OK", 1.5, 2, 8);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kCancelled, "Cancelled", 0.3, 1, 0);
+  m->OnFinished(RpcKind::kStep, FinishKind::kError, "no such code", 0.3, 1, 0);
+  m->OnCancelled(0.003);
+  m->OnEventsSent(RpcKind::kGenerate, 7, 2);
+
+  const std::string t = m->Serialize();
+  EXPECT_EQ(Value(t, "dllm_requests_running"), 2);
+  EXPECT_EQ(Value(t, "dllm_requests_waiting"), 5);
+  EXPECT_EQ(Value(t, "dllm_sessions_open"), 1);
+  EXPECT_EQ(Value(t, "dllm_activation_buffer_bytes"), 4096);
+  EXPECT_EQ(Value(t, "dllm_requests_rejected_total", {{"reason", "queue_full"}}), 2);
+  EXPECT_EQ(Value(t, "dllm_requests_rejected_total", {{"reason", "draining"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_requests_total", {{"rpc", "Step"}, {"code", "UNAVAILABLE"}}), 1);
+
+  EXPECT_EQ(Value(t, "dllm_request_queue_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_request_queue_seconds_sum"), 0.02);
+  EXPECT_EQ(Value(t, "dllm_request_queue_seconds_bucket", {{"le", "0.01"}}), 0);
+  EXPECT_EQ(Value(t, "dllm_request_queue_seconds_bucket", {{"le", "0.05"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_prompt_tokens_total"), 11);
+  EXPECT_EQ(Value(t, "dllm_request_canvas_tokens_bucket", {{"le", "32"}}), 0);
+  EXPECT_EQ(Value(t, "dllm_request_canvas_tokens_bucket", {{"le", "64"}}), 1);
+
+  EXPECT_EQ(Value(t, "dllm_steps_total"), 2);
+  EXPECT_EQ(Value(t, "dllm_forward_passes_total"), 4);
+  EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_step_duration_seconds_sum"), 0.05);
+  EXPECT_EQ(Value(t, "dllm_forward_duration_seconds_count"), 2);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "attention"}}), 0.008);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "sample"}}), 0.0008);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "embed"}}), 0.0002);
+  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "head"}}), 2);
+  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_count"), 2);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_tokens_committed_per_step_sum"), 8);
+  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_bucket", {{"le", "4"}}), 1);
+
+  EXPECT_EQ(Value(t, "dllm_time_to_first_step_seconds_count"), 1);
+  EXPECT_EQ(Value(t, "dllm_time_to_first_token_seconds_count"), 1);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_time_to_first_token_seconds_sum"), 0.07);
+
+  EXPECT_EQ(Value(t, "dllm_requests_total", {{"rpc", "Generate"}, {"code", "OK"}}), 1);
+  // Code names match case-insensitively; unknown names count as UNKNOWN.
+  EXPECT_EQ(Value(t, "dllm_requests_total", {{"rpc", "Generate"}, {"code", "CANCELLED"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_requests_total", {{"rpc", "Step"}, {"code", "UNKNOWN"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_requests_finished_total", {{"finish_reason", "eos"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_requests_finished_total", {{"finish_reason", "cancelled"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_requests_finished_total", {{"finish_reason", "error"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_request_duration_seconds_count", {{"rpc", "Generate"}}), 2);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_request_duration_seconds_sum", {{"rpc", "Generate"}}), 1.8);
+  EXPECT_EQ(Value(t, "dllm_request_duration_seconds_count", {{"rpc", "Step"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_request_steps_count"), 3);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_request_steps_sum"), 4);
+  EXPECT_EQ(Value(t, "dllm_generated_tokens_total"), 8);
+
+  EXPECT_EQ(Value(t, "dllm_cancellation_latency_seconds_count"), 1);
+  EXPECT_EQ(Value(t, "dllm_cancellation_latency_seconds_bucket", {{"le", "0.005"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Generate"}}), 7);
+  EXPECT_EQ(Value(t, "dllm_stream_events_coalesced_total", {{"rpc", "Generate"}}), 2);
+  EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Step"}}), 0);
+}
+
+TEST(ServiceMetricsTest, ProcessSeriesDescribeThisProcess) {
+  auto m = MakeMetrics();
+  ASSERT_NE(m, nullptr);
+  const std::string t = m->Serialize();
+  EXPECT_GT(Value(t, "process_resident_memory_bytes"), 0);
+  EXPECT_GE(Value(t, "process_virtual_memory_bytes"), Value(t, "process_resident_memory_bytes"));
+  EXPECT_GT(Value(t, "dllm_process_resident_anon_bytes"), 0);
+  EXPECT_GE(Value(t, "dllm_process_resident_peak_bytes"),
+            Value(t, "dllm_process_resident_anon_bytes"));
+  EXPECT_GE(Value(t, "process_cpu_seconds_total"), 0);
+  EXPECT_GE(Value(t, "process_open_fds"), 3);  // stdin, stdout, stderr
+  EXPECT_GE(Value(t, "process_max_fds"), Value(t, "process_open_fds"));
+  EXPECT_GE(Value(t, "process_threads"), 1);
+  // After 2020-01-01 and not in the future.
+  EXPECT_GT(Value(t, "process_start_time_seconds"), 1577836800);
+  EXPECT_LE(Value(t, "process_start_time_seconds"), static_cast<double>(std::time(nullptr)) + 1);
+}
+
+TEST(ServiceMetricsTest, ConcurrentEventsAreAllCounted) {
+  auto m = MakeMetrics();
+  ASSERT_NE(m, nullptr);
+  constexpr int kThreads = 4, kSteps = 500;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&] {
+      for (int s = 0; s < kSteps; ++s) {
+        m->OnStep(ForwardStats{}, 0.001, 0.001, 0, 1, 1);
+        m->OnEventsSent(RpcKind::kGenerate, 1, 0);
+        if (s % 50 == 0) m->Serialize();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const std::string t = m->Serialize();
+  EXPECT_EQ(Value(t, "dllm_steps_total"), kThreads * kSteps);
+  EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), kThreads * kSteps);
+  EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Generate"}}), kThreads * kSteps);
+}
+
+TEST(ServiceMetricsTest, HttpScrapeServesTheSameFamilies) {
+  MetricsOptions o = TestOptions();
+  o.listen = "127.0.0.1:0";
+  auto m = MakeMetrics(o);
+  ASSERT_NE(m, nullptr);
+  ASSERT_GT(m->port(), 0);
+  m->OnStep(ForwardStats{}, 0.01, 0.008, 0.001, 1, 2);
+
+  const std::string response = HttpGet(m->port(), "/metrics");
+  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 200"));
+  const std::string body = Body(response);
+  const std::set<std::string> scraped = FamilyNames(body);
+  for (const std::string& f : FamilyNames(m->Serialize())) EXPECT_TRUE(scraped.count(f)) << f;
+  EXPECT_EQ(Value(body, "dllm_steps_total"), 1);
+}
+
+TEST(ServiceMetricsTest, PromtoolAcceptsTheScrape) {
+  const std::string promtool = FindOnPath("promtool");
+  if (promtool.empty()) {
+    GTEST_SKIP() << "promtool not on PATH (Debian package `prometheus`; scripts/setup-deps "
+                    "installs it)";
+  }
+  MetricsOptions o = TestOptions();
+  o.listen = "127.0.0.1:0";
+  auto m = MakeMetrics(o);
+  ASSERT_NE(m, nullptr);
+  // Observations everywhere, so non-zero buckets and sums are linted too.
+  m->OnStarted(0.01, 5, 32);
+  m->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006, 0.001, 1,
+            2);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kLength, "OK", 0.1, 1, 2);
+  const std::string body = Body(HttpGet(m->port(), "/metrics"));
+  ASSERT_FALSE(body.empty());
+
+  const std::string path = dllm::testing::TempDir() + "/scrape.txt";
+  dllm::testing::WriteFileOrDie(path, body);
+  const std::string command = promtool + " check metrics < " + path + " 2>&1";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buf[512];
+  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
+  const int status = pclose(pipe);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
+  EXPECT_EQ(output, "");
+}
+
+TEST(ServiceMetricsTest, PortInUseIsAnError) {
+  MetricsOptions o = TestOptions();
+  o.listen = "127.0.0.1:0";
+  auto first = MakeMetrics(o);
+  ASSERT_NE(first, nullptr);
+  o.listen = "127.0.0.1:" + std::to_string(first->port());
+  EXPECT_THAT(ServiceMetrics::Create(o).status(),
+              StatusIs(absl::StatusCode::kUnavailable, "cannot listen on"));
+}
+
+}  // namespace
+}  // namespace dllm
