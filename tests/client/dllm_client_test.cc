@@ -182,6 +182,9 @@ TEST_F(DllmClientTest, StepSessionAdvanceForwardCommitRewindClose) {
   open.mutable_prompt()->set_text("Once upon a time");
   FillSmall(open.mutable_diffusion(), open.mutable_sampling());
   auto session = client_->OpenSession(open);
+  if (session.status().code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "this dllm-server does not implement Step yet";
+  }
   ASSERT_THAT(session.status(), IsOk());
   StepSession& s = **session;
   EXPECT_EQ(s.request_id(), "session-test");
@@ -242,7 +245,11 @@ TEST_F(DllmClientTest, OpenErrorIsReturned) {
   open.mutable_prompt()->set_text("x");
   open.mutable_diffusion()->set_gen_length(128);
   open.mutable_diffusion()->set_block_length(24);
-  EXPECT_THAT(client_->OpenSession(open).status(),
+  const absl::Status status = client_->OpenSession(open).status();
+  if (status.code() == absl::StatusCode::kUnimplemented) {
+    GTEST_SKIP() << "this dllm-server does not implement Step yet";
+  }
+  EXPECT_THAT(status,
               StatusIs(absl::StatusCode::kInvalidArgument, "block_length"));
 }
 
