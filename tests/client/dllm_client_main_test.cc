@@ -1,5 +1,7 @@
 // The `dllm-client` binary and the Python and Node example clients, each run
 // as a process against a real dllm-server on loopback (tiny LLaDA model).
+#include <grpcpp/grpcpp.h>
+
 #include <string>
 #include <vector>
 
@@ -7,6 +9,7 @@
 #include "engine/base/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/client/fake_step_service.h"
 #include "tests/client/server_process.h"
 #include "tests/testing/test_paths.h"
 
@@ -236,6 +239,46 @@ TEST_F(DllmClientMainTest, TlsWithCaFile) {
   r = RunShell(Client() + " health --timeout-seconds 5" + target);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: "));
+}
+
+// The `step` command's parsing and printing, against the in-process fake of
+// the Step RPC (runs without dllm-server).
+TEST(DllmClientMainOfflineTest, StepCommandsAgainstAFakeServer) {
+  testing::FakeStepService service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const std::string commands =
+      "advance\\nforward 1 1\\ncommit 2=7\\ncanvas\\nrewind 1\\ncanvas\\ncommit 99=1\\n"
+      "bogus\\nadvance 10\\nclose\\nadvance\\n";
+  const RunResult r = RunShell("printf '" + commands + "' | " + Client() + " step --target 127.0.0.1:" +
+                               std::to_string(port) + " hello");
+  server->Shutdown();
+  EXPECT_EQ(r.exit_code, 1);  // two commands failed
+  EXPECT_EQ(r.out,
+            "opened session s1: 0 prompt tokens, gen_length 4, block_length 0, 4 steps, "
+            "unspecified, seed 0\n"
+            "step 1/4: committed 0=100't0'; 3 masked\n"
+            "forward at step 1 (0.0 ms):\n"
+            "  1: 201'' 0.500\n"
+            "step 2/4: committed 2=7't2'; 2 masked\n"
+            "canvas at step 2 (2 masked): t0\u2591t2\u2591\n"
+            "ids: 100 9 7 9\n"
+            "rewound to step 1; 3 masked\n"
+            "canvas at step 1 (3 masked): t0\u2591\u2591\u2591\n"
+            "ids: 100 9 9 9\n"
+            "step 2/4: committed 1=101't1'; 2 masked\n"
+            "step 3/4: committed 2=102't2'; 1 masked\n"
+            "step 4/4: committed 3=103't3'; 0 masked\n"
+            "final: LENGTH, 0 tokens, 0 steps: done\n"
+            "closed\n");
+  const std::vector<std::string> errors = Lines(r.err);
+  ASSERT_EQ(errors.size(), 2u) << r.err;
+  EXPECT_EQ(errors[0], "error: INVALID_ARGUMENT: commit.tokens.position: 99 is not masked");
+  EXPECT_THAT(errors[1], StartsWith("error: INVALID_ARGUMENT: unknown command bogus"));
 }
 
 TEST(DllmClientMainOfflineTest, UnreachableServerPrintsUnavailable) {
