@@ -53,6 +53,7 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   const int len = s.prompt_len_ + config.gen_length;
   s.canvas_.assign(prompt.begin(), prompt.end());
   s.canvas_.resize(len, special.mask);
+  s.initial_canvas_ = s.canvas_;
   if (config.cfg_scale > 0) {
     // generate.py: prompt_index = (x != mask) on the initial canvas.
     s.uncond_canvas_ = s.canvas_;
@@ -98,6 +99,15 @@ void DenoiseSampler::Plan() {
 
   if (config_.family == Arch::kLlada) {
     const int block_length = config_.EffectiveBlockLength();
+    // A block whose masks are all gone is finished, whatever steps it had
+    // left. Only client commits (Commit()) can empty a block early: on its
+    // own the schedule commits a block's last masks at its last step (and
+    // threshold mode closes a block in the step that fills it), so this never
+    // changes a run without client commits.
+    while (block_ < config_.NumBlocks() && !BlockHasMask(block_)) {
+      ++block_;
+      step_in_block_ = 0;
+    }
     if (block_ >= config_.NumBlocks() || (threshold && step_ >= 2 * len)) {
       done_ = true;
       return;
@@ -174,6 +184,15 @@ void DenoiseSampler::Plan() {
   }
 }
 
+bool DenoiseSampler::BlockHasMask(int block) const {
+  const int lo = prompt_len_ + block * config_.EffectiveBlockLength();
+  const int hi = lo + config_.EffectiveBlockLength();
+  for (int p = lo; p < hi; ++p) {
+    if (IsMasked(p)) return true;
+  }
+  return false;
+}
+
 bool DenoiseSampler::exited_early() const {
   if (!done_ || !config_.early_exit) return false;
   const bool masks_left =
@@ -241,32 +260,66 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
   commit_tokens_.clear();
   for (size_t j = 0; j < chosen; ++j) {
     const int32_t i = order_[j];
-    const int32_t p = candidates_[i];
-    canvas_[p] = token_[i];
-    if (!uncond_canvas_.empty()) uncond_canvas_[p] = token_[i];
-    commit_positions_.push_back(p);
+    commit_positions_.push_back(candidates_[i]);
     commit_tokens_.push_back(token_[i]);
   }
+  Write(commit_positions_, commit_tokens_);
+  EndStep();
+  return StepCommits{commit_positions_, commit_tokens_};
+}
 
+void DenoiseSampler::Write(std::span<const int32_t> positions, std::span<const int32_t> tokens) {
+  DLLM_CHECK(positions.size() == tokens.size());
+  for (size_t j = 0; j < positions.size(); ++j) {
+    canvas_[positions[j]] = tokens[j];
+    if (!uncond_canvas_.empty()) uncond_canvas_[positions[j]] = tokens[j];
+  }
+}
+
+void DenoiseSampler::EndStep() {
   ++step_;
   if (config_.family == Arch::kLlada) {
     ++step_in_block_;
-    bool block_finished;
-    if (config_.threshold.has_value()) {
-      const int lo = prompt_len_ + block_ * config_.EffectiveBlockLength();
-      const int hi = lo + config_.EffectiveBlockLength();
-      block_finished = true;
-      for (int p = lo; p < hi; ++p) block_finished = block_finished && !IsMasked(p);
-    } else {
-      block_finished = step_in_block_ == config_.StepsPerBlock();
-    }
+    const bool block_finished = config_.threshold.has_value()
+                                    ? !BlockHasMask(block_)
+                                    : step_in_block_ == config_.StepsPerBlock();
     if (block_finished) {
       ++block_;
       step_in_block_ = 0;
     }
   }
   Plan();
-  return StepCommits{commit_positions_, commit_tokens_};
+}
+
+void DenoiseSampler::ApplyStep(std::span<const int32_t> positions,
+                               std::span<const int32_t> tokens) {
+  DLLM_CHECK(!done_);
+  Write(positions, tokens);
+  EndStep();
+}
+
+void DenoiseSampler::Commit(std::span<const int32_t> positions, std::span<const int32_t> tokens) {
+  DLLM_CHECK(!done_);
+  for (int32_t p : positions) {
+    DLLM_CHECK(p >= prompt_len_ && p < static_cast<int32_t>(canvas_.size()) && IsMasked(p));
+  }
+  for (int32_t t : tokens) DLLM_CHECK(t >= 0 && t < n_vocab_ && t != special_.mask);
+  Write(positions, tokens);
+  // The step's plan (rows, candidates, count) depended on the masks; the
+  // block schedule, fixed at the block's first step, is kept (see header).
+  Plan();
+}
+
+void DenoiseSampler::Restart() {
+  canvas_ = initial_canvas_;
+  if (!uncond_canvas_.empty()) {
+    for (int32_t& t : uncond_canvas_) t = special_.mask;
+  }
+  done_ = false;
+  step_ = 0;
+  block_ = 0;
+  step_in_block_ = 0;
+  Plan();
 }
 
 }  // namespace dllm

@@ -95,16 +95,43 @@ class DenoiseSampler {
   // when rows() is. Must not be called when done().
   StepCommits Step(std::span<const float> logits, std::span<const float> uncond = {});
 
+  // Client-driven sessions (DenoiseSession's Commit and Rewind).
+  //
+  // Writes client-chosen `tokens` at canvas `positions` without taking a
+  // step: the step counter (and with it every keyed random draw) is
+  // unchanged, and the next step is planned again over the masks left. The
+  // LLaDA block schedule, fixed at a block's first step, is kept: each later
+  // step commits min(its scheduled count, masks left), and a block with no
+  // masks left is finished (the next step works on the next block). A commit
+  // before a block's first step reschedules that block over its remaining
+  // masks; Dream's counts are computed from the masks left at every step.
+  // Requires !done(), positions in the generated region and masked, tokens
+  // in [0, n_vocab) and not the mask; the caller validates.
+  void Commit(std::span<const int32_t> positions, std::span<const int32_t> tokens);
+  // Re-applies a step that Step() once made, from the tokens it committed
+  // (no logits): the state afterwards equals the state after that Step().
+  // Requires !done().
+  void ApplyStep(std::span<const int32_t> positions, std::span<const int32_t> tokens);
+  // Back to the state Create() returned: the prompt and all masks, step 0.
+  // Replaying the same Step / Commit history from here reproduces every
+  // later state exactly, since the schedule and the random draws depend
+  // only on (seed, step, position) and the canvas.
+  void Restart();
+
  private:
   DenoiseSampler() = default;
   void Plan();  // fills rows_ and the candidates for step_, or sets done_
+  void Write(std::span<const int32_t> positions, std::span<const int32_t> tokens);
+  void EndStep();  // counts a step (LLaDA: moves through blocks), then Plan()s
   bool IsMasked(int p) const { return canvas_[p] == special_.mask; }
+  bool BlockHasMask(int block) const;  // LLaDA
 
   SamplerConfig config_;
   SpecialTokens special_;
   int n_vocab_ = 0;
   int prompt_len_ = 0;
   std::vector<int32_t> canvas_;         // (prompt_len + gen_length)
+  std::vector<int32_t> initial_canvas_; // canvas_ at Create(), for Restart()
   std::vector<int32_t> uncond_canvas_;  // CFG only: canvas with prompt positions masked
   std::vector<int32_t> stop_ids_;
   bool done_ = false;
