@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -403,6 +404,7 @@ int RunGenerate(const Flags& flags) {
   const bool live = show_canvas && isatty(STDOUT_FILENO);
   const std::string prompt_text = request->prompt().has_text() ? request->prompt().text() : "";
   CanvasView view;
+  std::string streamed;  // the text deltas printed so far
   bool got_final = false;
   v1::Final final;
   const absl::Status status = (*client)->Generate(*request, [&](const v1::GenerateEvent& event) {
@@ -436,6 +438,7 @@ int RunGenerate(const Flags& flags) {
                       step.timings().step_seconds() * 1e3);
         } else if (!json) {
           std::fwrite(step.text_delta().data(), 1, step.text_delta().size(), stdout);
+          streamed += step.text_delta();
         }
         std::fflush(stdout);
         break;
@@ -457,8 +460,11 @@ int RunGenerate(const Flags& flags) {
   if (!json) {
     if (show_canvas) {
       std::printf("%s\n", final.text().c_str());
+    } else if (absl::StartsWith(final.text(), streamed)) {
+      // Whatever the events did not stream (all of it with --detail final).
+      std::printf("%s\n", final.text().substr(streamed.size()).c_str());
     } else {
-      std::printf("\n");
+      std::printf("\n%s\n", final.text().c_str());
     }
     std::fprintf(stderr, "finish: %s, %u tokens, %u steps, %.3f s, %.1f tokens/s, seed %llu\n",
                  FinishName(final.finish_reason()).c_str(), final.usage().generated_tokens(),

@@ -88,6 +88,11 @@ TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
   EXPECT_EQ(streamed, text);
   // The plain run streamed the same text (same seed, greedy), then a newline.
   EXPECT_EQ(plain.out, text + "\n");
+  // Without step events the text comes with Final.
+  const RunResult final_only =
+      RunClient("generate", std::string(kSmall) + " --detail final 'The capital of France is'");
+  ASSERT_EQ(final_only.exit_code, 0) << final_only.err;
+  EXPECT_EQ(final_only.out, text + "\n");
 }
 
 TEST_F(DllmClientMainTest, ShowCanvasOffATerminalPrintsOneLinePerStep) {
