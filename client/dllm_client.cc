@@ -110,7 +110,8 @@ absl::StatusOr<std::vector<v1::StepResponse>> StepSession::Advance(const v1::Adv
 absl::StatusOr<v1::ForwardResult> StepSession::Forward(const v1::Forward& forward) {
   v1::StepRequest request;
   *request.mutable_forward() = forward;
-  auto responses = Run(std::move(request), [](const v1::StepResponse& r) { return r.has_forward(); });
+  auto responses =
+      Run(std::move(request), [](const v1::StepResponse& r) { return r.has_forward(); });
   if (!responses.ok()) return responses.status();
   return responses->back().forward();
 }
@@ -125,7 +126,8 @@ absl::StatusOr<std::vector<v1::StepResponse>> StepSession::Commit(const v1::Comm
 absl::StatusOr<v1::Rewound> StepSession::Rewind(uint32_t to_step) {
   v1::StepRequest request;
   request.mutable_rewind()->set_to_step(to_step);
-  auto responses = Run(std::move(request), [](const v1::StepResponse& r) { return r.has_rewound(); });
+  auto responses =
+      Run(std::move(request), [](const v1::StepResponse& r) { return r.has_rewound(); });
   if (!responses.ok()) return responses.status();
   return responses->back().rewound();
 }
@@ -133,7 +135,8 @@ absl::StatusOr<v1::Rewound> StepSession::Rewind(uint32_t to_step) {
 absl::Status StepSession::Close() {
   v1::StepRequest request;
   request.mutable_close();
-  auto responses = Run(std::move(request), [](const v1::StepResponse& r) { return r.has_closed(); });
+  auto responses =
+      Run(std::move(request), [](const v1::StepResponse& r) { return r.has_closed(); });
   if (!responses.ok()) return responses.status();
   return Finish();
 }
@@ -161,7 +164,8 @@ absl::StatusOr<std::unique_ptr<DllmClient>> DllmClient::Create(const ClientOptio
   grpc::ChannelArguments args;
   if (!options.tls_ca_file.empty()) {
     auto ca = ReadFile(options.tls_ca_file);
-    if (!ca.ok()) return absl::Status(ca.status().code(), absl::StrCat("tls_ca_file: ", ca.status().message()));
+    if (!ca.ok())
+      return absl::Status(ca.status().code(), absl::StrCat("tls_ca_file: ", ca.status().message()));
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = *std::move(ca);
     credentials = grpc::SslCredentials(ssl);

@@ -6,13 +6,13 @@
 #ifndef DLLM_CLIENT_DLLM_CLIENT_H_
 #define DLLM_CLIENT_DLLM_CLIENT_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <grpcpp/grpcpp.h>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

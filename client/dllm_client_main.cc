@@ -2,6 +2,7 @@
 // info, health, tokenize). Talks gRPC only, through DllmClient. Failures
 // print "error: CODE: message" (the gRPC status code name) and exit 1;
 // usage errors exit 2.
+#include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -13,8 +14,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <google/protobuf/util/json_util.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -51,7 +50,7 @@ constexpr const char* kUsage =
     "  --detail final|text|steps|canvas --step-stride N --top-candidates K --timings\n"
     "  --model NAME --request-id ID\n";
 
-const std::set<std::string> kBoolFlags = {"show-canvas", "json",    "chat",
+const std::set<std::string> kBoolFlags = {"show-canvas",   "json",    "chat",
                                           "no-early-exit", "timings", "help"};
 
 // ---- flags ----
@@ -90,7 +89,8 @@ class Flags {
   // Fails on any flag not in `known`, so typos do not pass silently.
   absl::Status CheckKnown(const std::set<std::string>& known) const {
     for (const auto& [name, value] : values_) {
-      if (!known.count(name)) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+      if (!known.count(name))
+        return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
     }
     return absl::OkStatus();
   }
@@ -126,10 +126,11 @@ class Flags {
 const std::set<std::string> kConnectionFlags = {"target", "tls-ca", "tls-server-name",
                                                 "timeout-seconds", "help"};
 const std::set<std::string> kGenerationFlags = {
-    "gen-length", "steps", "block-length", "algorithm", "alg", "temperature", "top-p",
-    "top-k", "alg-temp", "eps", "cfg", "seed", "threshold", "no-early-exit", "chat",
-    "system", "tokens", "detail", "step-stride", "top-candidates", "timings", "model",
-    "request-id", "show-canvas", "json"};
+    "gen-length",  "steps",  "block-length", "algorithm",     "alg",
+    "temperature", "top-p",  "top-k",        "alg-temp",      "eps",
+    "cfg",         "seed",   "threshold",    "no-early-exit", "chat",
+    "system",      "tokens", "detail",       "step-stride",   "top-candidates",
+    "timings",     "model",  "request-id",   "show-canvas",   "json"};
 
 std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -256,7 +257,8 @@ class CanvasView {
 
 absl::Status ParseAlgorithm(const std::string& name, v1::Algorithm* out) {
   const std::string upper = absl::AsciiStrToUpper(name);
-  if (v1::Algorithm_Parse(absl::StrCat("ALGORITHM_", upper), out) && *out != v1::ALGORITHM_UNSPECIFIED) {
+  if (v1::Algorithm_Parse(absl::StrCat("ALGORITHM_", upper), out) &&
+      *out != v1::ALGORITHM_UNSPECIFIED) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
@@ -351,7 +353,8 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const Flags& flags) {
   request.set_request_id(flags.Get("request-id"));
   request.set_model(flags.Get("model"));
   if (auto s = FillPrompt(flags, request.mutable_prompt()); !s.ok()) return s;
-  if (auto s = FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling()); !s.ok()) {
+  if (auto s = FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling());
+      !s.ok()) {
     return s;
   }
   v1::StreamOptions* stream = request.mutable_stream();
@@ -417,9 +420,11 @@ int RunGenerate(const Flags& flags) {
         view.Reset(event.started());
         if (show_canvas && !live) {
           const v1::Started& s = event.started();
-          std::printf("started: %u prompt tokens, gen_length %u, block_length %u, %u steps, %s, seed %llu\n",
-                      s.prompt_tokens(), s.gen_length(), s.block_length(), s.planned_steps(),
-                      AlgorithmName(s.algorithm()).c_str(), static_cast<unsigned long long>(s.seed()));
+          std::printf(
+              "started: %u prompt tokens, gen_length %u, block_length %u, %u steps, %s, seed "
+              "%llu\n",
+              s.prompt_tokens(), s.gen_length(), s.block_length(), s.planned_steps(),
+              AlgorithmName(s.algorithm()).c_str(), static_cast<unsigned long long>(s.seed()));
         }
         break;
       case v1::GenerateEvent::kStep: {
@@ -427,9 +432,9 @@ int RunGenerate(const Flags& flags) {
         view.Apply(step);
         if (live) {
           std::string frame = "\x1b[H\x1b[2J";
-          absl::StrAppendFormat(&frame, "step %u/%u  committed %d  masked %u  %.0f ms\n\n", step.step(),
-                                step.planned_steps(), step.committed_size(), step.masked_remaining(),
-                                step.timings().step_seconds() * 1e3);
+          absl::StrAppendFormat(&frame, "step %u/%u  committed %d  masked %u  %.0f ms\n\n",
+                                step.step(), step.planned_steps(), step.committed_size(),
+                                step.masked_remaining(), step.timings().step_seconds() * 1e3);
           frame += "\x1b[2m" + VisiblePiece(prompt_text) + "\x1b[0m" + view.Render(true) + "\n";
           std::fwrite(frame.data(), 1, frame.size(), stdout);
         } else if (show_canvas) {
@@ -481,7 +486,8 @@ void PrintStepEvent(const v1::StepEvent& step, CanvasView& view) {
   view.Apply(step);
   std::vector<std::string> committed;
   for (const v1::CommittedToken& t : step.committed()) {
-    committed.push_back(absl::StrCat(t.position(), "=", t.token_id(), "'", VisiblePiece(t.piece()), "'"));
+    committed.push_back(
+        absl::StrCat(t.position(), "=", t.token_id(), "'", VisiblePiece(t.piece()), "'"));
   }
   std::printf("step %u/%u: committed %s; %u masked\n", step.step(), step.planned_steps(),
               committed.empty() ? "nothing" : absl::StrJoin(committed, " ").c_str(),
@@ -555,7 +561,8 @@ bool RunStepCommand(const std::string& line, StepSession& session, CanvasView& v
       std::vector<std::string> cands;
       for (const v1::Candidate& c : pc.candidates()) {
         view.Learn(c.token_id(), c.piece());
-        cands.push_back(absl::StrFormat("%u'%s' %.3f", c.token_id(), VisiblePiece(c.piece()), c.prob()));
+        cands.push_back(
+            absl::StrFormat("%u'%s' %.3f", c.token_id(), VisiblePiece(c.piece()), c.prob()));
       }
       std::printf("  %u: %s\n", pc.position(), absl::StrJoin(cands, ", ").c_str());
     }
@@ -565,7 +572,8 @@ bool RunStepCommand(const std::string& line, StepSession& session, CanvasView& v
       std::pair<std::string, std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
       uint32_t pos, id;
       if (!absl::SimpleAtoi(kv.first, &pos) || !absl::SimpleAtoi(kv.second, &id)) {
-        report(absl::InvalidArgumentError(absl::StrCat("commit: expected POS=TOKEN, got ", words[i])));
+        report(
+            absl::InvalidArgumentError(absl::StrCat("commit: expected POS=TOKEN, got ", words[i])));
         return true;
       }
       v1::CommittedToken* t = commit.add_tokens();
@@ -624,10 +632,12 @@ int RunStep(const Flags& flags) {
   const v1::Started& s = (*session)->opened().started();
   CanvasView view;
   view.Reset(s);
-  std::printf("opened session %s: %u prompt tokens, gen_length %u, block_length %u, %u steps, %s, seed %llu\n",
-              (*session)->opened().session_id().c_str(), s.prompt_tokens(), s.gen_length(),
-              s.block_length(), s.planned_steps(), AlgorithmName(s.algorithm()).c_str(),
-              static_cast<unsigned long long>(s.seed()));
+  std::printf(
+      "opened session %s: %u prompt tokens, gen_length %u, block_length %u, %u steps, %s, seed "
+      "%llu\n",
+      (*session)->opened().session_id().c_str(), s.prompt_tokens(), s.gen_length(),
+      s.block_length(), s.planned_steps(), AlgorithmName(s.algorithm()).c_str(),
+      static_cast<unsigned long long>(s.seed()));
   std::fflush(stdout);
 
   const bool interactive = isatty(STDIN_FILENO);
@@ -679,9 +689,10 @@ int RunInfo(const Flags& flags) {
               AlgorithmName(m.default_diffusion().algorithm()).c_str());
   std::printf("server: dllm %s%s%s\n", sv.version().c_str(), sv.git_sha().empty() ? "" : " ",
               sv.git_sha().c_str());
-  std::printf("  cpu: %s, isa %s, %u engine threads (%u performance, %u efficiency cores), policy %s\n",
-              sv.cpu().c_str(), sv.isa().c_str(), sv.engine_threads(), sv.performance_cores(),
-              sv.efficiency_cores(), sv.cpu_policy().c_str());
+  std::printf(
+      "  cpu: %s, isa %s, %u engine threads (%u performance, %u efficiency cores), policy %s\n",
+      sv.cpu().c_str(), sv.isa().c_str(), sv.engine_threads(), sv.performance_cores(),
+      sv.efficiency_cores(), sv.cpu_policy().c_str());
   std::printf("  requests: %u running (max %u), %u waiting (max %u); sessions %u (max %u)\n",
               sv.requests_running(), sv.max_running(), sv.requests_waiting(), sv.max_waiting(),
               sv.sessions_open(), sv.max_sessions());

@@ -64,11 +64,13 @@ testing::ServerProcess* DllmClientMainTest::server_ = nullptr;
 absl::Status* DllmClientMainTest::start_status_ = nullptr;
 
 TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
-  const RunResult plain = RunClient("generate", std::string(kSmall) + " 'The capital of France is'");
+  const RunResult plain =
+      RunClient("generate", std::string(kSmall) + " 'The capital of France is'");
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   EXPECT_THAT(plain.err, StartsWith("finish: "));
 
-  const RunResult json = RunClient("generate", std::string(kSmall) + " --json 'The capital of France is'");
+  const RunResult json =
+      RunClient("generate", std::string(kSmall) + " --json 'The capital of France is'");
   ASSERT_EQ(json.exit_code, 0) << json.err;
   std::vector<Json> events;
   for (const std::string& line : Lines(json.out)) {
@@ -128,8 +130,9 @@ TEST_F(DllmClientMainTest, StepSessionFromAPipe) {
 }
 
 TEST_F(DllmClientMainTest, StepSessionSurvivesAFailedOpAndExitsNonZero) {
-  const RunResult r = RunShell("printf 'commit 9999=1\\nadvance\\n' | " + Client() + " step --target " +
-                               server_->target() + kSmall + " 'Once upon a time'");
+  const RunResult r =
+      RunShell("printf 'commit 9999=1\\nadvance\\n' | " + Client() + " step --target " +
+               server_->target() + kSmall + " 'Once upon a time'");
   if (r.err.rfind("error: UNIMPLEMENTED: ", 0) == 0) {
     GTEST_SKIP() << "this dllm-server does not implement Step yet";
   }
@@ -181,11 +184,13 @@ TEST_F(DllmClientMainTest, InvalidArgumentExitsNonZeroWithTheCodeName) {
 }
 
 TEST_F(DllmClientMainTest, PythonClient) {
-  const std::string script = ShellQuote(std::string(DLLM_SOURCE_DIR) + "/client/python/dllm_client.py");
+  const std::string script =
+      ShellQuote(std::string(DLLM_SOURCE_DIR) + "/client/python/dllm_client.py");
   const std::string python = "/usr/bin/python3 " + script + " --stubs " +
                              ShellQuote(testing::BinaryDir() + "/client/python") + " --target " +
                              server_->target() + " --json ";
-  RunResult r = RunShell(python + "generate --gen-length 32 --steps 32 --seed 7 'The capital of France is'");
+  RunResult r =
+      RunShell(python + "generate --gen-length 32 --steps 32 --seed 7 'The capital of France is'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto parsed = Json::Parse(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
@@ -205,11 +210,13 @@ TEST_F(DllmClientMainTest, NodeClient) {
     GTEST_SKIP() << "node/npm not installed: the Node example client is not run";
   }
   const std::string source = DLLM_SOURCE_DIR;
-  const RunResult install = RunShell(ShellQuote(source + "/tests/tools/install-node-deps") + " 2>&1");
+  const RunResult install =
+      RunShell(ShellQuote(source + "/tests/tools/install-node-deps") + " 2>&1");
   ASSERT_EQ(install.exit_code, 0) << "tests/tools/install-node-deps failed:\n" << install.out;
   const std::string node = "node " + ShellQuote(source + "/client/node/client.js") + " --target " +
                            server_->target() + " --json ";
-  RunResult r = RunShell(node + "--gen-length 32 --steps 32 --seed 7 generate 'The capital of France is'");
+  RunResult r =
+      RunShell(node + "--gen-length 32 --steps 32 --seed 7 generate 'The capital of France is'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   auto parsed = Json::Parse(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
@@ -231,7 +238,8 @@ TEST_F(DllmClientMainTest, TlsWithCaFile) {
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
   const RunResult made = RunShell(
       "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -addext "
-      "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key + " -out " + cert + " 2>&1");
+      "subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+      key + " -out " + cert + " 2>&1");
   ASSERT_EQ(made.exit_code, 0) << made.out;
   testing::ServerProcess tls_server;
   ASSERT_THAT(tls_server.Start({"--tls-cert", cert, "--tls-key", key}, cert), IsOk());
@@ -259,8 +267,8 @@ TEST(DllmClientMainOfflineTest, StepCommandsAgainstAFakeServer) {
   const std::string commands =
       "advance\\nforward 1 1\\ncommit 2=7\\ncanvas\\nrewind 1\\ncanvas\\ncommit 99=1\\n"
       "bogus\\nadvance 10\\nclose\\nadvance\\n";
-  const RunResult r = RunShell("printf '" + commands + "' | " + Client() + " step --target 127.0.0.1:" +
-                               std::to_string(port) + " hello");
+  const RunResult r = RunShell("printf '" + commands + "' | " + Client() +
+                               " step --target 127.0.0.1:" + std::to_string(port) + " hello");
   server->Shutdown();
   EXPECT_EQ(r.exit_code, 1);  // two commands failed
   EXPECT_EQ(r.out,

@@ -144,7 +144,8 @@ TEST_F(DllmClientTest, InvalidRequestIsInvalidArgumentNamingTheField) {
   request.mutable_prompt()->set_text("x");
   request.mutable_diffusion()->set_gen_length(128);
   request.mutable_diffusion()->set_block_length(24);
-  const absl::Status status = client_->Generate(request, [](const v1::GenerateEvent&) { return true; });
+  const absl::Status status =
+      client_->Generate(request, [](const v1::GenerateEvent&) { return true; });
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, "block_length"));
 }
 
@@ -249,8 +250,7 @@ TEST_F(DllmClientTest, OpenErrorIsReturned) {
   if (status.code() == absl::StatusCode::kUnimplemented) {
     GTEST_SKIP() << "this dllm-server does not implement Step yet";
   }
-  EXPECT_THAT(status,
-              StatusIs(absl::StatusCode::kInvalidArgument, "block_length"));
+  EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument, "block_length"));
 }
 
 }  // namespace

@@ -92,7 +92,8 @@ class FakeStepService final : public v1::DiffusionLM::Service {
           for (uint32_t p = 0; p < gen_length_; ++p) {
             if (history.back()[p] != kFakeMask) continue;
             const auto& wanted = request.forward().positions();
-            if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), p) == wanted.end()) continue;
+            if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), p) == wanted.end())
+              continue;
             v1::Candidate* c = f->add_candidates()->add_candidates();
             f->mutable_candidates(f->candidates_size() - 1)->set_position(p);
             c->set_token_id(200 + p);

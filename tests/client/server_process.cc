@@ -56,12 +56,11 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
   dir_ = TempDir() + "/server-" + std::to_string(getpid());
   std::filesystem::create_directories(dir_);
   const std::string port_file = dir_ + "/ports.json";
-  std::vector<std::string> args = {binary,      "--model",
-                                   TestDataDir() + "/models/" + model_,
-                                   "--listen",  "127.0.0.1:0",
-                                   "--metrics-listen", "none",
-                                   "--threads", "1",
-                                   "--port-file", port_file};
+  std::vector<std::string> args = {
+      binary,        "--model",     TestDataDir() + "/models/" + model_,
+      "--listen",    "127.0.0.1:0", "--metrics-listen",
+      "none",        "--threads",   "1",
+      "--port-file", port_file};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -69,7 +68,8 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   const std::string log = dir_ + "/server.log";
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -86,12 +86,15 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
       pid_ = -1;
       return absl::InternalError(absl::StrCat("dllm-server exited early:\n", Log()));
     }
-    if (Clock::now() > until) return absl::DeadlineExceededError("no --port-file after 120 s:\n" + Log());
+    if (Clock::now() > until)
+      return absl::DeadlineExceededError("no --port-file after 120 s:\n" + Log());
     std::ifstream in(port_file);
     if (in) {
-      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
       auto json = Json::Parse(text);
-      if (json.ok() && (*json)["grpc"].is_number()) port = static_cast<int>((*json)["grpc"].as_int());
+      if (json.ok() && (*json)["grpc"].is_number())
+        port = static_cast<int>((*json)["grpc"].as_int());
     }
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -104,11 +107,12 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
   if (!client.ok()) return client.status();
   while (true) {
     auto health = (*client)->CheckHealth("dllm.v1.DiffusionLM");
-    if (health.ok() && *health == grpc::health::v1::HealthCheckResponse::SERVING) return absl::OkStatus();
+    if (health.ok() && *health == grpc::health::v1::HealthCheckResponse::SERVING)
+      return absl::OkStatus();
     if (Clock::now() > until) {
-      return absl::DeadlineExceededError(absl::StrCat("not ready after 120 s (last: ",
-                                                      health.ok() ? "NOT_SERVING" : health.status().ToString(),
-                                                      "):\n", Log()));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "not ready after 120 s (last: ", health.ok() ? "NOT_SERVING" : health.status().ToString(),
+          "):\n", Log()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -19,7 +19,8 @@ namespace dllm::testing {
 // SIGTERM and waits (SIGKILL after 30 s).
 class ServerProcess {
  public:
-  explicit ServerProcess(std::string model = "tiny-llada-k-q4_k_m.gguf") : model_(std::move(model)) {}
+  explicit ServerProcess(std::string model = "tiny-llada-k-q4_k_m.gguf")
+      : model_(std::move(model)) {}
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
@@ -29,7 +30,7 @@ class ServerProcess {
   absl::Status Start(const std::vector<std::string>& extra_args = {},
                      const std::string& tls_ca_file = "");
   const std::string& target() const { return target_; }  // "127.0.0.1:PORT"
-  std::string Log() const;  // what the server printed
+  std::string Log() const;                               // what the server printed
 
  private:
   std::string model_;
