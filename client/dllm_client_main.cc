@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "client/canvas_view.h"
 #include "client/dllm_client.h"
 
 namespace dllm {
@@ -158,23 +159,6 @@ std::string ToJson(const google::protobuf::Message& message) {
   return out;
 }
 
-// A token's text as shown in a canvas: newlines and tabs made visible.
-std::string VisiblePiece(const std::string& piece) {
-  std::string out;
-  for (char ch : piece) {
-    if (ch == '\n') {
-      out += "\\n";
-    } else if (ch == '\t') {
-      out += "\\t";
-    } else if (ch == '\r') {
-      out += "\\r";
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 std::string AlgorithmName(v1::Algorithm algorithm) {
   return absl::AsciiStrToLower(absl::StripPrefix(v1::Algorithm_Name(algorithm), "ALGORITHM_"));
 }
@@ -182,76 +166,6 @@ std::string AlgorithmName(v1::Algorithm algorithm) {
 std::string FinishName(v1::FinishReason reason) {
   return std::string(absl::StripPrefix(v1::FinishReason_Name(reason), "FINISH_REASON_"));
 }
-
-// What the client knows of the canvas: the generated region's ids and the
-// text of every token id it has seen (the server sends pieces with
-// committed tokens and candidates, never a vocabulary).
-class CanvasView {
- public:
-  void Reset(const v1::Started& started) {
-    mask_ = started.mask_token_id();
-    planned_steps_ = started.planned_steps();
-    canvas_.assign(started.gen_length(), mask_);
-    history_.assign(1, canvas_);
-  }
-  void Learn(uint32_t id, const std::string& piece) { pieces_[id] = piece; }
-
-  // Applies a StepEvent; `step` of the event indexes the history for Rewind.
-  void Apply(const v1::StepEvent& event) {
-    fresh_.clear();
-    for (const v1::CommittedToken& t : event.committed()) {
-      Learn(t.token_id(), t.piece());
-      if (t.position() < canvas_.size()) canvas_[t.position()] = t.token_id();
-      fresh_.insert(t.position());
-    }
-    if (event.canvas_size() == static_cast<int>(canvas_.size())) {
-      canvas_.assign(event.canvas().begin(), event.canvas().end());
-    }
-    if (history_.size() <= event.step()) history_.resize(event.step() + 1);
-    history_[event.step()] = canvas_;
-  }
-  void RewindTo(uint32_t step) {
-    fresh_.clear();
-    if (step < history_.size() && !history_[step].empty()) canvas_ = history_[step];
-    history_.resize(std::min<size_t>(history_.size(), step + 1));
-  }
-
-  // The generated region as text: masks as `░` (dim on a terminal), the
-  // positions committed by the last event highlighted.
-  std::string Render(bool color) const {
-    std::string out;
-    for (size_t p = 0; p < canvas_.size(); ++p) {
-      if (canvas_[p] == mask_) {
-        out += color ? "\x1b[2m\xe2\x96\x91\x1b[0m" : "\xe2\x96\x91";
-        continue;
-      }
-      auto it = pieces_.find(canvas_[p]);
-      const std::string piece =
-          it == pieces_.end() ? absl::StrCat("[", canvas_[p], "]") : VisiblePiece(it->second);
-      out += color && fresh_.count(p) ? "\x1b[1;30;42m" + piece + "\x1b[0m" : piece;
-    }
-    return out;
-  }
-  uint32_t masked() const {
-    uint32_t n = 0;
-    for (uint32_t id : canvas_) n += id == mask_;
-    return n;
-  }
-  const std::vector<uint32_t>& ids() const { return canvas_; }
-  uint32_t planned_steps() const { return planned_steps_; }
-  std::string PieceOf(uint32_t id) const {
-    auto it = pieces_.find(id);
-    return it == pieces_.end() ? absl::StrCat("[", id, "]") : VisiblePiece(it->second);
-  }
-
- private:
-  uint32_t mask_ = 0;
-  uint32_t planned_steps_ = 0;
-  std::vector<uint32_t> canvas_;
-  std::vector<std::vector<uint32_t>> history_;  // canvas after each step
-  std::map<uint32_t, std::string> pieces_;
-  std::set<uint32_t> fresh_;
-};
 
 // ---- building requests from flags ----
 
