@@ -1,0 +1,301 @@
+#include "service/server/diffusion_lm_service.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/ggml_types.h"
+#include "service/server/generate_job.h"
+#include "service/server/grpc_status.h"
+#include "service/server/metrics_hooks.h"
+#include "service/server/request_validation.h"
+
+#ifndef DLLM_VERSION
+#define DLLM_VERSION "0.1.0"
+#endif
+#ifndef DLLM_GIT_SHA
+#define DLLM_GIT_SHA ""
+#endif
+
+namespace dllm {
+namespace {
+
+// How long a refused client should wait before trying again, in the
+// trailing metadata of RESOURCE_EXHAUSTED (serving.md 1.7).
+constexpr const char* kRetryAfterMs = "1000";
+
+// The client's deadline on the engine's clock; max() when it has none.
+EngineClock::time_point EngineDeadline(const grpc::CallbackServerContext& context) {
+  const auto deadline = context.deadline();
+  const auto now = std::chrono::system_clock::now();
+  if (deadline >= now + std::chrono::hours(24 * 365)) return EngineClock::time_point::max();
+  return EngineClock::now() + std::chrono::duration_cast<EngineClock::duration>(deadline - now);
+}
+
+}  // namespace
+
+std::string WeightFormat(const Model& model) {
+  // Norms and biases are F32 in every file: only 2-D weights count.
+  std::map<std::string, uint64_t> bytes_by_type;
+  for (const GgufTensor& t : model.file().tensors()) {
+    if (t.n_dims >= 2) bytes_by_type[GgmlTypeName(t.type)] += t.n_bytes;
+  }
+  std::string format;
+  uint64_t best = 0;
+  for (const auto& [type, bytes] : bytes_by_type) {
+    if (bytes > best) best = bytes, format = type;
+  }
+  return format;
+}
+
+// One Generate call: validates and admits in its constructor, then relays
+// the mailbox's writes. Deletes itself in OnDone.
+class DiffusionLmService::GenerateReactor final
+    : public grpc::ServerWriteReactor<v1::GenerateEvent>,
+      public EventSink {
+ public:
+  GenerateReactor(DiffusionLmService* service, grpc::CallbackServerContext* context,
+                  const v1::GenerateRequest& request)
+      : service_(service), context_(context) {
+    absl::Status status = Admit(request);
+    if (!status.ok()) {
+      if (status.code() == absl::StatusCode::kResourceExhausted) {
+        context_->AddTrailingMetadata("retry-after-ms", kRetryAfterMs);
+      }
+      if (mailbox_ != nullptr) mailbox_->Detach();
+      mailbox_ = nullptr;
+      Finish(ToGrpcStatus(status));
+    }
+  }
+
+  void Write(const v1::GenerateEvent* event) override { StartWrite(event); }
+  void Close(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
+
+  void OnWriteDone(bool ok) override {
+    // A failed write means the client is gone; gRPC may then skip OnCancel
+    // (the call is finished from here), so stop the engine's work now.
+    if (!ok && job_ != nullptr) job_->Cancel();
+    if (mailbox_ != nullptr) mailbox_->OnWriteDone(ok);
+  }
+  void OnCancel() override {
+    if (job_ != nullptr) job_->Cancel();
+  }
+  void OnDone() override {
+    // Idempotent; a no-op when the job already ended.
+    if (job_ != nullptr) job_->Cancel();
+    if (mailbox_ != nullptr) {
+      mailbox_->Detach();
+      service_->CallEnded();
+    }
+    delete this;
+  }
+
+ private:
+  absl::Status Admit(const v1::GenerateRequest& request) {
+    ServiceMetrics* metrics = service_->metrics_;
+    if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
+      MetricsRejected(metrics, RpcKind::kGenerate,
+                      service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+                      "UNAVAILABLE");
+      return s;
+    }
+    const Model& model = *service_->model_;
+    absl::StatusOr<GenerationSpec> spec =
+        ValidateGenerateRequest(request, model, service_->model_path_);
+    if (!spec.ok()) {
+      MetricsRejected(metrics, RpcKind::kGenerate, RejectReason::kInvalid,
+                      absl::StatusCodeToString(spec.status().code()));
+      return spec.status();
+    }
+    const uint64_t bytes = EngineWorker::ReservationBytes(
+        model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
+    const int heartbeat = spec->stream.heartbeat_seconds;
+    mailbox_ = std::make_shared<GenerateMailbox>(spec->request_id, heartbeat, this, metrics);
+    job_ = std::make_shared<GenerateJob>(service_->model_, std::move(*spec), mailbox_, metrics);
+    job_->set_deadline(EngineDeadline(*context_));
+    // Registered before Submit: the engine may finish the job (and the call)
+    // before Submit returns.
+    service_->CallStarted();
+    absl::Status admitted = service_->worker_->Submit(job_, bytes);
+    if (!admitted.ok()) {
+      service_->CallEnded();
+      return admitted;
+    }
+    service_->WatchHeartbeats(mailbox_);
+    return absl::OkStatus();
+  }
+
+  DiffusionLmService* service_;
+  grpc::CallbackServerContext* context_;
+  std::shared_ptr<GenerateMailbox> mailbox_;
+  std::shared_ptr<GenerateJob> job_;
+};
+
+DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::string model_path,
+                                       EngineWorker* worker, ServerFacts facts,
+                                       ServiceMetrics* metrics)
+    : model_(std::move(model)),
+      model_path_(std::move(model_path)),
+      worker_(worker),
+      facts_(std::move(facts)),
+      metrics_(metrics),
+      started_(std::chrono::steady_clock::now()) {
+  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+}
+
+DiffusionLmService::~DiffusionLmService() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  heartbeat_thread_.join();
+}
+
+absl::Status DiffusionLmService::CheckAvailable() const {
+  if (draining_) return absl::UnavailableError("server is draining");
+  if (!worker_->ready()) return absl::UnavailableError("the model is still warming up");
+  return absl::OkStatus();
+}
+
+void DiffusionLmService::WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox) {
+  std::lock_guard<std::mutex> lock(mu_);
+  mailboxes_.push_back(mailbox);
+}
+
+void DiffusionLmService::CallStarted() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++active_streams_;
+}
+
+void DiffusionLmService::CallEnded() {
+  std::lock_guard<std::mutex> lock(mu_);
+  --active_streams_;
+  streams_cv_.notify_all();
+}
+
+int DiffusionLmService::active_streams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return active_streams_;
+}
+
+bool DiffusionLmService::WaitNoStreams(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return streams_cv_.wait_for(lock, timeout, [this] { return active_streams_ == 0; });
+}
+
+void DiffusionLmService::HeartbeatLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    stop_cv_.wait_for(lock, std::chrono::milliseconds(250));
+    std::vector<std::shared_ptr<GenerateMailbox>> live;
+    for (auto it = mailboxes_.begin(); it != mailboxes_.end();) {
+      if (std::shared_ptr<GenerateMailbox> m = it->lock()) {
+        live.push_back(std::move(m));
+        ++it;
+      } else {
+        it = mailboxes_.erase(it);
+      }
+    }
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& m : live) m->MaybeHeartbeat(now);
+    live.clear();
+    lock.lock();
+  }
+}
+
+grpc::ServerWriteReactor<v1::GenerateEvent>* DiffusionLmService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return new GenerateReactor(this, context, *request);
+}
+
+grpc::ServerUnaryReactor* DiffusionLmService::GetModelInfo(grpc::CallbackServerContext* context,
+                                                           const v1::GetModelInfoRequest*,
+                                                           v1::ModelInfo* info) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (draining_) {
+    reactor->Finish(ToGrpcStatus(absl::UnavailableError("server is draining")));
+    return reactor;
+  }
+  const ModelConfig& c = model_->config();
+  const BpeTokenizer& tok = model_->tokenizer();
+  info->set_name(c.name);
+  info->set_architecture(std::string(ArchName(c.arch)));
+  info->set_vocab_size(static_cast<uint32_t>(c.n_vocab));
+  info->set_mask_token_id(c.tokens.mask);
+  for (int32_t id : {tok.eos(), tok.eot()}) {
+    if (id >= 0 && std::find(info->eos_token_ids().begin(), info->eos_token_ids().end(),
+                             static_cast<uint32_t>(id)) == info->eos_token_ids().end()) {
+      info->add_eos_token_ids(id);
+    }
+  }
+  info->set_max_context(static_cast<uint32_t>(c.n_ctx_train));
+  uint64_t weight_bytes = 0;
+  for (const GgufTensor& t : model_->file().tensors()) weight_bytes += t.n_bytes;
+  info->set_weight_format(WeightFormat(*model_));
+  info->set_file_bytes(model_->file().file_size());
+  info->set_weight_bytes(weight_bytes);
+  info->set_n_layer(static_cast<uint32_t>(c.n_layer));
+  info->set_n_embd(static_cast<uint32_t>(c.n_embd));
+  info->set_chat_template(std::string(ChatTemplateName(model_->chat_template())));
+  *info->mutable_default_diffusion() = DefaultDiffusionParams(c);
+  *info->mutable_default_sampling() = DefaultSamplingParams(c);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiffusionLmService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                            const v1::GetServerInfoRequest*,
+                                                            v1::ServerInfo* info) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const EngineLoad load = worker_->load();
+  const EngineOptions& o = worker_->options();
+  info->set_version(DLLM_VERSION);
+  info->set_isa(facts_.isa);
+  info->set_cpu(facts_.cpu);
+  info->set_engine_threads(worker_->threads());
+  info->set_performance_cores(facts_.performance_cores);
+  info->set_efficiency_cores(facts_.efficiency_cores);
+  info->set_cpu_policy(facts_.cpu_policy);
+  info->set_requests_running(load.running);
+  info->set_requests_waiting(load.waiting);
+  info->set_max_running(o.max_running);
+  info->set_max_waiting(o.max_queue);
+  info->set_sessions_open(load.sessions_open);
+  info->set_max_sessions(o.max_sessions);
+  info->set_uptime_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+  info->set_draining(draining_);
+  info->set_git_sha(DLLM_GIT_SHA);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerContext* context,
+                                                       const v1::TokenizeRequest* request,
+                                                       v1::TokenizeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  absl::Status status;
+  if (draining_) {
+    status = absl::UnavailableError("server is draining");
+  } else if (const int64_t bad = FirstInvalidUtf8(request->text()); bad >= 0) {
+    status = absl::InvalidArgumentError(absl::StrCat("text: invalid UTF-8 at byte ", bad));
+  } else if (const int64_t bad_system = FirstInvalidUtf8(request->system()); bad_system >= 0) {
+    status = absl::InvalidArgumentError(absl::StrCat("system: invalid UTF-8 at byte ", bad_system));
+  } else if (!request->system().empty() && !request->apply_chat_template()) {
+    status = absl::InvalidArgumentError("system: needs apply_chat_template");
+  } else {
+    const std::vector<int32_t> ids = EncodePrompt(*model_, request->text(),
+                                                  request->apply_chat_template(), request->system());
+    for (int32_t id : ids) {
+      response->add_ids(static_cast<uint32_t>(id));
+      response->add_pieces(SanitizeUtf8(model_->tokenizer().TokenPiece(id)));
+    }
+  }
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace dllm

@@ -1,0 +1,115 @@
+// DiffusionLmService: the dllm.v1.DiffusionLM callback service. RPC threads
+// validate, admit and enqueue; all model work runs on the EngineWorker's
+// thread. Generate streams through a GenerateMailbox (one write in flight,
+// coalescing when the client is slow, heartbeats from a ticker thread);
+// GetModelInfo, GetServerInfo and Tokenize answer inline. While draining,
+// every new call is UNAVAILABLE "server is draining". The Step RPC is left
+// to the generated default (UNIMPLEMENTED) until the session work lands; its
+// reactor uses CheckAvailable, CallStarted/CallEnded (so drain waits for
+// it), worker() (OpenSession, SubmitSessionWork) and session_idle_seconds.
+#ifndef DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
+#define DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/model/model.h"
+#include "service/server/engine_worker.h"
+#include "service/server/generate_stream.h"
+
+namespace dllm {
+
+// What GetServerInfo reports besides live load.
+struct ServerFacts {
+  std::string isa;         // kernel path, e.g. "avx2"
+  std::string cpu;         // CPU brand string
+  std::string cpu_policy;  // "auto", "performance", "all"
+  int performance_cores = 0;
+  int efficiency_cores = 0;
+};
+
+// The tensor type holding the most bytes among the model's 2-D weights,
+// e.g. "Q4_K" (ModelInfo.weight_format, the metrics' build info).
+std::string WeightFormat(const Model& model);
+
+// Thread-safe; outlives the grpc::Server it is registered with.
+class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
+ public:
+  // Non-owning: `worker` and `metrics` (may be null) outlive the service.
+  DiffusionLmService(std::shared_ptr<const Model> model, std::string model_path,
+                     EngineWorker* worker, ServerFacts facts, ServiceMetrics* metrics);
+  ~DiffusionLmService() override;
+
+  grpc::ServerWriteReactor<v1::GenerateEvent>* Generate(grpc::CallbackServerContext* context,
+                                                        const v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
+                                         const v1::GetModelInfoRequest* request,
+                                         v1::ModelInfo* response) override;
+  grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
+                                          const v1::GetServerInfoRequest* request,
+                                          v1::ServerInfo* response) override;
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
+                                     const v1::TokenizeRequest* request,
+                                     v1::TokenizeResponse* response) override;
+
+  // Refuse new calls from now on (UNAVAILABLE).
+  void StartDraining() { draining_ = true; }
+  bool draining() const { return draining_.load(); }
+  // The admission gate every RPC that computes passes first: UNAVAILABLE
+  // while draining ("server is draining") or before the warm-up finished.
+  absl::Status CheckAvailable() const;
+
+  // Streaming calls in flight (Generate, and Step sessions once they
+  // register): a drain waits until none is left. Pair every CallStarted()
+  // with one CallEnded() (in the reactor's OnDone).
+  void CallStarted();
+  void CallEnded();
+  int active_streams() const;
+  // Waits until no streaming call is active; true when that happened in time.
+  bool WaitNoStreams(std::chrono::milliseconds timeout);
+
+  // How long an idle Step session lives (--session-idle-seconds).
+  void set_session_idle_seconds(int seconds) { session_idle_seconds_ = seconds; }
+  int session_idle_seconds() const { return session_idle_seconds_; }
+
+  const Model& model() const { return *model_; }
+  const std::string& model_path() const { return model_path_; }
+  EngineWorker* worker() const { return worker_; }
+  ServiceMetrics* metrics() const { return metrics_; }
+
+ private:
+  class GenerateReactor;
+  friend class GenerateReactor;
+
+  // Heartbeats for `mailbox` until its stream ends.
+  void WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox);
+  void HeartbeatLoop();
+
+  std::shared_ptr<const Model> model_;
+  std::string model_path_;
+  EngineWorker* worker_;
+  ServerFacts facts_;
+  ServiceMetrics* metrics_;
+  const std::chrono::steady_clock::time_point started_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int> session_idle_seconds_{300};
+
+  mutable std::mutex mu_;
+  std::condition_variable streams_cv_;
+  int active_streams_ = 0;
+  std::vector<std::weak_ptr<GenerateMailbox>> mailboxes_;  // for heartbeats
+  bool stop_ = false;
+  std::condition_variable stop_cv_;
+  std::thread heartbeat_thread_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_

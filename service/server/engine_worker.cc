@@ -1,0 +1,356 @@
+#include "service/server/engine_worker.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/forward.h"
+#include "engine/scheduler/arena.h"
+#include "engine/scheduler/denoise_session.h"
+#include "service/server/metrics_hooks.h"
+
+namespace dllm {
+namespace {
+
+double SecondsBetween(EngineClock::time_point a, EngineClock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+EngineJob::EngineJob() : arrival_(EngineClock::now()) {}
+EngineJob::~EngineJob() = default;
+
+void EngineJob::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancel_.exchange(true)) return;
+  cancel_time_ = EngineClock::now();
+  if (worker_ != nullptr) worker_->Wake();
+}
+
+absl::StatusOr<bool> FunctionJob::RunStep(const std::atomic<bool>*) {
+  if (fn_) fn_();
+  fn_ = nullptr;
+  return false;
+}
+
+void FunctionJob::Finish(const absl::Status& status) {
+  if (done_) done_(status);
+}
+
+EngineWorker::SessionLease::~SessionLease() {
+  std::lock_guard<std::mutex> lock(worker_->mu_);
+  --worker_->sessions_open_;
+  worker_->ReleaseLocked(bytes_);
+  worker_->PublishLoadLocked();
+}
+
+EngineWorker::EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
+                           const EngineOptions& options, ServiceMetrics* metrics)
+    : model_(std::move(model)), plan_(plan), options_(options), metrics_(metrics) {
+  options_.max_running = std::max(1, options_.max_running);
+  options_.max_queue = std::max(0, options_.max_queue);
+  options_.max_sessions = std::max(0, options_.max_sessions);
+}
+
+EngineWorker::~EngineWorker() { Stop(); }
+
+void EngineWorker::Start(std::function<void(const absl::Status&)> on_ready) {
+  thread_ = std::thread([this, on_ready = std::move(on_ready)] {
+    arena_ = MakeArena(plan_);
+    absl::Status warm = options_.warm_up ? WarmUp() : absl::OkStatus();
+    if (warm.ok()) ready_ = true;
+    if (on_ready) on_ready(warm);
+    Loop();
+  });
+}
+
+absl::Status EngineWorker::WarmUp() {
+  SamplerConfig c;
+  c.family = model_->config().arch;
+  c.algorithm = c.family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  c.gen_length = 4;
+  c.steps = 4;
+  const int32_t bos = model_->config().tokens.bos;
+  std::vector<int32_t> prompt = {bos >= 0 ? bos : 0};
+  absl::Status status;
+  RunInArena([&] {
+    absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
+        DenoiseSession::Create(model_, c, prompt);
+    if (!session.ok()) {
+      status = session.status();
+      return;
+    }
+    status = (*session)->Advance().status();
+  });
+  if (!status.ok()) return absl::Status(status.code(), absl::StrCat("warm-up step: ", status.message()));
+  return status;
+}
+
+void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute(fn); }
+
+uint64_t EngineWorker::ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
+                                        int prompt_len) {
+  const int canvas = prompt_len + config.gen_length;
+  const uint64_t logits = static_cast<uint64_t>(canvas) * static_cast<uint64_t>(model.n_vocab) *
+                          sizeof(float) * (config.cfg_scale > 0 ? 2 : 1);
+  return static_cast<uint64_t>(ForwardPass::ActivationBytes(model, canvas)) + logits;
+}
+
+bool EngineWorker::FitsLocked(uint64_t bytes) const {
+  return options_.memory_budget_bytes == 0 ||
+         (bytes <= options_.memory_budget_bytes &&
+          reserved_bytes_ <= options_.memory_budget_bytes - bytes);
+}
+
+void EngineWorker::ReleaseLocked(uint64_t bytes) { reserved_bytes_ -= std::min(bytes, reserved_bytes_); }
+
+void EngineWorker::PublishLoadLocked() {
+  MetricsSetLoad(metrics_, running_requests_, static_cast<int>(queue_.size()), sessions_open_);
+  MetricsSetActivationBytes(metrics_, reserved_bytes_);
+}
+
+// Lock order: a job's mu_ is never taken while holding the worker's (Cancel()
+// takes the job's, then the worker's), so jobs are set up before locking.
+void EngineWorker::Attach(EngineJob* job, uint64_t reserved_bytes, bool is_request) {
+  std::lock_guard<std::mutex> job_lock(job->mu_);
+  job->worker_ = this;
+  job->reserved_bytes_ = reserved_bytes;
+  job->is_request_ = is_request;
+  job->admitted_ = EngineClock::now();
+}
+
+void EngineWorker::Detach(EngineJob* job) {
+  std::lock_guard<std::mutex> job_lock(job->mu_);
+  job->worker_ = nullptr;
+}
+
+absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
+  Attach(job.get(), reserved_bytes, /*is_request=*/true);
+  return Admit(std::move(job), reserved_bytes);
+}
+
+absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
+  EngineJob* raw = job.get();
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto refuse = [&](absl::Status status) {
+    lock.unlock();
+    Detach(raw);
+    return status;
+  };
+  if (stopping_) return refuse(absl::UnavailableError("server is shutting down"));
+  if (!ready_) return refuse(absl::UnavailableError("the model is still warming up"));
+  const int admitted = running_requests_ + static_cast<int>(queue_.size());
+  if (admitted >= options_.max_running + options_.max_queue) {
+    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kQueueFull, "RESOURCE_EXHAUSTED");
+    return refuse(absl::ResourceExhaustedError(
+        absl::StrCat("server is at capacity: ", running_requests_, " running and ",
+                     queue_.size(), " waiting requests (max_running ", options_.max_running,
+                     ", max_queue ", options_.max_queue, ")")));
+  }
+  if (!FitsLocked(reserved_bytes)) {
+    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
+    return refuse(absl::ResourceExhaustedError(absl::StrCat(
+        "not enough memory: the request needs ", reserved_bytes >> 20, " MiB of activations, ",
+        (options_.memory_budget_bytes - std::min(reserved_bytes_, options_.memory_budget_bytes)) >> 20,
+        " MiB of the ", options_.memory_budget_bytes >> 20, " MiB budget are free")));
+  }
+  reserved_bytes_ += reserved_bytes;
+  queue_.push_back(std::move(job));
+  PublishLoadLocked();
+  wake_.notify_one();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSession(
+    uint64_t reserved_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_) return absl::UnavailableError("server is shutting down");
+  if (!ready_) return absl::UnavailableError("the model is still warming up");
+  if (sessions_open_ >= options_.max_sessions) {
+    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kSessionsFull, "RESOURCE_EXHAUSTED");
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many open sessions (max_sessions ", options_.max_sessions, ")"));
+  }
+  if (!FitsLocked(reserved_bytes)) {
+    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "not enough memory for the session: it needs ", reserved_bytes >> 20, " MiB"));
+  }
+  reserved_bytes_ += reserved_bytes;
+  ++sessions_open_;
+  PublishLoadLocked();
+  return std::unique_ptr<SessionLease>(new SessionLease(this, reserved_bytes));
+}
+
+absl::Status EngineWorker::SubmitSessionWork(std::shared_ptr<EngineJob> job) {
+  Attach(job.get(), 0, /*is_request=*/false);
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    Detach(job.get());
+    return absl::UnavailableError("server is shutting down");
+  }
+  running_.push_back(std::move(job));
+  wake_.notify_one();
+  return absl::OkStatus();
+}
+
+absl::Status EngineWorker::Post(std::function<void()> fn,
+                                std::function<void(const absl::Status&)> done) {
+  return SubmitSessionWork(std::make_shared<FunctionJob>(std::move(fn), std::move(done)));
+}
+
+EngineLoad EngineWorker::load() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineLoad l;
+  l.running = running_requests_;
+  l.waiting = static_cast<int>(queue_.size());
+  l.sessions_open = sessions_open_;
+  l.reserved_bytes = reserved_bytes_;
+  l.budget_bytes = options_.memory_budget_bytes;
+  return l;
+}
+
+void EngineWorker::Wake() {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_.notify_one();
+}
+
+void EngineWorker::CancelAll() {
+  std::vector<std::shared_ptr<EngineJob>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs.assign(queue_.begin(), queue_.end());
+    jobs.insert(jobs.end(), running_.begin(), running_.end());
+    if (current_ != nullptr) jobs.push_back(current_);
+  }
+  for (const auto& job : jobs) job->Cancel();
+}
+
+bool EngineWorker::WaitIdle(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return idle_cv_.wait_for(lock, timeout,
+                           [this] { return queue_.empty() && running_requests_ == 0; });
+}
+
+void EngineWorker::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+    for (const auto& job : running_) job->cancel_.store(true);
+    if (current_ != nullptr) current_->cancel_.store(true);
+    wake_.notify_one();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+double EngineWorker::last_cancel_latency_seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_cancel_latency_;
+}
+
+// Ends `job` (engine thread): Finish inside the arena, then release its
+// reservation and slot, so that a free slot means the job is fully over.
+void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
+                             bool was_running) {
+  RunInArena([&] { job->Finish(status); });
+  const EngineClock::time_point now = EngineClock::now();
+  EngineClock::time_point cancel_time{};
+  {
+    std::lock_guard<std::mutex> job_lock(job->mu_);
+    job->worker_ = nullptr;
+    if (job->cancel_.load()) cancel_time = job->cancel_time_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (was_running) {
+    current_ = nullptr;
+    if (job->is_request_) --running_requests_;
+  }
+  ReleaseLocked(job->reserved_bytes_);
+  if (cancel_time != EngineClock::time_point{} && status.code() != absl::StatusCode::kOk) {
+    last_cancel_latency_ = SecondsBetween(cancel_time, now);
+    MetricsCancelled(metrics_, last_cancel_latency_);
+  }
+  PublishLoadLocked();
+  idle_cv_.notify_all();
+}
+
+void EngineWorker::Loop() {
+  for (;;) {
+    std::vector<std::pair<std::shared_ptr<EngineJob>, absl::Status>> dropped;
+    std::shared_ptr<EngineJob> job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      const auto has_news = [this] {
+        if (stopping_ || !running_.empty()) return true;
+        if (queue_.empty()) return false;
+        return running_requests_ < options_.max_running ||
+               std::any_of(queue_.begin(), queue_.end(),
+                           [](const auto& j) { return j->cancelled(); });
+      };
+      wake_.wait(lock, has_news);
+      const EngineClock::time_point now = EngineClock::now();
+      // Queued requests that were cancelled or ran out of time never start.
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        const std::shared_ptr<EngineJob>& j = *it;
+        if (stopping_ || j->cancelled() || j->deadline() <= now) {
+          dropped.emplace_back(
+              j, stopping_ ? absl::UnavailableError("server is shutting down")
+                 : j->deadline() <= now
+                     ? absl::DeadlineExceededError("deadline passed while the request was queued")
+                     : absl::CancelledError("cancelled while queued"));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (!stopping_ && running_requests_ < options_.max_running && !queue_.empty()) {
+        std::shared_ptr<EngineJob> next = std::move(queue_.front());
+        queue_.pop_front();
+        next->queue_seconds_ = SecondsBetween(next->admitted_, now);
+        ++running_requests_;
+        running_.push_back(std::move(next));
+      }
+      if (!running_.empty()) {
+        job = std::move(running_.front());
+        running_.pop_front();
+        if (stopping_) job->cancel_.store(true);
+        current_ = job;
+      } else if (stopping_ && dropped.empty()) {
+        return;
+      }
+      PublishLoadLocked();
+    }
+    for (const auto& [j, status] : dropped) FinishJob(j, status, /*was_running=*/false);
+    if (job == nullptr) continue;
+
+    absl::Status end;  // set when the job ends this turn
+    bool more = false;
+    if (job->deadline() <= EngineClock::now()) {
+      end = absl::DeadlineExceededError("deadline passed");
+    } else if (job->cancelled()) {
+      end = absl::CancelledError(stopping_ ? "server is shutting down" : "cancelled");
+    } else {
+      absl::StatusOr<bool> step;
+      RunInArena([&] { step = job->RunStep(&job->cancel_); });
+      if (!step.ok()) {
+        end = step.status();
+        if (end.code() == absl::StatusCode::kCancelled && job->deadline() <= EngineClock::now()) {
+          end = absl::DeadlineExceededError("deadline passed");
+        }
+      } else {
+        more = *step;
+      }
+    }
+    if (more) {
+      std::lock_guard<std::mutex> lock(mu_);
+      current_ = nullptr;
+      running_.push_back(std::move(job));
+      continue;
+    }
+    FinishJob(job, end, /*was_running=*/true);
+  }
+}
+
+}  // namespace dllm

@@ -1,0 +1,237 @@
+// EngineWorker: the one thread that runs all model work, inside the oneTBB
+// arena (serving.md 6.3). RPC threads only validate, admit and enqueue; the
+// engine thread creates every ForwardPass / DenoiseSession in its arena,
+// advances the running jobs one step at a time in round-robin order, and
+// ends each job exactly once. Admission is bounded three ways: running
+// requests (--max-running), waiting requests (--max-queue) and bytes of
+// activation and logits memory reserved at admission (--memory-budget-mb),
+// so a request is refused up front instead of failing mid-step. Step RPC
+// sessions hold a separate slot (--max-sessions) and their memory for as
+// long as they live, and run their operations as work items on the same
+// thread. No gRPC type appears here.
+#ifndef DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
+#define DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <tbb/task_arena.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model/model.h"
+#include "engine/sampler/sampler_config.h"
+#include "engine/scheduler/cpu_topology.h"
+
+namespace dllm {
+
+class ServiceMetrics;
+class EngineWorker;
+
+using EngineClock = std::chrono::steady_clock;
+
+struct EngineOptions {
+  int max_running = 1;   // requests advancing at once (round-robin per step)
+  int max_queue = 8;     // requests admitted and waiting for a running slot
+  int max_sessions = 4;  // open Step sessions
+  // Activation + logits bytes all admitted work may reserve together, e.g.
+  // MemAvailable at start minus a margin; 0 = no limit.
+  uint64_t memory_budget_bytes = 0;
+  bool warm_up = true;   // run one denoising step before reporting ready
+};
+
+// Live numbers for GetServerInfo and the load gauges.
+struct EngineLoad {
+  int running = 0;   // requests (not session work) in the running set
+  int waiting = 0;   // requests admitted, not yet running
+  int sessions_open = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t budget_bytes = 0;  // 0 = no limit
+};
+
+// One unit of admitted work: a Generate request, or one operation of a Step
+// session. Subclasses implement RunStep and Finish; the worker calls both on
+// the engine thread inside the arena. Cancel() and the accessors are safe
+// from any thread.
+class EngineJob {
+ public:
+  EngineJob();
+  virtual ~EngineJob();
+  EngineJob(const EngineJob&) = delete;
+  EngineJob& operator=(const EngineJob&) = delete;
+
+  // One unit of work (one denoising step); the first call also sets up
+  // (e.g. creates the DenoiseSession, inside the arena as it must be).
+  // Returns true while more units remain. Pass `cancel` down to
+  // DenoiseSession::Advance so a cancel stops the work within one layer.
+  virtual absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) = 0;
+  // Exactly once, after the last RunStep (OK) or instead of further ones:
+  // CANCELLED (Cancel()), DEADLINE_EXCEEDED (deadline passed, while queued
+  // or running), UNAVAILABLE (the worker stopped), or RunStep's error.
+  // Release arena-bound state (the DenoiseSession) here.
+  virtual void Finish(const absl::Status& status) = 0;
+
+  // Stops the job: a queued job is dropped, a running one stops within one
+  // layer. Idempotent.
+  void Cancel();
+  bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
+
+  // Set before submitting; EngineClock::time_point::max() = none.
+  void set_deadline(EngineClock::time_point deadline) { deadline_ = deadline; }
+  EngineClock::time_point deadline() const { return deadline_; }
+  // When the job was created (the request's arrival).
+  EngineClock::time_point arrival() const { return arrival_; }
+  // Seconds between admission and the first RunStep (valid from the first RunStep).
+  double queue_seconds() const { return queue_seconds_; }
+
+ private:
+  friend class EngineWorker;
+
+  std::atomic<bool> cancel_{false};
+  EngineClock::time_point arrival_;
+  EngineClock::time_point deadline_ = EngineClock::time_point::max();
+  double queue_seconds_ = 0;
+
+  // Written by the worker; guarded by mu_ so Cancel() never wakes a worker
+  // that has already finished this job.
+  std::mutex mu_;
+  EngineWorker* worker_ = nullptr;  // non-owning; set while admitted
+  EngineClock::time_point cancel_time_{};
+  EngineClock::time_point admitted_{};
+  uint64_t reserved_bytes_ = 0;
+  bool is_request_ = true;  // counts against max_running / max_queue
+};
+
+// Runs `fn` once on the engine thread inside the arena (as a job that is
+// never cancelled): e.g. to create or destroy a session's DenoiseSession.
+// `done` gets OK, or UNAVAILABLE when the worker stopped first.
+class FunctionJob : public EngineJob {
+ public:
+  FunctionJob(std::function<void()> fn, std::function<void(const absl::Status&)> done = nullptr)
+      : fn_(std::move(fn)), done_(std::move(done)) {}
+  absl::StatusOr<bool> RunStep(const std::atomic<bool>*) override;
+  void Finish(const absl::Status& status) override;
+
+ private:
+  std::function<void()> fn_;
+  std::function<void(const absl::Status&)> done_;
+};
+
+class EngineWorker {
+ public:
+  // Holds one of --max-sessions slots and its reserved bytes; releases both
+  // when destroyed (any thread). Its work items go through SubmitSessionWork.
+  class SessionLease {
+   public:
+    ~SessionLease();
+    uint64_t reserved_bytes() const { return bytes_; }
+
+   private:
+    friend class EngineWorker;
+    SessionLease(EngineWorker* worker, uint64_t bytes) : worker_(worker), bytes_(bytes) {}
+    EngineWorker* worker_;  // non-owning; outlives the lease
+    uint64_t bytes_;
+  };
+
+  // `metrics` may be null (no metrics); non-owning, outlives the worker.
+  EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
+               const EngineOptions& options, ServiceMetrics* metrics = nullptr);
+  ~EngineWorker();  // Stop()
+  EngineWorker(const EngineWorker&) = delete;
+  EngineWorker& operator=(const EngineWorker&) = delete;
+
+  // Starts the engine thread: it creates the arena, runs the warm-up step
+  // (options.warm_up) and then calls `on_ready` (on the engine thread) with
+  // OK or the warm-up's error. Until then Submit answers UNAVAILABLE.
+  void Start(std::function<void(const absl::Status&)> on_ready = nullptr);
+  bool ready() const { return ready_.load(); }
+
+  // Bytes a generation reserves at admission: the forward pass's
+  // activations for the canvas plus the logits rows DenoiseSession keeps
+  // (twice with CFG).
+  static uint64_t ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
+                                   int prompt_len);
+
+  // Admits a request job. RESOURCE_EXHAUSTED when max_running + max_queue
+  // requests are already admitted or `reserved_bytes` does not fit the
+  // budget; UNAVAILABLE before ready or after Stop. On OK the job gets
+  // exactly one Finish. Never blocks on the engine.
+  absl::Status Submit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
+
+  // Step sessions: RESOURCE_EXHAUSTED when max_sessions are open or the
+  // bytes do not fit; UNAVAILABLE before ready or after Stop.
+  absl::StatusOr<std::unique_ptr<SessionLease>> OpenSession(uint64_t reserved_bytes);
+  // Runs a session's work item in turn with the running requests (one
+  // RunStep per turn), outside the request caps: its lease holds the memory.
+  // UNAVAILABLE after Stop (then no Finish is called).
+  absl::Status SubmitSessionWork(std::shared_ptr<EngineJob> job);
+  // FunctionJob shorthand for SubmitSessionWork.
+  absl::Status Post(std::function<void()> fn,
+                    std::function<void(const absl::Status&)> done = nullptr);
+
+  EngineLoad load() const;
+  const EngineOptions& options() const { return options_; }
+  int threads() const { return plan_.threads; }
+
+  // Cancels every admitted job (the end of a drain).
+  void CancelAll();
+  // Waits until no request is queued or running; true when that happened
+  // within `timeout`.
+  bool WaitIdle(std::chrono::milliseconds timeout);
+  // Refuses new work, ends queued jobs with UNAVAILABLE, cancels running
+  // ones and joins the engine thread. Idempotent.
+  void Stop();
+
+  // Seconds from the latest Cancel() to the engine letting go of that job
+  // (negative before any cancellation).
+  double last_cancel_latency_seconds() const;
+
+ private:
+  friend class EngineJob;
+  friend class SessionLease;
+
+  void Loop();
+  void Wake();
+  void Attach(EngineJob* job, uint64_t reserved_bytes, bool is_request);
+  void Detach(EngineJob* job);
+  absl::Status Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
+  void RunInArena(const std::function<void()>& fn);
+  void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
+                 bool was_running);
+  void ReleaseLocked(uint64_t bytes);
+  bool FitsLocked(uint64_t bytes) const;
+  void PublishLoadLocked();
+  absl::Status WarmUp();
+
+  std::shared_ptr<const Model> model_;
+  ThreadPlan plan_;
+  EngineOptions options_;
+  ServiceMetrics* metrics_;  // non-owning, may be null
+  std::unique_ptr<tbb::task_arena> arena_;  // created on, and used only by, the engine thread
+
+  mutable std::mutex mu_;
+  std::condition_variable wake_;     // work arrived, a job was cancelled, or stop
+  std::condition_variable idle_cv_;  // requests finished
+  std::deque<std::shared_ptr<EngineJob>> queue_;    // admitted requests, FIFO
+  std::deque<std::shared_ptr<EngineJob>> running_;  // requests and session work, round-robin
+  std::shared_ptr<EngineJob> current_;              // the job whose turn it is (out of running_)
+  int running_requests_ = 0;
+  int sessions_open_ = 0;
+  uint64_t reserved_bytes_ = 0;
+  bool stopping_ = false;
+  std::atomic<bool> ready_{false};
+  double last_cancel_latency_ = -1;
+  std::thread thread_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_ENGINE_WORKER_H_

@@ -1,0 +1,63 @@
+// GenerateJob: one Generate request on the engine thread. It creates the
+// DenoiseSession inside the arena on its first step, advances it one step
+// per turn, and turns each step into stream events for its mailbox: the
+// stable prefix (the leading run of committed positions of the generated
+// region) decoded UTF-8-safely up to the first end-of-text token, committed
+// tokens and the canvas at the requested detail, then one Final. It logs
+// one line per request to stderr when it ends.
+#ifndef DLLM_SERVICE_SERVER_GENERATE_JOB_H_
+#define DLLM_SERVICE_SERVER_GENERATE_JOB_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "engine/scheduler/denoise_session.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "service/server/engine_worker.h"
+#include "service/server/generate_stream.h"
+#include "service/server/request_validation.h"
+
+namespace dllm {
+
+// Engine-thread only, except what EngineJob allows from any thread.
+class GenerateJob : public EngineJob {
+ public:
+  // `metrics` may be null; `mailbox` receives every event and the end.
+  GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,
+              std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics = nullptr);
+  ~GenerateJob() override;
+
+  absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) override;
+  void Finish(const absl::Status& status) override;
+
+  const GenerationSpec& spec() const { return spec_; }
+  int planned_steps() const;
+
+ private:
+  absl::Status Begin();
+  v1::Final BuildFinal() const;
+
+  std::shared_ptr<const Model> model_;
+  GenerationSpec spec_;
+  std::shared_ptr<GenerateMailbox> mailbox_;
+  ServiceMetrics* metrics_;  // non-owning, may be null
+
+  std::unique_ptr<DenoiseSession> session_;
+  StreamingDecoder decoder_;
+  EngineClock::time_point first_run_{};
+  double first_step_seconds_ = 0;   // since arrival
+  double first_token_seconds_ = 0;  // since arrival; 0 = none yet
+  double step_seconds_total_ = 0;
+  int steps_ = 0;
+  int stable_ = 0;              // stable prefix length in the generated region
+  bool text_ended_ = false;     // the stable prefix reached an end-of-text token
+  std::string text_;            // every delta so far
+  // Waiting for the next StepEvent (stride, or DETAIL_TEXT without growth).
+  v1::StepEvent pending_;
+  int pending_steps_ = 0;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_GENERATE_JOB_H_

@@ -1,0 +1,13 @@
+#include "service/server/grpc_status.h"
+
+#include <string>
+
+namespace dllm {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl's canonical codes are google.rpc.Code, as gRPC's are.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace dllm

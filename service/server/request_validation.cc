@@ -1,0 +1,345 @@
+#include "service/server/request_validation.h"
+
+#include <cmath>
+#include <mutex>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "engine/tokenizer/chat_template.h"
+
+namespace dllm {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// SamplerConfig::Validate() names its fields "sampler: FIELD: ..."; the
+// client knows them by their proto path.
+absl::Status RenameSamplerField(const absl::Status& s) {
+  static constexpr std::pair<absl::string_view, absl::string_view> kFields[] = {
+      {"gen_length", "diffusion.gen_length"},
+      {"steps", "diffusion.steps"},
+      {"block_length", "diffusion.block_length"},
+      {"algorithm", "diffusion.algorithm"},
+      {"threshold", "diffusion.threshold"},
+      {"eps", "diffusion.eps"},
+      {"cfg_scale", "diffusion.cfg_scale"},
+      {"logits_eos_inf", "diffusion.logits_eos_inf"},
+      {"confidence_eos_eot_inf", "diffusion.confidence_eos_eot_inf"},
+      {"temperature", "sampling.temperature"},
+      {"top_p", "sampling.top_p"},
+      {"top_k", "sampling.top_k"},
+      {"alg_temp", "sampling.alg_temp"},
+  };
+  absl::string_view message = s.message();
+  if (absl::ConsumePrefix(&message, "sampler: ")) {
+    for (const auto& [name, path] : kFields) {
+      absl::string_view rest = message;
+      if (absl::ConsumePrefix(&rest, name) && absl::ConsumePrefix(&rest, ": ")) {
+        return absl::Status(s.code(), absl::StrCat(path, ": ", rest));
+      }
+    }
+  }
+  return absl::Status(s.code(), absl::StrCat("diffusion: ", message));
+}
+
+std::mt19937_64& Random() {
+  static std::mt19937_64 rng(std::random_device{}());
+  return rng;
+}
+std::mutex random_mutex;
+
+absl::Status ValidateRequestId(absl::string_view id, absl::string_view field) {
+  if (id.size() > kMaxRequestIdBytes) {
+    return Invalid(field, absl::StrCat(id.size(), " bytes exceed the limit of ",
+                                       kMaxRequestIdBytes));
+  }
+  for (size_t i = 0; i < id.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(id[i]);
+    if (c < 0x21 || c > 0x7e) {
+      return Invalid(field, absl::StrCat("byte ", i, " is not printable ASCII"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateModelField(absl::string_view name, const Model& model,
+                                absl::string_view path, absl::string_view field) {
+  if (NamesServedModel(name, model, path)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(field, ": model '", name, "' is not served here (this server serves '",
+                                          model.config().name, "')"));
+}
+
+absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id, absl::string_view model_name,
+                                              const v1::Prompt& prompt,
+                                              const v1::DiffusionParams& diffusion,
+                                              const v1::SamplingParams& sampling,
+                                              const Model& model, absl::string_view model_path) {
+  GenerationSpec spec;
+  if (absl::Status s = ValidateRequestId(request_id, "request_id"); !s.ok()) return s;
+  spec.request_id = request_id.empty() ? NewRequestId() : std::string(request_id);
+  if (absl::Status s = ValidateModelField(model_name, model, model_path, "model"); !s.ok()) return s;
+  absl::StatusOr<std::vector<int32_t>> ids = ValidatePrompt(prompt, model);
+  if (!ids.ok()) return ids.status();
+  spec.prompt = std::move(*ids);
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromProto(diffusion, sampling, model.config());
+  if (!config.ok()) return config.status();
+  spec.sampler = *config;
+  const int64_t n_ctx = model.config().n_ctx_train;
+  const int64_t canvas = static_cast<int64_t>(spec.prompt.size()) + spec.sampler.gen_length;
+  if (canvas > n_ctx) {
+    return Invalid("diffusion.gen_length",
+                   absl::StrCat("prompt ", spec.prompt.size(), " + gen_length ",
+                                spec.sampler.gen_length, " = ", canvas,
+                                " tokens exceed the model's context of ", n_ctx));
+  }
+  spec.seed_was_set = sampling.has_seed();
+  spec.sampler.seed = sampling.has_seed() ? sampling.seed() : NewSeed();
+  return spec;
+}
+
+}  // namespace
+
+std::string NewRequestId() {
+  std::lock_guard<std::mutex> lock(random_mutex);
+  return absl::StrFormat("req-%016x", Random()());
+}
+
+uint64_t NewSeed() {
+  std::lock_guard<std::mutex> lock(random_mutex);
+  // Below 2^53 so that JSON clients (doubles) can echo it back exactly.
+  return Random()() >> 11;
+}
+
+bool NamesServedModel(absl::string_view model, const Model& served, absl::string_view path) {
+  if (model.empty() || model == served.config().name) return true;
+  absl::string_view base = path;
+  if (const size_t slash = base.rfind('/'); slash != absl::string_view::npos) {
+    base.remove_prefix(slash + 1);
+  }
+  if (model == base) return true;
+  absl::ConsumeSuffix(&base, ".gguf");
+  return model == base;
+}
+
+std::vector<int32_t> EncodePrompt(const Model& model, absl::string_view text, bool chat,
+                                  absl::string_view system) {
+  const BpeTokenizer& tok = model.tokenizer();
+  if (!chat) return tok.Encode(text, /*add_special=*/true, /*parse_special=*/true);
+  std::vector<ChatMessage> messages;
+  if (!system.empty()) messages.push_back({"system", std::string(system)});
+  messages.push_back({"user", std::string(text)});
+  return EncodeChat(tok, model.chat_template(), messages);
+}
+
+int64_t FirstInvalidUtf8(absl::string_view text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    int len = 0;
+    uint32_t min = 0;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2, min = 0x80;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3, min = 0x800;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4, min = 0x10000;
+    } else {
+      return static_cast<int64_t>(i);
+    }
+    if (i + len > n) return static_cast<int64_t>(i);
+    uint32_t cp = c & (0x7F >> len);
+    for (int k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
+    if (cp < min || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
+      return static_cast<int64_t>(i);
+    }
+    i += len;
+  }
+  return -1;
+}
+
+absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model) {
+  const ModelConfig& c = model.config();
+  switch (prompt.input_case()) {
+    case v1::Prompt::kText: {
+      if (prompt.text().empty()) return Invalid("prompt.text", "empty");
+      if (const int64_t bad = FirstInvalidUtf8(prompt.text()); bad >= 0) {
+        return Invalid("prompt.text", absl::StrCat("invalid UTF-8 at byte ", bad));
+      }
+      if (!prompt.apply_chat_template() && !prompt.system().empty()) {
+        return Invalid("prompt.system", "needs apply_chat_template");
+      }
+      if (const int64_t bad = FirstInvalidUtf8(prompt.system()); bad >= 0) {
+        return Invalid("prompt.system", absl::StrCat("invalid UTF-8 at byte ", bad));
+      }
+      std::vector<int32_t> ids =
+          EncodePrompt(model, prompt.text(), prompt.apply_chat_template(), prompt.system());
+      if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
+      return ids;
+    }
+    case v1::Prompt::kTokenIds: {
+      const auto& ids = prompt.token_ids().ids();
+      if (ids.empty()) return Invalid("prompt.token_ids", "empty");
+      if (prompt.apply_chat_template()) {
+        return Invalid("prompt.apply_chat_template", "applies to prompt.text only");
+      }
+      if (!prompt.system().empty()) return Invalid("prompt.system", "applies to prompt.text only");
+      std::vector<int32_t> out;
+      out.reserve(ids.size());
+      for (int i = 0; i < ids.size(); ++i) {
+        const uint32_t id = ids[i];
+        const std::string field = absl::StrCat("prompt.token_ids.ids[", i, "]");
+        if (id >= static_cast<uint64_t>(c.n_vocab)) {
+          return Invalid(field, absl::StrCat(id, " is outside the vocabulary of ", c.n_vocab));
+        }
+        if (static_cast<int32_t>(id) == c.tokens.mask) {
+          return Invalid(field, absl::StrCat(id, " is the mask token"));
+        }
+        out.push_back(static_cast<int32_t>(id));
+      }
+      return out;
+    }
+    case v1::Prompt::INPUT_NOT_SET:
+      break;
+  }
+  return Invalid("prompt", "empty (set prompt.text or prompt.token_ids)");
+}
+
+absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& d,
+                                                     const v1::SamplingParams& s,
+                                                     const ModelConfig& config) {
+  SamplerConfig c;
+  c.family = config.arch;
+  const int64_t n_ctx = config.n_ctx_train;
+  for (const auto& [field, value] : {std::pair{"diffusion.gen_length", d.gen_length()},
+                                     {"diffusion.steps", d.steps()},
+                                     {"diffusion.block_length", d.block_length()}}) {
+    if (value > n_ctx) {
+      return Invalid(field, absl::StrCat(value, " exceeds the model's context of ", n_ctx));
+    }
+  }
+  c.gen_length = d.gen_length() == 0 ? 128 : static_cast<int>(d.gen_length());
+  c.steps = d.steps() == 0 ? c.gen_length : static_cast<int>(d.steps());
+  if (d.block_length() != 0) {
+    c.block_length = static_cast<int>(d.block_length());
+  } else {
+    c.block_length = c.family == Arch::kLlada && c.gen_length % 32 == 0 ? 32 : 0;
+  }
+  if (!v1::Algorithm_IsValid(d.algorithm())) {
+    return Invalid("diffusion.algorithm", absl::StrCat("unknown value ", d.algorithm()));
+  }
+  if (d.algorithm() == v1::ALGORITHM_UNSPECIFIED) {
+    c.algorithm = c.family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  } else {
+    c.algorithm = static_cast<Algorithm>(d.algorithm() - 1);
+    if (!AlgorithmFitsFamily(c.algorithm, c.family)) {
+      return Invalid("diffusion.algorithm",
+                     absl::StrCat(v1::Algorithm_Name(d.algorithm()), " does not fit the served ",
+                                  ArchName(c.family), " model (",
+                                  c.family == Arch::kLlada ? "LOW_CONFIDENCE, RANDOM"
+                                                           : "ORIGIN, MASKGIT_PLUS, TOPK_MARGIN, ENTROPY",
+                                  ")"));
+    }
+  }
+  if (d.has_threshold()) c.threshold = d.threshold();
+  if (d.has_eps()) c.eps = d.eps();
+  c.cfg_scale = d.cfg_scale();
+  c.early_exit = !d.has_early_exit() || d.early_exit();
+  c.logits_eos_inf = d.logits_eos_inf();
+  c.confidence_eos_eot_inf = d.confidence_eos_eot_inf();
+  c.temperature = s.temperature();
+  // Proto3 zero means "off" for top_p; the engine says off with 1.
+  c.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
+  if (s.top_k() > (1u << 30)) return Invalid("sampling.top_k", absl::StrCat(s.top_k(), " is too large"));
+  c.top_k = static_cast<int>(s.top_k());
+  c.alg_temp = s.alg_temp();
+  if (absl::Status st = c.Validate(); !st.ok()) return RenameSamplerField(st);
+  return c;
+}
+
+absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& stream) {
+  StreamSettings out;
+  if (!v1::Detail_IsValid(stream.detail())) {
+    return Invalid("stream.detail", absl::StrCat("unknown value ", stream.detail()));
+  }
+  out.detail = stream.detail() == v1::DETAIL_UNSPECIFIED ? v1::DETAIL_TEXT : stream.detail();
+  if (stream.step_stride() > (1u << 20)) {
+    return Invalid("stream.step_stride", absl::StrCat(stream.step_stride(), " is too large"));
+  }
+  out.step_stride = stream.step_stride() == 0 ? 1 : static_cast<int>(stream.step_stride());
+  if (stream.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
+    return Invalid("stream.top_candidates",
+                   absl::StrCat(stream.top_candidates(), " exceeds the limit of ", kMaxTopCandidates));
+  }
+  if (stream.top_candidates() > 0 && out.detail < v1::DETAIL_STEPS) {
+    return Invalid("stream.top_candidates", "needs detail DETAIL_STEPS or DETAIL_CANVAS");
+  }
+  out.top_candidates = static_cast<int>(stream.top_candidates());
+  out.include_timings = stream.include_timings();
+  if (stream.heartbeat_seconds() > kMaxHeartbeatSeconds) {
+    return Invalid("stream.heartbeat_seconds",
+                   absl::StrCat(stream.heartbeat_seconds(), " exceeds the limit of ",
+                                kMaxHeartbeatSeconds));
+  }
+  out.heartbeat_seconds = stream.heartbeat_seconds() == 0
+                              ? static_cast<int>(kDefaultHeartbeatSeconds)
+                              : static_cast<int>(stream.heartbeat_seconds());
+  return out;
+}
+
+absl::StatusOr<GenerationSpec> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                       const Model& model,
+                                                       absl::string_view model_path) {
+  absl::StatusOr<GenerationSpec> spec =
+      ValidateCommon(request.request_id(), request.model(), request.prompt(), request.diffusion(),
+                     request.sampling(), model, model_path);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<StreamSettings> stream = StreamSettingsFromProto(request.stream());
+  if (!stream.ok()) return stream.status();
+  spec->stream = *stream;
+  return spec;
+}
+
+absl::StatusOr<GenerationSpec> ValidateOpen(const v1::Open& open, const Model& model,
+                                            absl::string_view model_path) {
+  return ValidateCommon(open.request_id(), open.model(), open.prompt(), open.diffusion(),
+                        open.sampling(), model, model_path);
+}
+
+v1::Algorithm AlgorithmToProto(Algorithm algorithm) {
+  return static_cast<v1::Algorithm>(static_cast<int>(algorithm) + 1);
+}
+
+v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config) {
+  v1::DiffusionParams d;
+  d.set_gen_length(128);
+  d.set_steps(128);
+  d.set_block_length(config.arch == Arch::kLlada ? 32 : 128);
+  d.set_algorithm(config.arch == Arch::kLlada ? v1::ALGORITHM_LOW_CONFIDENCE
+                                              : v1::ALGORITHM_ENTROPY);
+  d.set_early_exit(true);
+  if (config.arch == Arch::kDream) d.set_eps(1e-3f);
+  return d;
+}
+
+v1::SamplingParams DefaultSamplingParams(const ModelConfig&) {
+  v1::SamplingParams s;
+  s.set_temperature(0.0f);
+  return s;
+}
+
+}  // namespace dllm

@@ -1,0 +1,89 @@
+// Request validation: a GenerateRequest (or a Step session's Open) checked
+// field by field and turned into plain engine settings, before any compute.
+// Every problem is INVALID_ARGUMENT naming the proto field ("diffusion.
+// block_length: 24 does not divide gen_length 128"); a `model` that is not
+// the served one is NOT_FOUND; what the server does not implement is
+// UNIMPLEMENTED. Defaults mirror `dllm generate` (service/cli/
+// generate_command.cc), so the server and the CLI agree on the same settings.
+#ifndef DLLM_SERVICE_SERVER_REQUEST_VALIDATION_H_
+#define DLLM_SERVICE_SERVER_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dllm/v1/dllm.pb.h"
+#include "engine/model/model.h"
+#include "engine/sampler/sampler_config.h"
+
+namespace dllm {
+
+// Limits of what one request may ask for (top_candidates, ids, ...).
+inline constexpr int kMaxTopCandidates = 8;
+inline constexpr size_t kMaxRequestIdBytes = 128;
+inline constexpr uint32_t kDefaultHeartbeatSeconds = 10;
+inline constexpr uint32_t kMaxHeartbeatSeconds = 3600;
+
+// StreamOptions with defaults applied.
+struct StreamSettings {
+  v1::Detail detail = v1::DETAIL_TEXT;  // never DETAIL_UNSPECIFIED
+  int step_stride = 1;                  // >= 1
+  int top_candidates = 0;               // 0..kMaxTopCandidates
+  bool include_timings = false;
+  int heartbeat_seconds = kDefaultHeartbeatSeconds;  // >= 1
+};
+
+// One validated generation: everything the engine needs, no proto left.
+struct GenerationSpec {
+  std::string request_id;       // client's, or a generated one
+  SamplerConfig sampler;        // resolved defaults, family = the model's
+  std::vector<int32_t> prompt;  // token ids after tokenizer / chat template
+  StreamSettings stream;
+  bool seed_was_set = false;    // false: sampler.seed was drawn by the server
+};
+
+// Fresh request id ("req-" + 16 hex digits) and seed, from a process-wide
+// random source.
+std::string NewRequestId();
+uint64_t NewSeed();
+
+// Whether `model` (GenerateRequest.model) names the served model: empty,
+// general.name, or the GGUF file name with or without ".gguf".
+bool NamesServedModel(absl::string_view model, const Model& served, absl::string_view path);
+
+// The prompt as the CLI encodes it: plain text with special tokens parsed
+// (BOS per the tokenizer), or one user turn (plus an optional system turn)
+// in the model's chat template.
+std::vector<int32_t> EncodePrompt(const Model& model, absl::string_view text, bool chat,
+                                  absl::string_view system);
+
+// Byte offset of the first invalid UTF-8 sequence in `text`, or -1.
+int64_t FirstInvalidUtf8(absl::string_view text);
+
+// Prompt, DiffusionParams and SamplingParams of GenerateRequest and Open.
+absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model);
+absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,
+                                                     const v1::SamplingParams& sampling,
+                                                     const ModelConfig& config);
+absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& stream);
+
+// A whole GenerateRequest. `model_path` is the served file (for `model`).
+absl::StatusOr<GenerationSpec> ValidateGenerateRequest(const v1::GenerateRequest& request,
+                                                       const Model& model,
+                                                       absl::string_view model_path);
+// A Step session's Open (stream settings stay at their defaults).
+absl::StatusOr<GenerationSpec> ValidateOpen(const v1::Open& open, const Model& model,
+                                            absl::string_view model_path);
+
+// The proto enum of an engine algorithm and back.
+v1::Algorithm AlgorithmToProto(Algorithm algorithm);
+// The settings a request with empty DiffusionParams / SamplingParams gets.
+v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config);
+v1::SamplingParams DefaultSamplingParams(const ModelConfig& config);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_REQUEST_VALIDATION_H_

@@ -1,0 +1,149 @@
+#include "service/server/server.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace dllm {
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read '", path, "'"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is not a PEM file"));
+  }
+  return ss.str();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) return grpc::InsecureServerCredentials();
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  absl::StatusOr<std::string> cert = ReadPem(o.tls_cert_file, "--tls-cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(o.tls_key_file, "--tls-key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<const Model> model,
+                                                              const ServerOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = Credentials(options);
+  if (!creds.ok()) return creds.status();
+
+  std::unique_ptr<DllmServer> s(new DllmServer());
+  s->options_ = options;
+  s->worker_ = std::make_unique<EngineWorker>(model, options.plan, options.engine, options.metrics);
+  s->service_ = std::make_unique<DiffusionLmService>(model, options.model_path, s->worker_.get(),
+                                                     options.facts, options.metrics);
+  s->service_->set_session_idle_seconds(options.session_idle_seconds);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, *creds, &s->port_);
+  builder.RegisterService(s->service_.get());
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // serving.md 1.8: keepalive 60 s / 20 s, pings allowed without calls
+  // (DETAIL_FINAL_ONLY streams carry no data between heartbeats), clients
+  // may ping every 10 s; idle connections close after 5 min.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 60 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 20 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+  }
+  s->SetReady(false);
+  DllmServer* raw = s.get();
+  s->worker_->Start([raw](const absl::Status& status) {
+    // Readiness before WaitReady returns, so that a caller who waited sees SERVING.
+    if (status.ok() && !raw->service_->draining()) raw->SetReady(true);
+    {
+      std::lock_guard<std::mutex> lock(raw->mu_);
+      raw->warm_done_ = true;
+      raw->warm_status_ = status;
+    }
+    raw->cv_.notify_all();
+  });
+  return s;
+}
+
+DllmServer::~DllmServer() { Shutdown(); }
+
+void DllmServer::SetReady(bool ready) {
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    health->SetServingStatus(kReadinessService, ready);
+  }
+}
+
+absl::Status DllmServer::WaitReady(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!cv_.wait_for(lock, timeout, [this] { return warm_done_; })) {
+    return absl::DeadlineExceededError("the engine's warm-up did not finish in time");
+  }
+  return warm_status_;
+}
+
+void DllmServer::Drain(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+  }
+  // Readiness first: a probe that sees the server refuse calls must also see NOT_SERVING.
+  SetReady(false);
+  service_->StartDraining();
+  const auto until = std::chrono::steady_clock::now() + grace;
+  const bool idle = service_->WaitNoStreams(grace) &&
+                    worker_->WaitIdle(std::chrono::duration_cast<std::chrono::milliseconds>(
+                        std::max(until - std::chrono::steady_clock::now(),
+                                 std::chrono::steady_clock::duration::zero())));
+  if (!idle) {
+    std::fprintf(stderr, "dllm-server: drain: cancelling %d stream(s) still running\n",
+                 service_->active_streams());
+  }
+  Shutdown();
+}
+
+void DllmServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  service_->StartDraining();
+  worker_->CancelAll();
+  // Cancelled streams end within a layer; give them a moment to write
+  // their status before the transport goes.
+  service_->WaitNoStreams(std::chrono::seconds(5));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  worker_->Stop();
+  server_->Wait();
+  cv_.notify_all();
+}
+
+void DllmServer::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return shut_down_; });
+}
+
+}  // namespace dllm

@@ -1,0 +1,199 @@
+// `dllm-server`: serves one model over gRPC (dllm.v1.DiffusionLM) until
+// SIGTERM or SIGINT, then drains: readiness NOT_SERVING, new calls
+// UNAVAILABLE, in-flight streams finish for up to --drain-seconds, exit 0.
+// Signals are taken by sigwait on the main thread (blocked everywhere else
+// before any thread starts), so no work happens in a signal handler.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/isa_option.h"
+#include "engine/scheduler/cpu_topology.h"
+#include "service/cli/flags.h"
+#include "service/server/metrics_hooks.h"
+#include "service/server/server.h"
+
+namespace dllm {
+namespace {
+
+const std::set<std::string> kValueFlags = {
+    "model",      "listen",        "metrics-listen", "max-running", "max-queue",
+    "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
+    "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb"};
+const std::set<std::string> kBoolFlags = {"help"};
+
+constexpr const char* kUsage =
+    "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen 127.0.0.1:9464|none]\n"
+    "         [--max-running 1] [--max-queue 8] [--max-sessions 4] [--threads N]\n"
+    "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
+    "         [--memory-budget-mb N] [--port-file FILE]\n";
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "dllm-server: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+absl::StatusOr<int> IntFlag(const ParsedFlags& f, const std::string& name, int64_t fallback,
+                            int64_t min, int64_t max) {
+  absl::StatusOr<int64_t> v = f.GetInt(name, fallback);
+  if (!v.ok()) return v.status();
+  if (*v < min || *v > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, " ", *v, " is outside [", min, ", ", max, "]"));
+  }
+  return static_cast<int>(*v);
+}
+
+// MemAvailable (or the cgroup limit, when lower) minus a margin for the
+// rest of the process: what admitted requests may reserve together.
+uint64_t DefaultMemoryBudget() {
+  const MemoryInfo m = ReadMemoryInfo();
+  uint64_t available = m.available_bytes;
+  if (m.cgroup_limit_bytes) available = std::min(available, *m.cgroup_limit_bytes);
+  const uint64_t margin = available / 10 + (256ull << 20);
+  return available > margin ? available - margin : (64ull << 20);
+}
+
+int Run(int argc, char** argv) {
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc - 1, argv + 1, kValueFlags, kBoolFlags);
+  if (!flags.ok()) return Fail(flags.status());
+  if (flags->Has("help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (!flags->Has("model") || !flags->positional.empty()) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  // Every thread started from here on inherits the blocked set; the main
+  // thread takes the signals with sigwait.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ServerOptions options;
+  options.model_path = flags->Get("model");
+  options.listen = flags->Get("listen", "127.0.0.1:50051");
+  absl::StatusOr<int> max_running = IntFlag(*flags, "max-running", 1, 1, 1024);
+  absl::StatusOr<int> max_queue = IntFlag(*flags, "max-queue", 8, 0, 1 << 20);
+  absl::StatusOr<int> max_sessions = IntFlag(*flags, "max-sessions", 4, 0, 1 << 16);
+  absl::StatusOr<int> threads = IntFlag(*flags, "threads", 0, 0, 4096);
+  absl::StatusOr<int> drain = IntFlag(*flags, "drain-seconds", 30, 0, 24 * 3600);
+  absl::StatusOr<int> idle = IntFlag(*flags, "session-idle-seconds", 300, 1, 24 * 3600);
+  absl::StatusOr<int> budget_mb = IntFlag(*flags, "memory-budget-mb", 0, 0, 1 << 30);
+  for (const absl::Status& s : {max_running.status(), max_queue.status(), max_sessions.status(),
+                                threads.status(), drain.status(), idle.status(),
+                                budget_mb.status()}) {
+    if (!s.ok()) return Fail(s);
+  }
+  absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
+  if (!isa.ok()) return Fail(isa.status());
+  const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags->Get("cpu-policy", "auto"));
+  if (!policy) return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
+  options.engine.max_running = *max_running;
+  options.engine.max_queue = *max_queue;
+  options.engine.max_sessions = *max_sessions;
+  options.engine.memory_budget_bytes =
+      flags->Has("memory-budget-mb") ? static_cast<uint64_t>(*budget_mb) << 20 : DefaultMemoryBudget();
+  options.drain_seconds = *drain;
+  options.session_idle_seconds = *idle;
+  options.tls_cert_file = flags->Get("tls-cert");
+  options.tls_key_file = flags->Get("tls-key");
+
+  const CpuTopology topology = ReadCpuTopology();
+  options.plan = PlanThreads(topology, *policy, *threads);
+  options.facts.isa = IsaLevelName(*isa);
+  options.facts.cpu = GetCpuFeatures().brand;
+  options.facts.cpu_policy = CpuPolicyName(*policy);
+  options.facts.performance_cores = static_cast<int>(topology.performance_cpus.size());
+  options.facts.efficiency_cores = static_cast<int>(topology.efficiency_cpus.size());
+
+  const auto load_start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(options.model_path, {*isa});
+  if (!model.ok()) return Fail(model.status());
+  const ModelConfig& mc = (*model)->config();
+  std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
+               options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+  std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
+               IsaLevelName(*isa), options.plan.threads, options.plan.why.c_str(),
+               CpuPolicyName(*policy));
+  std::fprintf(stderr,
+               "dllm-server: max running %d, max queue %d, max sessions %d, memory budget %llu MiB\n",
+               options.engine.max_running, options.engine.max_queue, options.engine.max_sessions,
+               static_cast<unsigned long long>(options.engine.memory_budget_bytes >> 20));
+
+  // Metrics: their own HTTP port (service/metrics).
+  const std::string metrics_listen = flags->Get("metrics-listen", "127.0.0.1:9464");
+  int metrics_port = 0;
+  std::unique_ptr<ServiceMetrics> metrics;
+  {
+    MetricsOptions mo;
+    mo.listen = metrics_listen == "none" ? "" : metrics_listen;
+    mo.model_name = mc.name;
+    mo.arch = std::string(ArchName(mc.arch));
+    mo.weight_format = WeightFormat(**model);
+    mo.isa = IsaLevelName(*isa);
+    mo.cpu_policy = CpuPolicyName(*policy);
+    mo.engine_threads = options.plan.threads;
+    mo.performance_cores = options.facts.performance_cores;
+    mo.efficiency_cores = options.facts.efficiency_cores;
+    mo.weights_mapped_bytes = (*model)->file().file_size();
+    mo.weights_repacked_bytes = (*model)->owned_weight_bytes();
+    absl::StatusOr<std::unique_ptr<ServiceMetrics>> created = ServiceMetrics::Create(mo);
+    if (!created.ok()) return Fail(created.status());
+    metrics = std::move(*created);
+    metrics_port = metrics->port();
+    options.metrics = metrics.get();
+  }
+  if (metrics_port > 0) {
+    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
+                 metrics_listen.substr(0, metrics_listen.rfind(':')).c_str(), metrics_port);
+  }
+
+  absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
+  if (!server.ok()) return Fail(server.status());
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  std::fprintf(stderr, "dllm-server: listening on %s:%d (%s)\n", host.c_str(), (*server)->port(),
+               options.tls_cert_file.empty() ? "plaintext" : "TLS");
+  if (absl::Status ready = (*server)->WaitReady(std::chrono::hours(24)); !ready.ok()) {
+    (*server)->Shutdown();
+    return Fail(ready);
+  }
+  std::fprintf(stderr, "dllm-server: ready (warm-up step done)\n");
+  if (flags->Has("port-file")) {
+    const std::string path = flags->Get("port-file");
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream out(tmp);
+      out << "{\"grpc\": " << (*server)->port() << ", \"metrics\": " << metrics_port << "}\n";
+      if (!out) return Fail(absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp)));
+    }
+    // Renamed into place so a reader never sees half a file.
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return Fail(absl::InternalError(absl::StrCat("--port-file: cannot write ", path)));
+    }
+  }
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "dllm-server: %s: draining (up to %d s)\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.drain_seconds);
+  (*server)->Drain(std::chrono::seconds(options.drain_seconds));
+  server->reset();
+  std::fprintf(stderr, "dllm-server: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace dllm
+
+int main(int argc, char** argv) { return dllm::Run(argc, argv); }

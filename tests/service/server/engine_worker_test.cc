@@ -1,0 +1,242 @@
+// EngineWorker with scripted jobs (no model work except the warm-up test):
+// admission caps, the memory budget, round-robin order, sessions, queued
+// deadlines and cancellation.
+#include "service/server/engine_worker.h"
+
+#include <mutex>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using ::dllm::testing::IsOk;
+using ::dllm::testing::StatusIs;
+
+// Runs `steps` steps, appending its name to a shared log each step; with
+// `hold`, each step waits until released or cancelled.
+class ScriptedJob : public EngineJob {
+ public:
+  ScriptedJob(std::string name, int steps, std::vector<std::string>* log, std::mutex* mu)
+      : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {}
+
+  absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) override {
+    while (hold.load() && !cancel->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (cancel->load()) return absl::CancelledError("cancelled mid-step");
+    {
+      std::lock_guard<std::mutex> lock(*mu_);
+      log_->push_back(name_);
+    }
+    return ++done_ < steps_;
+  }
+  void Finish(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    finished = true;
+    finish_status = status;
+    finish_thread = std::this_thread::get_id();
+  }
+
+  std::atomic<bool> hold{false};
+  bool finished = false;
+  absl::Status finish_status;
+  std::thread::id finish_thread;
+
+ private:
+  std::string name_;
+  int steps_;
+  int done_ = 0;
+  std::vector<std::string>* log_;
+  std::mutex* mu_;
+};
+
+class EngineWorkerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<EngineWorker> Start(EngineOptions o) {
+    o.warm_up = false;
+    ThreadPlan plan;
+    plan.threads = 1;
+    auto w = std::make_unique<EngineWorker>(nullptr, plan, o);
+    w->Start();
+    while (!w->ready()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return w;
+  }
+  std::shared_ptr<ScriptedJob> Job(const std::string& name, int steps) {
+    return std::make_shared<ScriptedJob>(name, steps, &log_, &mu_);
+  }
+  bool Finished(const std::shared_ptr<ScriptedJob>& j) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return j->finished;
+  }
+  void WaitFinished(const std::shared_ptr<ScriptedJob>& j) {
+    while (!Finished(j)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  std::vector<std::string> log_;
+  std::mutex mu_;
+};
+
+TEST_F(EngineWorkerTest, QueueCapIsResourceExhausted) {
+  EngineOptions o;
+  o.max_running = 1;
+  o.max_queue = 1;
+  auto w = Start(o);
+  auto a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(b, 0), IsOk());
+  EXPECT_THAT(w->Submit(c, 0), StatusIs(absl::StatusCode::kResourceExhausted, "max_queue 1"));
+  a->hold = false;
+  WaitFinished(a);
+  WaitFinished(b);
+  EXPECT_THAT(a->finish_status, IsOk());
+  EXPECT_THAT(b->finish_status, IsOk());
+  EXPECT_TRUE(w->WaitIdle(std::chrono::seconds(5)));
+  EXPECT_EQ(w->load().running, 0);
+}
+
+TEST_F(EngineWorkerTest, MemoryBudgetIsReservedAtAdmission) {
+  EngineOptions o;
+  o.max_running = 2;
+  o.memory_budget_bytes = 1000;
+  auto w = Start(o);
+  auto a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 600), IsOk());
+  EXPECT_EQ(w->load().reserved_bytes, 600u);
+  EXPECT_THAT(w->Submit(b, 600), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
+  EXPECT_THAT(w->Submit(c, 400), IsOk());
+  a->hold = false;
+  WaitFinished(a);
+  WaitFinished(c);
+  EXPECT_TRUE(w->WaitIdle(std::chrono::seconds(5)));
+  EXPECT_EQ(w->load().reserved_bytes, 0u);
+  EXPECT_THAT(w->Submit(Job("d", 1), 1000), IsOk());
+}
+
+TEST_F(EngineWorkerTest, RunningJobsAdvanceRoundRobin) {
+  EngineOptions o;
+  o.max_running = 2;
+  auto w = Start(o);
+  auto gate = Job("gate", 1);
+  gate->hold = true;
+  ASSERT_THAT(w->Submit(gate, 0), IsOk());
+  auto a = Job("a", 3), b = Job("b", 3);
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(b, 0), IsOk());
+  gate->hold = false;
+  WaitFinished(a);
+  WaitFinished(b);
+  std::lock_guard<std::mutex> lock(mu_);
+  // Both start once the gate's step ends, then alternate step by step.
+  EXPECT_EQ(log_, (std::vector<std::string>{"gate", "a", "b", "a", "b", "a", "b"}));
+}
+
+TEST_F(EngineWorkerTest, QueuedDeadlineAndCancelNeverRun) {
+  EngineOptions o;
+  o.max_running = 1;
+  o.max_queue = 4;
+  auto w = Start(o);
+  auto a = Job("a", 1), late = Job("late", 1), gone = Job("gone", 1);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  late->set_deadline(EngineClock::now() + std::chrono::milliseconds(20));
+  ASSERT_THAT(w->Submit(late, 0), IsOk());
+  ASSERT_THAT(w->Submit(gone, 0), IsOk());
+  gone->Cancel();
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  a->hold = false;
+  WaitFinished(gone);
+  WaitFinished(late);
+  EXPECT_THAT(gone->finish_status, StatusIs(absl::StatusCode::kCancelled, ""));
+  EXPECT_THAT(late->finish_status, StatusIs(absl::StatusCode::kDeadlineExceeded, "queued"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(log_, std::vector<std::string>{"a"});
+}
+
+TEST_F(EngineWorkerTest, CancelStopsARunningJobAndMeasuresLatency) {
+  auto w = Start({});
+  auto a = Job("a", 1000);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  while (w->load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  a->Cancel();
+  WaitFinished(a);
+  EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kCancelled, ""));
+  EXPECT_GE(w->last_cancel_latency_seconds(), 0.0);
+  EXPECT_TRUE(w->WaitIdle(std::chrono::seconds(5)));
+}
+
+TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
+  EngineOptions o;
+  o.max_sessions = 1;
+  o.memory_budget_bytes = 100;
+  auto w = Start(o);
+  auto lease = w->OpenSession(60);
+  ASSERT_THAT(lease.status(), IsOk());
+  EXPECT_EQ(w->load().sessions_open, 1);
+  EXPECT_THAT(w->OpenSession(10).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, "max_sessions 1"));
+  EXPECT_THAT(w->Submit(Job("big", 1), 50), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
+  std::thread::id engine_thread;
+  std::atomic<bool> done{false};
+  ASSERT_THAT(w->Post([&] { engine_thread = std::this_thread::get_id(); },
+                      [&](const absl::Status& s) {
+                        EXPECT_THAT(s, IsOk());
+                        done = true;
+                      }),
+              IsOk());
+  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_NE(engine_thread, std::this_thread::get_id());
+  lease->reset();
+  EXPECT_EQ(w->load().sessions_open, 0);
+  EXPECT_EQ(w->load().reserved_bytes, 0u);
+  EXPECT_THAT(w->OpenSession(100).status(), IsOk());
+}
+
+TEST_F(EngineWorkerTest, RefusesWorkUntilReady) {
+  ThreadPlan plan;
+  EngineWorker w(nullptr, plan, {});
+  EXPECT_FALSE(w.ready());
+  EXPECT_THAT(w.Submit(Job("early", 1), 0), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.OpenSession(0).status(), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+}
+
+TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
+  auto w = Start({});
+  auto a = Job("a", 1000), b = Job("b", 1);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(b, 0), IsOk());
+  while (w->load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  w->Stop();
+  EXPECT_TRUE(Finished(a) && Finished(b));
+  EXPECT_EQ(a->finish_status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(b->finish_status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(w->Submit(Job("c", 1), 0), StatusIs(absl::StatusCode::kUnavailable, ""));
+}
+
+TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
+  auto model = Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf",
+                           {BestIsaLevel()});
+  ASSERT_THAT(model.status(), IsOk());
+  ThreadPlan plan;
+  EngineWorker w(*model, plan, {});
+  std::atomic<bool> called{false};
+  absl::Status warm;
+  w.Start([&](const absl::Status& s) {
+    warm = s;
+    called = true;
+  });
+  while (!called) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_THAT(warm, IsOk());
+  EXPECT_TRUE(w.ready());
+  SamplerConfig c;
+  c.gen_length = 64;
+  EXPECT_GT(EngineWorker::ReservationBytes((*model)->config(), c, 10),
+            static_cast<uint64_t>(74) * (*model)->config().n_vocab * 4);
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,215 @@
+// Request validation without a server: defaults match `dllm generate`, and
+// every invalid field is INVALID_ARGUMENT (NOT_FOUND for `model`) naming it.
+#include "service/server/request_validation.h"
+
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using ::dllm::testing::IsOk;
+using ::dllm::testing::StatusIs;
+
+class RequestValidationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    llada_path_ = new std::string(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf");
+    dream_path_ = new std::string(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf");
+    auto llada = Model::Load(*llada_path_, {IsaLevel::kScalar});
+    auto dream = Model::Load(*dream_path_, {IsaLevel::kScalar});
+    ASSERT_TRUE(llada.ok() && dream.ok());
+    llada_ = new std::shared_ptr<const Model>(*llada);
+    dream_ = new std::shared_ptr<const Model>(*dream);
+  }
+  static const Model& llada() { return **llada_; }
+  static const Model& dream() { return **dream_; }
+
+  static v1::GenerateRequest Text(const std::string& text) {
+    v1::GenerateRequest r;
+    r.mutable_prompt()->set_text(text);
+    return r;
+  }
+  absl::Status Llada(const v1::GenerateRequest& r) {
+    return ValidateGenerateRequest(r, llada(), *llada_path_).status();
+  }
+  absl::Status Dream(const v1::GenerateRequest& r) {
+    return ValidateGenerateRequest(r, dream(), *dream_path_).status();
+  }
+
+  static std::string* llada_path_;
+  static std::string* dream_path_;
+  static std::shared_ptr<const Model>* llada_;
+  static std::shared_ptr<const Model>* dream_;
+};
+std::string* RequestValidationTest::llada_path_;
+std::string* RequestValidationTest::dream_path_;
+std::shared_ptr<const Model>* RequestValidationTest::llada_;
+std::shared_ptr<const Model>* RequestValidationTest::dream_;
+
+TEST_F(RequestValidationTest, DefaultsMirrorTheCli) {
+  auto spec = ValidateGenerateRequest(Text("The capital of France is"), llada(), *llada_path_);
+  ASSERT_THAT(spec.status(), IsOk());
+  EXPECT_EQ(spec->sampler.gen_length, 128);
+  EXPECT_EQ(spec->sampler.steps, 128);
+  EXPECT_EQ(spec->sampler.block_length, 32);
+  EXPECT_EQ(spec->sampler.algorithm, Algorithm::kLowConfidence);
+  EXPECT_EQ(spec->sampler.temperature, 0.0f);
+  EXPECT_TRUE(spec->sampler.early_exit);
+  EXPECT_FALSE(spec->seed_was_set);
+  EXPECT_EQ(spec->stream.detail, v1::DETAIL_TEXT);
+  EXPECT_EQ(spec->stream.step_stride, 1);
+  EXPECT_EQ(spec->stream.heartbeat_seconds, 10);
+  EXPECT_EQ(spec->request_id.rfind("req-", 0), 0u);
+  EXPECT_EQ(spec->prompt, llada().tokenizer().Encode("The capital of France is", true, true));
+
+  auto dream_spec = ValidateGenerateRequest(Text("hi"), dream(), *dream_path_);
+  ASSERT_THAT(dream_spec.status(), IsOk());
+  EXPECT_EQ(dream_spec->sampler.algorithm, Algorithm::kEntropy);
+  EXPECT_EQ(dream_spec->sampler.block_length, 0);
+
+  v1::GenerateRequest r = Text("hi");
+  r.set_request_id("my-id");
+  r.mutable_sampling()->set_seed(42);
+  r.mutable_diffusion()->set_gen_length(48);  // not a multiple of 32: one block
+  spec = ValidateGenerateRequest(r, llada(), *llada_path_);
+  ASSERT_THAT(spec.status(), IsOk());
+  EXPECT_EQ(spec->request_id, "my-id");
+  EXPECT_TRUE(spec->seed_was_set);
+  EXPECT_EQ(spec->sampler.seed, 42u);
+  EXPECT_EQ(spec->sampler.block_length, 0);
+  EXPECT_EQ(spec->sampler.steps, 48);
+}
+
+TEST_F(RequestValidationTest, ChatTemplateAndModelNames) {
+  v1::GenerateRequest r = Text("hello");
+  r.mutable_prompt()->set_apply_chat_template(true);
+  auto spec = ValidateGenerateRequest(r, llada(), *llada_path_);
+  ASSERT_THAT(spec.status(), IsOk());
+  EXPECT_EQ(spec->prompt, EncodeChat(llada().tokenizer(), llada().chat_template(),
+                                     {{"user", "hello"}}));
+  for (const std::string& name :
+       {llada().config().name, std::string("tiny-llada-k-q4_k_m.gguf"), std::string("tiny-llada-k-q4_k_m")}) {
+    r.set_model(name);
+    EXPECT_THAT(Llada(r), IsOk()) << name;
+  }
+}
+
+TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
+  struct Case {
+    const char* what;
+    std::function<void(v1::GenerateRequest*)> edit;
+    absl::StatusCode code;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"no prompt", [](auto* r) { r->clear_prompt(); }, absl::StatusCode::kInvalidArgument, "prompt: empty"},
+      {"empty text", [](auto* r) { r->mutable_prompt()->set_text(""); },
+       absl::StatusCode::kInvalidArgument, "prompt.text: empty"},
+      {"bad utf-8", [](auto* r) { r->mutable_prompt()->set_text("ab\xc3\x28"); },
+       absl::StatusCode::kInvalidArgument, "prompt.text: invalid UTF-8 at byte 2"},
+      {"overlong utf-8", [](auto* r) { r->mutable_prompt()->set_text("\xc0\xaf"); },
+       absl::StatusCode::kInvalidArgument, "prompt.text: invalid UTF-8 at byte 0"},
+      {"system without chat", [](auto* r) { r->mutable_prompt()->set_system("be brief"); },
+       absl::StatusCode::kInvalidArgument, "prompt.system"},
+      {"empty ids", [](auto* r) { r->mutable_prompt()->mutable_token_ids(); },
+       absl::StatusCode::kInvalidArgument, "prompt.token_ids: empty"},
+      {"id past vocab",
+       [](auto* r) {
+         r->mutable_prompt()->mutable_token_ids()->add_ids(1);
+         r->mutable_prompt()->mutable_token_ids()->add_ids(9000);
+       },
+       absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[1]: 9000 is outside the vocabulary"},
+      {"mask id", [](auto* r) { r->mutable_prompt()->mutable_token_ids()->add_ids(8194); },
+       absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[0]: 8194 is the mask token"},
+      {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, absl::StatusCode::kNotFound,
+       "model: model 'gpt-5' is not served"},
+      {"block does not divide",
+       [](auto* r) { r->mutable_diffusion()->set_block_length(24); },
+       absl::StatusCode::kInvalidArgument, "diffusion.block_length: 24 does not divide gen_length 128"},
+      {"steps > gen_length", [](auto* r) { r->mutable_diffusion()->set_steps(129); },
+       absl::StatusCode::kInvalidArgument, "diffusion.steps: 129 exceeds gen_length 128"},
+      {"steps vs blocks", [](auto* r) { r->mutable_diffusion()->set_steps(6); },
+       absl::StatusCode::kInvalidArgument, "diffusion.steps: 6 is not divisible"},
+      {"gen past context", [](auto* r) { r->mutable_diffusion()->set_gen_length(5000); },
+       absl::StatusCode::kInvalidArgument, "diffusion.gen_length: 5000 exceeds the model's context"},
+      {"prompt + gen past context",
+       [](auto* r) {
+         r->mutable_diffusion()->set_gen_length(1024);
+         r->mutable_diffusion()->set_block_length(1024);
+       },
+       absl::StatusCode::kInvalidArgument, "diffusion.gen_length: prompt"},
+      {"unknown algorithm",
+       [](auto* r) { r->mutable_diffusion()->set_algorithm(static_cast<v1::Algorithm>(42)); },
+       absl::StatusCode::kInvalidArgument, "diffusion.algorithm: unknown value 42"},
+      {"dream algorithm on llada",
+       [](auto* r) { r->mutable_diffusion()->set_algorithm(v1::ALGORITHM_ENTROPY); },
+       absl::StatusCode::kInvalidArgument, "diffusion.algorithm: ALGORITHM_ENTROPY does not fit"},
+      {"negative temperature", [](auto* r) { r->mutable_sampling()->set_temperature(-1); },
+       absl::StatusCode::kInvalidArgument, "sampling.temperature"},
+      {"top_p on llada", [](auto* r) { r->mutable_sampling()->set_top_p(0.5f); },
+       absl::StatusCode::kInvalidArgument, "sampling.top_p"},
+      {"threshold range", [](auto* r) { r->mutable_diffusion()->set_threshold(1.5f); },
+       absl::StatusCode::kInvalidArgument, "diffusion.threshold"},
+      {"cfg negative", [](auto* r) { r->mutable_diffusion()->set_cfg_scale(-1); },
+       absl::StatusCode::kInvalidArgument, "diffusion.cfg_scale"},
+      {"too many candidates",
+       [](auto* r) {
+         r->mutable_stream()->set_detail(v1::DETAIL_STEPS);
+         r->mutable_stream()->set_top_candidates(9);
+       },
+       absl::StatusCode::kInvalidArgument, "stream.top_candidates: 9 exceeds the limit of 8"},
+      {"candidates need steps", [](auto* r) { r->mutable_stream()->set_top_candidates(2); },
+       absl::StatusCode::kInvalidArgument, "stream.top_candidates"},
+      {"unknown detail",
+       [](auto* r) { r->mutable_stream()->set_detail(static_cast<v1::Detail>(17)); },
+       absl::StatusCode::kInvalidArgument, "stream.detail: unknown value 17"},
+      {"request id too long", [](auto* r) { r->set_request_id(std::string(200, 'x')); },
+       absl::StatusCode::kInvalidArgument, "request_id"},
+      {"request id control char", [](auto* r) { r->set_request_id("a\nb"); },
+       absl::StatusCode::kInvalidArgument, "request_id"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest r = Text("hello");
+    c.edit(&r);
+    EXPECT_THAT(Llada(r), StatusIs(c.code, c.message)) << c.what;
+  }
+}
+
+TEST_F(RequestValidationTest, DreamSpecificFields) {
+  v1::GenerateRequest r = Text("hello");
+  r.mutable_diffusion()->set_algorithm(v1::ALGORITHM_LOW_CONFIDENCE);
+  EXPECT_THAT(Dream(r), StatusIs(absl::StatusCode::kInvalidArgument, "diffusion.algorithm"));
+  r = Text("hello");
+  r.mutable_diffusion()->set_block_length(32);
+  EXPECT_THAT(Dream(r), StatusIs(absl::StatusCode::kInvalidArgument, "diffusion.block_length"));
+  r = Text("hello");
+  r.mutable_diffusion()->set_eps(2);
+  EXPECT_THAT(Dream(r), StatusIs(absl::StatusCode::kInvalidArgument, "diffusion.eps"));
+  r = Text("hello");
+  r.mutable_sampling()->set_top_p(0.9f);
+  r.mutable_sampling()->set_top_k(20);
+  EXPECT_THAT(Dream(r), IsOk());
+}
+
+TEST_F(RequestValidationTest, OpenUsesTheSameRules) {
+  v1::Open open;
+  EXPECT_THAT(ValidateOpen(open, llada(), *llada_path_).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "prompt"));
+  open.mutable_prompt()->set_text("hi");
+  open.mutable_diffusion()->set_gen_length(32);
+  auto spec = ValidateOpen(open, llada(), *llada_path_);
+  ASSERT_THAT(spec.status(), IsOk());
+  EXPECT_EQ(spec->sampler.gen_length, 32);
+}
+
+TEST(Utf8Test, FindsTheFirstInvalidByte) {
+  EXPECT_EQ(FirstInvalidUtf8("plain"), -1);
+  EXPECT_EQ(FirstInvalidUtf8("h\xc3\xa9llo \xf0\x9f\x98\x80"), -1);
+  EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2);
+  EXPECT_EQ(FirstInvalidUtf8("\xed\xa0\x80"), 0);  // surrogate
+  EXPECT_EQ(FirstInvalidUtf8("x\xe2\x82"), 1);     // truncated
+}
+
+}  // namespace
+}  // namespace dllm
