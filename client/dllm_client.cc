@@ -119,8 +119,10 @@ absl::StatusOr<v1::ForwardResult> StepSession::Forward(const v1::Forward& forwar
 absl::StatusOr<std::vector<v1::StepResponse>> StepSession::Commit(const v1::Commit& commit) {
   v1::StepRequest request;
   *request.mutable_commit() = commit;
-  return Run(std::move(request),
-             [](const v1::StepResponse& r) { return r.has_step() || r.has_final(); });
+  // Like Advance: a commit that completes the canvas is followed by Final.
+  return Run(std::move(request), [](const v1::StepResponse& r) {
+    return r.has_final() || (r.has_step() && r.step().masked_remaining() > 0);
+  });
 }
 
 absl::StatusOr<v1::Rewound> StepSession::Rewind(uint32_t to_step) {

@@ -58,11 +58,14 @@ class StepSession {
   // Runs `steps` (>= 1) sampler steps: one StepEvent each, then a Final if
   // the canvas completed. A Final that the server sends after the last
   // requested step without the client being able to tell it is coming (an
-  // early exit on exactly that step) is returned with the next operation.
+  // early exit on exactly that step, positions still masked) arrives during
+  // the next operation: the observer sees it then, and `finished()` turns
+  // true; it is returned with that operation's responses when it succeeds.
   absl::StatusOr<std::vector<v1::StepResponse>> Advance(const v1::Advance& advance);
   // One forward pass without committing anything.
   absl::StatusOr<v1::ForwardResult> Forward(const v1::Forward& forward);
-  // Commits client-chosen tokens (one history step).
+  // Commits client-chosen tokens (one history step): a StepEvent, then a
+  // Final if that completed the canvas.
   absl::StatusOr<std::vector<v1::StepResponse>> Commit(const v1::Commit& commit);
   absl::StatusOr<v1::Rewound> Rewind(uint32_t to_step);
   // Closes the session and ends the call; later operations fail.

@@ -414,13 +414,6 @@ void PrintFinal(const v1::Final& final) {
               final.exited_early() ? " (early exit)" : "", final.text().c_str());
 }
 
-void PrintResponses(const std::vector<v1::StepResponse>& responses, CanvasView& view) {
-  for (const v1::StepResponse& r : responses) {
-    if (r.has_step()) PrintStepEvent(r.step(), view);
-    if (r.has_final()) PrintFinal(r.final());
-  }
-}
-
 constexpr const char* kStepHelp =
     "commands: advance [N] | forward [K] [POS...] | commit POS=TOKEN ... | rewind STEP | canvas | "
     "close\n";
@@ -449,12 +442,7 @@ bool RunStepCommand(const std::string& line, StepSession& session, CanvasView& v
     v1::Advance advance;
     advance.set_steps(n);
     advance.set_include_canvas(true);
-    auto responses = session.Advance(advance);
-    if (!responses.ok()) {
-      report(responses.status());
-    } else {
-      PrintResponses(*responses, view);
-    }
+    if (auto responses = session.Advance(advance); !responses.ok()) report(responses.status());
   } else if (op == "forward") {
     uint32_t k;
     if (!number(1, 5, &k)) return true;
@@ -494,12 +482,7 @@ bool RunStepCommand(const std::string& line, StepSession& session, CanvasView& v
       t->set_position(pos);
       t->set_token_id(id);
     }
-    auto responses = session.Commit(commit);
-    if (!responses.ok()) {
-      report(responses.status());
-    } else {
-      PrintResponses(*responses, view);
-    }
+    if (auto responses = session.Commit(commit); !responses.ok()) report(responses.status());
   } else if (op == "rewind") {
     uint32_t to;
     if (words.size() < 2) {
@@ -546,6 +529,12 @@ int RunStep(const Flags& flags) {
   const v1::Started& s = (*session)->opened().started();
   CanvasView view;
   view.Reset(s);
+  // Step events and Final are printed as they arrive, so a Final that comes
+  // in late (with the next command) is shown too.
+  (*session)->set_observer([&view](const v1::StepResponse& r) {
+    if (r.has_step()) PrintStepEvent(r.step(), view);
+    if (r.has_final()) PrintFinal(r.final());
+  });
   std::printf(
       "opened session %s: %u prompt tokens, gen_length %u, block_length %u, %u steps, %s, seed "
       "%llu\n",

@@ -297,6 +297,25 @@ TEST(DllmClientMainOfflineTest, StepCommandsAgainstAFakeServer) {
   EXPECT_THAT(errors[1], StartsWith("error: INVALID_ARGUMENT: unknown command bogus"));
 }
 
+// A Final after the last requested step (early exit) is printed when it
+// arrives, during the next command.
+TEST(DllmClientMainOfflineTest, StepCommandPrintsALateFinal) {
+  testing::FakeStepService service;
+  service.early_exit_step_ = 2;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  const RunResult r = RunShell("printf 'advance 2\\nadvance\\n' | " + Client() +
+                               " step --target 127.0.0.1:" + std::to_string(port) + " hello");
+  server->Shutdown();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("step 2/4: committed 1=101't1'; 2 masked\nfinal: LENGTH"));
+  EXPECT_THAT(r.err, StartsWith("error: FAILED_PRECONDITION: advance: the canvas is complete"));
+}
+
 TEST(DllmClientMainOfflineTest, UnreachableServerPrintsUnavailable) {
   const RunResult r = RunShell(Client() + " info --target 127.0.0.1:1");
   EXPECT_EQ(r.exit_code, 1);

@@ -40,6 +40,11 @@ class FakeStepService final : public v1::DiffusionLM::Service {
         for (uint32_t id : history.back()) n += id == kFakeMask;
         return n;
       };
+      // Complete, or stopped early like the engine's early exit (Final with
+      // positions still masked).
+      auto done = [&] {
+        return masked() == 0 || (early_exit_step_ > 0 && history.size() - 1 == early_exit_step_);
+      };
       auto send_step = [&](std::vector<std::pair<uint32_t, uint32_t>> committed) {
         v1::StepResponse s = r;
         v1::StepEvent* e = s.mutable_step();
@@ -70,12 +75,12 @@ class FakeStepService final : public v1::DiffusionLM::Service {
           stream->Write(r);
           break;
         case v1::StepRequest::kAdvance: {
-          if (masked() == 0) {
+          if (done()) {
             error(9, "advance: the canvas is complete");
             break;
           }
           const uint32_t n = std::max(1u, request.advance().steps());
-          for (uint32_t i = 0; i < n && masked() > 0; ++i) {
+          for (uint32_t i = 0; i < n && !done(); ++i) {
             std::vector<uint32_t> next = history.back();
             uint32_t pos = 0;
             while (next[pos] != kFakeMask) ++pos;
@@ -83,7 +88,7 @@ class FakeStepService final : public v1::DiffusionLM::Service {
             history.push_back(next);
             send_step({{pos, 100 + pos}});
           }
-          if (masked() == 0) send_final();
+          if (done()) send_final();
           break;
         }
         case v1::StepRequest::kForward: {
@@ -118,7 +123,7 @@ class FakeStepService final : public v1::DiffusionLM::Service {
           if (!ok) break;
           history.push_back(next);
           send_step(committed);
-          if (masked() == 0) send_final();
+          if (done()) send_final();
           break;
         }
         case v1::StepRequest::kRewind:
@@ -143,6 +148,7 @@ class FakeStepService final : public v1::DiffusionLM::Service {
   }
 
   uint32_t gen_length_ = 4;
+  uint32_t early_exit_step_ = 0;  // > 0: Final after that many steps
 };
 
 }  // namespace dllm::testing
