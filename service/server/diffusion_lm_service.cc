@@ -10,6 +10,7 @@
 #include "service/server/grpc_status.h"
 #include "service/server/metrics_hooks.h"
 #include "service/server/request_validation.h"
+#include "service/server/step_reactor.h"
 
 #ifndef DLLM_VERSION
 #define DLLM_VERSION "0.1.0"
@@ -31,6 +32,21 @@ EngineClock::time_point EngineDeadline(const grpc::CallbackServerContext& contex
   const auto now = std::chrono::system_clock::now();
   if (deadline >= now + std::chrono::hours(24 * 365)) return EngineClock::time_point::max();
   return EngineClock::now() + std::chrono::duration_cast<EngineClock::duration>(deadline - now);
+}
+
+// The live entries of `watched`; dead ones are dropped.
+template <typename T>
+std::vector<std::shared_ptr<T>> Live(std::vector<std::weak_ptr<T>>& watched) {
+  std::vector<std::shared_ptr<T>> live;
+  for (auto it = watched.begin(); it != watched.end();) {
+    if (std::shared_ptr<T> p = it->lock()) {
+      live.push_back(std::move(p));
+      ++it;
+    } else {
+      it = watched.erase(it);
+    }
+  }
+  return live;
 }
 
 }  // namespace
@@ -141,7 +157,7 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       facts_(std::move(facts)),
       metrics_(metrics),
       started_(std::chrono::steady_clock::now()) {
-  heartbeat_thread_ = std::thread([this] { HeartbeatLoop(); });
+  ticker_thread_ = std::thread([this] { TickerLoop(); });
 }
 
 DiffusionLmService::~DiffusionLmService() {
@@ -150,13 +166,26 @@ DiffusionLmService::~DiffusionLmService() {
     stop_ = true;
   }
   stop_cv_.notify_all();
-  heartbeat_thread_.join();
+  ticker_thread_.join();
 }
 
 absl::Status DiffusionLmService::CheckAvailable() const {
   if (draining_) return absl::UnavailableError("server is draining");
   if (!worker_->ready()) return absl::UnavailableError("the model is still warming up");
   return absl::OkStatus();
+}
+
+void DiffusionLmService::StartDraining() {
+  draining_ = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  stop_cv_.notify_all();
+}
+
+void DiffusionLmService::WatchSession(const std::shared_ptr<StepOutbox>& outbox) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.push_back(outbox);
+  // A session that registers after the drain began still ends promptly.
+  if (draining_) stop_cv_.notify_all();
 }
 
 void DiffusionLmService::WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox) {
@@ -185,25 +214,32 @@ bool DiffusionLmService::WaitNoStreams(std::chrono::milliseconds timeout) {
   return streams_cv_.wait_for(lock, timeout, [this] { return active_streams_ == 0; });
 }
 
-void DiffusionLmService::HeartbeatLoop() {
+void DiffusionLmService::TickerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     stop_cv_.wait_for(lock, std::chrono::milliseconds(250));
-    std::vector<std::shared_ptr<GenerateMailbox>> live;
-    for (auto it = mailboxes_.begin(); it != mailboxes_.end();) {
-      if (std::shared_ptr<GenerateMailbox> m = it->lock()) {
-        live.push_back(std::move(m));
-        ++it;
-      } else {
-        it = mailboxes_.erase(it);
-      }
-    }
+    std::vector<std::shared_ptr<GenerateMailbox>> mailboxes = Live(mailboxes_);
+    std::vector<std::shared_ptr<StepOutbox>> sessions = Live(sessions_);
     lock.unlock();
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& m : live) m->MaybeHeartbeat(now);
-    live.clear();
+    for (const auto& m : mailboxes) m->MaybeHeartbeat(now);
+    const bool draining = draining_;
+    for (const auto& s : sessions) {
+      if (draining) {
+        s->End(absl::UnavailableError("server is draining"));
+      } else {
+        s->MaybeExpire(now);
+      }
+    }
+    mailboxes.clear();
+    sessions.clear();
     lock.lock();
   }
+}
+
+grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>* DiffusionLmService::Step(
+    grpc::CallbackServerContext* context) {
+  return new StepReactor(this, context);
 }
 
 grpc::ServerWriteReactor<v1::GenerateEvent>* DiffusionLmService::Generate(

@@ -3,10 +3,10 @@
 // thread. Generate streams through a GenerateMailbox (one write in flight,
 // coalescing when the client is slow, heartbeats from a ticker thread);
 // GetModelInfo, GetServerInfo and Tokenize answer inline. While draining,
-// every new call is UNAVAILABLE "server is draining". The Step RPC is left
-// to the generated default (UNIMPLEMENTED) until the session work lands; its
-// reactor uses CheckAvailable, CallStarted/CallEnded (so drain waits for
-// it), worker() (OpenSession, SubmitSessionWork) and session_idle_seconds.
+// every new call is UNAVAILABLE "server is draining". Step sessions run in
+// StepReactor (step_reactor.h); the service's ticker thread sends Generate's
+// heartbeats, ends idle sessions (DEADLINE_EXCEEDED) and, while draining,
+// ends every session after its current op (UNAVAILABLE).
 #ifndef DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 #define DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 
@@ -23,6 +23,7 @@
 #include "engine/model/model.h"
 #include "service/server/engine_worker.h"
 #include "service/server/generate_stream.h"
+#include "service/server/step_session.h"
 
 namespace dllm {
 
@@ -49,6 +50,8 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
 
   grpc::ServerWriteReactor<v1::GenerateEvent>* Generate(grpc::CallbackServerContext* context,
                                                         const v1::GenerateRequest* request) override;
+  grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>* Step(
+      grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;
@@ -59,15 +62,16 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
                                      const v1::TokenizeRequest* request,
                                      v1::TokenizeResponse* response) override;
 
-  // Refuse new calls from now on (UNAVAILABLE).
-  void StartDraining() { draining_ = true; }
+  // Refuse new calls from now on (UNAVAILABLE); Step sessions end after
+  // their current op.
+  void StartDraining();
   bool draining() const { return draining_.load(); }
   // The admission gate every RPC that computes passes first: UNAVAILABLE
   // while draining ("server is draining") or before the warm-up finished.
   absl::Status CheckAvailable() const;
 
-  // Streaming calls in flight (Generate, and Step sessions once they
-  // register): a drain waits until none is left. Pair every CallStarted()
+  // Streaming calls in flight (Generate and Step): a drain waits until none
+  // is left. Pair every CallStarted()
   // with one CallEnded() (in the reactor's OnDone).
   void CallStarted();
   void CallEnded();
@@ -79,7 +83,11 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   void set_session_idle_seconds(int seconds) { session_idle_seconds_ = seconds; }
   int session_idle_seconds() const { return session_idle_seconds_; }
 
+  // Idle timeout and drain for a Step session until its call ends.
+  void WatchSession(const std::shared_ptr<StepOutbox>& outbox);
+
   const Model& model() const { return *model_; }
+  const std::shared_ptr<const Model>& shared_model() const { return model_; }
   const std::string& model_path() const { return model_path_; }
   EngineWorker* worker() const { return worker_; }
   ServiceMetrics* metrics() const { return metrics_; }
@@ -90,7 +98,8 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
 
   // Heartbeats for `mailbox` until its stream ends.
   void WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox);
-  void HeartbeatLoop();
+  // The ticker: heartbeats, session idle timeouts, drain.
+  void TickerLoop();
 
   std::shared_ptr<const Model> model_;
   std::string model_path_;
@@ -105,9 +114,10 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   std::condition_variable streams_cv_;
   int active_streams_ = 0;
   std::vector<std::weak_ptr<GenerateMailbox>> mailboxes_;  // for heartbeats
+  std::vector<std::weak_ptr<StepOutbox>> sessions_;         // idle timeout, drain
   bool stop_ = false;
-  std::condition_variable stop_cv_;
-  std::thread heartbeat_thread_;
+  std::condition_variable stop_cv_;  // stop, or draining started
+  std::thread ticker_thread_;
 };
 
 }  // namespace dllm

@@ -13,12 +13,6 @@ double SecondsSince(EngineClock::time_point t) {
   return std::chrono::duration<double>(EngineClock::now() - t).count();
 }
 
-// A token's own text for `CommittedToken.piece`; a partial UTF-8 sequence
-// shows as U+FFFD.
-std::string Piece(const BpeTokenizer& tok, int32_t id) {
-  return SanitizeUtf8(tok.TokenPiece(id));
-}
-
 FinishKind FinishKindOf(const absl::Status& status, bool eos) {
   switch (status.code()) {
     case absl::StatusCode::kOk:
@@ -40,13 +34,11 @@ GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec
       spec_(std::move(spec)),
       mailbox_(std::move(mailbox)),
       metrics_(metrics),
-      decoder_(&model_->tokenizer(), /*render_special=*/false) {}
+      text_(&model_->tokenizer()) {}
 
 GenerateJob::~GenerateJob() = default;
 
-int GenerateJob::planned_steps() const {
-  return spec_.sampler.threshold ? 0 : spec_.sampler.steps;
-}
+int GenerateJob::planned_steps() const { return PlannedSteps(spec_.sampler); }
 
 absl::Status GenerateJob::Begin() {
   first_run_ = EngineClock::now();
@@ -57,17 +49,8 @@ absl::Status GenerateJob::Begin() {
   const int prompt_len = static_cast<int>(spec_.prompt.size());
   DLLM_METRICS_CALL(metrics_, OnStarted(queue_seconds(), prompt_len,
                                         prompt_len + spec_.sampler.gen_length));
-  v1::Started started;
-  started.set_prompt_tokens(prompt_len);
-  started.set_gen_length(spec_.sampler.gen_length);
-  started.set_block_length(spec_.sampler.EffectiveBlockLength());
-  started.set_planned_steps(planned_steps());
-  started.set_mask_token_id(model_->config().tokens.mask);
-  started.set_queue_seconds(queue_seconds());
-  started.set_seed(spec_.sampler.seed);
-  started.set_algorithm(AlgorithmToProto(spec_.sampler.algorithm));
   mailbox_->SetProgress(0, planned_steps(), spec_.sampler.gen_length);
-  mailbox_->PostStarted(started);
+  mailbox_->PostStarted(MakeStarted(spec_, *model_, queue_seconds()));
   return absl::OkStatus();
 }
 
@@ -91,71 +74,32 @@ absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
   const v1::Detail detail = spec_.stream.detail;
   const BpeTokenizer& tok = model_->tokenizer();
   const int prompt_len = session_->prompt_len();
-  const int gen_length = spec_.sampler.gen_length;
-  const std::span<const int32_t> canvas = session_->canvas();
-  const int32_t mask = model_->config().tokens.mask;
-  const std::span<const int32_t> stops = session_->sampler().stop_ids();
 
-  // The stable prefix and its text.
-  const int stable_before = stable_;
-  std::string delta;
-  while (stable_ < gen_length && canvas[prompt_len + stable_] != mask) {
-    const int32_t id = canvas[prompt_len + stable_];
-    ++stable_;
-    if (text_ended_) continue;
-    if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
-      text_ended_ = true;
-      continue;
-    }
-    absl::StatusOr<std::string> piece = decoder_.Push(id);
-    if (piece.ok()) delta += *piece;
-  }
-  if (done) delta += decoder_.Finish();
+  const int stable_before = text_.stable_length();
+  const std::string delta = text_.Update(*session_, model_->config().tokens.mask, done);
   if (!delta.empty() && first_token_seconds_ == 0) {
     first_token_seconds_ = SecondsSince(arrival());
     DLLM_METRICS_CALL(metrics_, OnFirstToken(first_token_seconds_));
   }
-  text_ += delta;
   mailbox_->SetProgress(steps_, planned_steps(), report->masked_remaining);
 
   // This step's part of the next StepEvent.
   v1::StepEvent step;
   step.set_step(steps_);
   step.set_planned_steps(planned_steps());
-  step.set_block_index(report->step / std::max(1, spec_.sampler.StepsPerBlock()));
-  if (spec_.sampler.threshold) {
-    // Threshold decoding has no step schedule: the block is where the last commit landed.
-    const int block = spec_.sampler.EffectiveBlockLength();
-    step.set_block_index(report->positions.empty()
-                             ? 0
-                             : (report->positions.back() - prompt_len) / std::max(1, block));
-  }
+  step.set_block_index(BlockIndexOf(spec_.sampler, report->step, report->positions, prompt_len));
   step.set_masked_remaining(report->masked_remaining);
-  step.set_stable_length(stable_);
+  step.set_stable_length(text_.stable_length());
   step.set_text_delta(delta);
   step.set_merged_steps(1);
   if (detail >= v1::DETAIL_STEPS) {
-    for (size_t i = 0; i < report->positions.size(); ++i) {
-      v1::CommittedToken* t = step.add_committed();
-      t->set_position(report->positions[i] - prompt_len);
-      t->set_token_id(report->tokens[i]);
-      t->set_piece(Piece(tok, report->tokens[i]));
-    }
+    AddCommitted(tok, report->positions, report->tokens, prompt_len, &step);
   }
   if (spec_.stream.top_candidates > 0 && !report->positions.empty()) {
     absl::StatusOr<std::vector<PositionCandidates>> candidates =
         session_->StepCandidates(spec_.stream.top_candidates);
     if (!candidates.ok()) return candidates.status();
-    for (const PositionCandidates& pc : *candidates) {
-      v1::PositionCandidates* out = step.add_candidates();
-      out->set_position(pc.position);
-      for (const TokenProb& tp : pc.top) {
-        v1::Candidate* c = out->add_candidates();
-        c->set_token_id(tp.token);
-        c->set_prob(tp.prob);
-        c->set_piece(Piece(tok, tp.token));
-      }
-    }
+    AddCandidates(tok, *candidates, step.mutable_candidates());
   }
   if (spec_.stream.include_timings) {
     v1::StepTimings* t = step.mutable_timings();
@@ -182,16 +126,14 @@ absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
     case v1::DETAIL_FINAL_ONLY:
       break;
     case v1::DETAIL_TEXT:
-      emit = stable_ > stable_before || (done && !pending_.text_delta().empty());
+      emit = text_.stable_length() > stable_before || (done && !pending_.text_delta().empty());
       break;
     default:  // DETAIL_STEPS, DETAIL_CANVAS
       emit = steps_ % spec_.stream.step_stride == 0 || done;
       break;
   }
   if (emit) {
-    if (detail == v1::DETAIL_CANVAS) {
-      for (int p = 0; p < gen_length; ++p) pending_.add_canvas(canvas[prompt_len + p]);
-    }
+    if (detail == v1::DETAIL_CANVAS) AddCanvas(*session_, &pending_);
     mailbox_->PostStep(std::move(pending_));
     pending_.Clear();
     pending_steps_ = 0;
@@ -200,19 +142,8 @@ absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
 }
 
 v1::Final GenerateJob::BuildFinal() const {
-  v1::Final f;
-  const std::span<const int32_t> output = session_->OutputTokens();
-  const bool eos = static_cast<int>(output.size()) < spec_.sampler.gen_length;
-  f.set_finish_reason(eos ? v1::FINISH_REASON_EOS : v1::FINISH_REASON_LENGTH);
-  for (int32_t id : output) f.add_token_ids(id);
-  f.set_text(text_);
-  const int prompt_len = static_cast<int>(spec_.prompt.size());
-  v1::Usage* u = f.mutable_usage();
-  u->set_prompt_tokens(prompt_len);
-  u->set_generated_tokens(static_cast<uint32_t>(output.size()));
-  u->set_canvas_tokens(prompt_len + spec_.sampler.gen_length);
-  u->set_steps(session_->sampler().step());
-  u->set_forward_passes(session_->forward_passes());
+  v1::Final f = MakeFinal(*session_, spec_, text_.text());
+  const size_t generated = static_cast<size_t>(f.token_ids_size());
   v1::Timings* t = f.mutable_timings();
   const double total = SecondsSince(arrival());
   const double generating = SecondsSince(first_run_);
@@ -221,9 +152,7 @@ v1::Final GenerateJob::BuildFinal() const {
   t->set_time_to_first_token_seconds(first_token_seconds_);
   t->set_total_seconds(total);
   t->set_mean_step_seconds(steps_ > 0 ? step_seconds_total_ / steps_ : 0);
-  t->set_tokens_per_second(generating > 0 ? output.size() / generating : 0);
-  f.set_seed(spec_.sampler.seed);
-  f.set_exited_early(session_->exited_early());
+  t->set_tokens_per_second(generating > 0 ? generated / generating : 0);
   return f;
 }
 

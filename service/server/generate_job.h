@@ -17,6 +17,7 @@
 #include "service/server/engine_worker.h"
 #include "service/server/generate_stream.h"
 #include "service/server/request_validation.h"
+#include "service/server/stream_events.h"
 
 namespace dllm {
 
@@ -44,15 +45,12 @@ class GenerateJob : public EngineJob {
   ServiceMetrics* metrics_;  // non-owning, may be null
 
   std::unique_ptr<DenoiseSession> session_;
-  StreamingDecoder decoder_;
+  StableText text_;  // the stable prefix and every text delta so far
   EngineClock::time_point first_run_{};
   double first_step_seconds_ = 0;   // since arrival
   double first_token_seconds_ = 0;  // since arrival; 0 = none yet
   double step_seconds_total_ = 0;
   int steps_ = 0;
-  int stable_ = 0;              // stable prefix length in the generated region
-  bool text_ended_ = false;     // the stable prefix reached an end-of-text token
-  std::string text_;            // every delta so far
   // Waiting for the next StepEvent (stride, or DETAIL_TEXT without growth).
   v1::StepEvent pending_;
   int pending_steps_ = 0;

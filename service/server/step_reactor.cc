@@ -1,0 +1,212 @@
+#include "service/server/step_reactor.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "service/server/diffusion_lm_service.h"
+#include "service/server/grpc_status.h"
+#include "service/server/metrics_hooks.h"
+#include "service/server/request_validation.h"
+
+namespace dllm {
+namespace {
+
+FinishKind FinishKindOf(const absl::Status& status, bool eos) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return eos ? FinishKind::kEos : FinishKind::kLength;
+    case absl::StatusCode::kCancelled:
+      return FinishKind::kCancelled;
+    case absl::StatusCode::kDeadlineExceeded:
+      return FinishKind::kDeadline;
+    default:
+      return FinishKind::kError;
+  }
+}
+
+}  // namespace
+
+StepReactor::StepReactor(DiffusionLmService* service, grpc::CallbackServerContext* context)
+    : service_(service), context_(context), started_(std::chrono::steady_clock::now()) {
+  outbox_ = std::make_shared<StepOutbox>(this, service_->session_idle_seconds(),
+                                         service_->metrics());
+  state_ = std::make_shared<StepSessionState>(service_->shared_model(), outbox_,
+                                              service_->metrics());
+  outbox_->set_request_id(NewRequestId());
+  if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
+    MetricsRejected(service_->metrics(), RpcKind::kStep,
+                    service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+                    "UNAVAILABLE");
+    rejected_ = true;
+    outbox_->Fail(s);
+    return;
+  }
+  service_->CallStarted();
+  registered_ = true;
+  service_->WatchSession(outbox_);
+  outbox_->Start();
+}
+
+void StepReactor::Close(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_status_ = status;
+  }
+  Finish(ToGrpcStatus(status));
+}
+
+void StepReactor::OnReadDone(bool ok) {
+  if (!ok) {
+    if (context_->IsCancelled()) {
+      OnCancel();
+    } else {
+      // The client half-closed: no more ops, the session ends.
+      outbox_->End(absl::OkStatus());
+    }
+    return;
+  }
+  const v1::StepRequest request = std::move(request_);
+  const uint64_t seq = request.seq();
+  outbox_->BeginOp();
+  switch (request.op_case()) {
+    case v1::StepRequest::kOpen:
+      HandleOpen(request);
+      return;
+    case v1::StepRequest::kClose: {
+      v1::StepResponse r;
+      r.mutable_closed();
+      outbox_->Post(seq, std::move(r));
+      outbox_->End(absl::OkStatus());
+      outbox_->EndOp();
+      return;
+    }
+    case v1::StepRequest::OP_NOT_SET:
+      outbox_->PostError(seq, absl::InvalidArgumentError("op: not set"));
+      outbox_->EndOp();
+      return;
+    default:
+      if (!state_->open) {
+        outbox_->PostError(seq, absl::FailedPreconditionError("no session is open: send Open first"));
+        outbox_->EndOp();
+        return;
+      }
+      Submit(request);
+      return;
+  }
+}
+
+void StepReactor::HandleOpen(const v1::StepRequest& request) {
+  const uint64_t seq = request.seq();
+  if (state_->open) {
+    outbox_->PostError(seq, absl::FailedPreconditionError(
+                                absl::StrCat("a session is already open (", state_->session_id,
+                                             "): one session per stream")));
+    outbox_->EndOp();
+    return;
+  }
+  if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
+    // The drain began after this call started: no new session.
+    outbox_->Fail(s);
+    return;
+  }
+  const Model& model = service_->model();
+  absl::StatusOr<GenerationSpec> spec = ValidateOpen(request.open(), model, service_->model_path());
+  if (!spec.ok()) {
+    outbox_->PostError(seq, spec.status());
+    outbox_->EndOp();
+    return;
+  }
+  const uint64_t bytes = EngineWorker::ReservationBytes(
+      model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
+  absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
+      service_->worker()->OpenSession(bytes);
+  if (!lease.ok()) {
+    // No slot or no memory: the call ends (the client retries on a new stream).
+    if (lease.status().code() == absl::StatusCode::kResourceExhausted) {
+      context_->AddTrailingMetadata("retry-after-ms", "1000");
+    }
+    rejected_ = true;
+    outbox_->Fail(lease.status());
+    return;
+  }
+  const uint32_t asked = request.open().idle_timeout_seconds();
+  const int server = service_->session_idle_seconds();
+  outbox_->set_idle_timeout(asked > 0 ? static_cast<int>(std::min<uint32_t>(asked, server))
+                                      : server);
+  outbox_->set_request_id(spec->request_id);
+  state_->session_id = absl::StrCat("sess-", NewRequestId().substr(4));
+  state_->spec = std::move(*spec);
+  state_->lease = std::move(*lease);
+  Submit(request);
+}
+
+void StepReactor::Submit(const v1::StepRequest& request) {
+  auto job = std::make_shared<StepOpJob>(state_, request);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = job;
+  }
+  if (absl::Status s = service_->worker()->SubmitSessionWork(job); !s.ok()) outbox_->Fail(s);
+}
+
+void StepReactor::CancelJob() {
+  std::shared_ptr<EngineJob> job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job = job_;
+  }
+  if (job != nullptr) job->Cancel();
+}
+
+void StepReactor::OnWriteDone(bool ok) {
+  // A failed write means the client is gone; stop the engine's work now.
+  if (!ok) CancelJob();
+  outbox_->OnWriteDone(ok);
+}
+
+void StepReactor::OnCancel() {
+  CancelJob();
+  outbox_->Fail(absl::CancelledError("the client cancelled the session"));
+}
+
+void StepReactor::OnDone() {
+  CancelJob();
+  outbox_->Detach();
+  // The DenoiseSession belongs to the engine's arena: destroy it there, then
+  // free the slot, so a free slot means the session is fully gone. A job
+  // dropped by a stopping worker never runs, but its `done` does.
+  std::shared_ptr<StepSessionState> state = state_;
+  const auto release = [state] {
+    state->session.reset();
+    state->lease.reset();
+  };
+  if (!service_->worker()->Post(release, [release](const absl::Status&) { release(); }).ok()) {
+    release();
+  }
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status = end_status_;
+  }
+  if (registered_) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (!rejected_) {
+      DLLM_METRICS_CALL(service_->metrics(),
+                        OnFinished(RpcKind::kStep, FinishKindOf(status, state_->eos),
+                                   absl::StatusCodeToString(status.code()), seconds,
+                                   state_->steps, state_->generated));
+    }
+    const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
+    std::fprintf(stderr, "dllm-server: session %s: %d steps, %.1f ms, %s%s\n",
+                 state_->spec.request_id.empty() ? "(not opened)" : state_->spec.request_id.c_str(),
+                 state_->steps.load(), seconds * 1e3,
+                 absl::StatusCodeToString(status.code()).c_str(), why.c_str());
+    service_->CallEnded();
+  }
+  delete this;
+}
+
+}  // namespace dllm

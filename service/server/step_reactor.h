@@ -1,0 +1,59 @@
+// StepReactor: one Step call (a client-driven session, serving.md 2.3) on
+// the callback API. It reads one op at a time, answers the ones that need no
+// engine (errors before Open, Close) itself, and runs the others as
+// StepOpJobs on the engine worker; StepOutbox orders its writes and reads.
+// The session holds one of --max-sessions from a successful Open until the
+// call ends (Close, client cancel, idle timeout, drain).
+#ifndef DLLM_SERVICE_SERVER_STEP_REACTOR_H_
+#define DLLM_SERVICE_SERVER_STEP_REACTOR_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+
+#include "dllm/v1/dllm.grpc.pb.h"
+#include "service/server/step_session.h"
+
+namespace dllm {
+
+class DiffusionLmService;
+
+// Deletes itself in OnDone.
+class StepReactor final : public grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>,
+                          public StepSink {
+ public:
+  StepReactor(DiffusionLmService* service, grpc::CallbackServerContext* context);
+
+  // StepSink.
+  void Write(const v1::StepResponse* response) override { StartWrite(response); }
+  void Read() override { StartRead(&request_); }
+  void Close(const absl::Status& status) override;
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void HandleOpen(const v1::StepRequest& request);
+  void Submit(const v1::StepRequest& request);
+  void CancelJob();
+
+  DiffusionLmService* service_;
+  grpc::CallbackServerContext* context_;
+  const std::chrono::steady_clock::time_point started_;
+  v1::StepRequest request_;  // the read buffer
+  std::shared_ptr<StepOutbox> outbox_;
+  std::shared_ptr<StepSessionState> state_;
+  bool registered_ = false;  // counted by CallStarted
+  bool rejected_ = false;    // refused at Open (already counted as a rejection)
+
+  std::mutex mu_;
+  std::shared_ptr<EngineJob> job_;  // the op in progress, for OnCancel
+  absl::Status end_status_;         // what Close sent
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_STEP_REACTOR_H_

@@ -1,0 +1,400 @@
+#include "service/server/step_session.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "service/server/metrics_hooks.h"
+
+namespace dllm {
+
+// ---- StepOutbox ----
+
+StepOutbox::StepOutbox(StepSink* sink, int idle_timeout_seconds, ServiceMetrics* metrics)
+    : metrics_(metrics),
+      sink_(sink),
+      idle_timeout_(std::chrono::seconds(idle_timeout_seconds)),
+      idle_since_(Clock::now()) {}
+
+void StepOutbox::Start() {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::BeginOp() {
+  std::lock_guard<std::mutex> lock(mu_);
+  reading_ = false;
+  op_ = true;
+}
+
+void StepOutbox::Post(uint64_t seq, v1::StepResponse response) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || fail_) return;
+    response.set_seq(seq);
+    response.set_request_id(request_id_);
+    pending_.push_back(std::move(response));
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::PostError(uint64_t seq, const absl::Status& status) {
+  v1::StepResponse r;
+  r.mutable_error()->set_code(static_cast<int32_t>(status.code()));
+  r.mutable_error()->set_message(std::string(status.message()));
+  Post(seq, std::move(r));
+}
+
+void StepOutbox::EndOp() {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    op_ = false;
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::EndLocked(const absl::Status& status) {
+  if (end_wanted_) return;
+  end_wanted_ = true;
+  end_status_ = status;
+}
+
+void StepOutbox::End(const absl::Status& status) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    reading_ = false;
+    EndLocked(status);
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::Fail(const absl::Status& status) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || fail_) return;
+    pending_.clear();
+    fail_ = true;
+    // A failure replaces a gentler end that is still waiting for its op.
+    end_wanted_ = true;
+    end_status_ = status;
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::set_request_id(std::string request_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  request_id_ = std::move(request_id);
+}
+
+void StepOutbox::set_idle_timeout(int seconds) {
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_timeout_ = std::chrono::seconds(seconds);
+}
+
+bool StepOutbox::MaybeExpire(Clock::time_point now) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || sink_ == nullptr) return false;
+    if (!reading_ || op_ || end_wanted_ || now - idle_since_ < idle_timeout_) return true;
+    EndLocked(absl::DeadlineExceededError(absl::StrCat(
+        "session idle for more than ",
+        std::chrono::duration_cast<std::chrono::seconds>(idle_timeout_).count(), " s")));
+    action = NextLocked();
+  }
+  Run(action);
+  return true;
+}
+
+StepOutbox::Action StepOutbox::NextLocked() {
+  if (closed_ || sink_ == nullptr) return Action::kNone;
+  if (!in_flight_ && !pending_.empty()) {
+    current_ = std::move(pending_.front());
+    pending_.pop_front();
+    in_flight_ = true;
+    ++sent_;
+    ++sink_calls_;
+    return Action::kWrite;
+  }
+  if (in_flight_ || !pending_.empty()) return Action::kNone;
+  if (end_wanted_) {
+    if ((op_ && !fail_) || sink_calls_ > 0) return Action::kNone;
+    closed_ = true;
+    return Action::kClose;
+  }
+  if (!op_ && !reading_) {
+    reading_ = true;
+    idle_since_ = Clock::now();
+    ++sink_calls_;
+    return Action::kRead;
+  }
+  return Action::kNone;
+}
+
+void StepOutbox::Run(Action action) {
+  // The sink is only touched here, outside the lock. Close waits until no
+  // Write/Read call is running, and OnDone (Detach) follows Close, so the
+  // sink stays valid for every call.
+  while (action != Action::kNone) {
+    switch (action) {
+      case Action::kNone:
+        return;
+      case Action::kWrite:
+        sink_->Write(&current_);
+        break;
+      case Action::kRead:
+        sink_->Read();
+        break;
+      case Action::kClose:
+        DLLM_METRICS_CALL(metrics_, OnEventsSent(RpcKind::kStep, sent_, 0));
+        sink_->Close(end_status_);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    --sink_calls_;
+    action = NextLocked();
+  }
+}
+
+void StepOutbox::OnWriteDone(bool ok) {
+  Action action;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_ = false;
+    if (!ok && !closed_ && !fail_) {
+      // The client went away; the reactor cancels the op through OnCancel.
+      pending_.clear();
+      fail_ = true;
+      end_wanted_ = true;
+      end_status_ = absl::CancelledError("the stream broke while writing");
+    }
+    action = NextLocked();
+  }
+  Run(action);
+}
+
+void StepOutbox::Detach() {
+  std::lock_guard<std::mutex> lock(mu_);
+  sink_ = nullptr;
+  closed_ = true;
+}
+
+int StepOutbox::events_sent() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sent_;
+}
+
+// ---- StepOpJob ----
+
+absl::StatusOr<bool> StepOpJob::RunStep(const std::atomic<bool>* cancel) {
+  if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen();
+  if (state_->session == nullptr) {
+    Error(absl::FailedPreconditionError("no session is open: send Open first"));
+    return false;
+  }
+  switch (request_.op_case()) {
+    case v1::StepRequest::kAdvance:
+      return RunAdvance(cancel);
+    case v1::StepRequest::kForward:
+      if (absl::Status s = RunForward(cancel); !s.ok()) return s;
+      return false;
+    case v1::StepRequest::kCommit:
+      RunCommit();
+      return false;
+    case v1::StepRequest::kRewind:
+      RunRewind();
+      return false;
+    default:
+      Error(absl::InvalidArgumentError("op: not an engine operation"));
+      return false;
+  }
+}
+
+void StepOpJob::Finish(const absl::Status& status) {
+  if (status.ok()) {
+    state_->outbox->EndOp();
+  } else {
+    state_->outbox->Fail(status);
+  }
+}
+
+bool StepOpJob::RunOpen() {
+  StepSessionState& s = *state_;
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
+      DenoiseSession::Create(s.model, s.spec.sampler, s.spec.prompt);
+  if (!session.ok()) {
+    s.lease.reset();
+    Error(session.status());
+    return false;
+  }
+  s.session = std::move(*session);
+  s.text.Reset();
+  s.open = true;
+  const int prompt_len = static_cast<int>(s.spec.prompt.size());
+  DLLM_METRICS_CALL(s.metrics, OnStarted(queue_seconds(), prompt_len,
+                                         prompt_len + s.spec.sampler.gen_length));
+  v1::StepResponse r;
+  r.mutable_opened()->set_session_id(s.session_id);
+  *r.mutable_opened()->mutable_started() = MakeStarted(s.spec, *s.model, queue_seconds());
+  Respond(std::move(r));
+  return false;
+}
+
+v1::StepEvent StepOpJob::StepEventNow(bool done) {
+  StepSessionState& s = *state_;
+  v1::StepEvent e;
+  e.set_step(s.session->history_size());
+  e.set_planned_steps(PlannedSteps(s.spec.sampler));
+  e.set_masked_remaining(s.session->masked_remaining());
+  e.set_text_delta(s.text.Update(*s.session, s.model->config().tokens.mask, done));
+  e.set_stable_length(s.text.stable_length());
+  e.set_merged_steps(1);
+  return e;
+}
+
+bool StepOpJob::MaybeFinal() {
+  StepSessionState& s = *state_;
+  if (!s.session->done()) return false;
+  v1::StepResponse r;
+  *r.mutable_final() = MakeFinal(*s.session, s.spec, s.text.text());
+  s.generated = r.final().token_ids_size();
+  s.eos = r.final().finish_reason() == v1::FINISH_REASON_EOS;
+  Respond(std::move(r));
+  return true;
+}
+
+absl::StatusOr<bool> StepOpJob::RunAdvance(const std::atomic<bool>* cancel) {
+  StepSessionState& s = *state_;
+  const v1::Advance& op = request_.advance();
+  if (remaining_ < 0) {
+    if (s.session->done()) {
+      Error(absl::FailedPreconditionError(
+          "the canvas is complete (Final was sent): Rewind to go on, or Close"));
+      return false;
+    }
+    if (op.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
+      Error(absl::InvalidArgumentError(absl::StrCat("advance.top_candidates: ",
+                                                    op.top_candidates(), " is more than ",
+                                                    kMaxTopCandidates)));
+      return false;
+    }
+    remaining_ = std::max<uint32_t>(1, op.steps());
+  }
+  absl::StatusOr<StepReport> report = s.session->Advance(cancel);
+  if (!report.ok()) {
+    if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
+    Error(report.status());
+    return false;
+  }
+  ++s.steps;
+  DLLM_METRICS_CALL(s.metrics, OnStep(report->forward, report->step_seconds,
+                                      report->forward_seconds, report->sample_seconds,
+                                      report->forward_passes,
+                                      static_cast<int>(report->positions.size())));
+  const bool done = s.session->done();
+  const BpeTokenizer& tok = s.model->tokenizer();
+  const int prompt_len = s.session->prompt_len();
+  v1::StepResponse r;
+  v1::StepEvent* e = r.mutable_step();
+  *e = StepEventNow(done);
+  e->set_block_index(BlockIndexOf(s.spec.sampler, report->step, report->positions, prompt_len));
+  AddCommitted(tok, report->positions, report->tokens, prompt_len, e);
+  if (op.include_canvas()) AddCanvas(*s.session, e);
+  if (op.top_candidates() > 0 && !report->positions.empty()) {
+    absl::StatusOr<std::vector<PositionCandidates>> candidates =
+        s.session->StepCandidates(static_cast<int>(op.top_candidates()));
+    if (!candidates.ok()) {
+      Error(candidates.status());
+      return false;
+    }
+    AddCandidates(tok, *candidates, e->mutable_candidates());
+  }
+  Respond(std::move(r));
+  if (MaybeFinal()) return false;
+  return --remaining_ > 0;
+}
+
+absl::Status StepOpJob::RunForward(const std::atomic<bool>* cancel) {
+  StepSessionState& s = *state_;
+  const v1::Forward& op = request_.forward();
+  const int k = op.top_candidates() == 0 ? 5 : static_cast<int>(std::min<uint32_t>(
+                                                    op.top_candidates(), 1u << 20));
+  std::vector<int32_t> positions;
+  positions.reserve(op.positions_size());
+  for (uint32_t p : op.positions()) {
+    // Out-of-range values stay out of range for the session's check.
+    positions.push_back(static_cast<int32_t>(std::min<uint32_t>(p, 1u << 30)));
+  }
+  absl::StatusOr<ForwardReport> report = s.session->Forward(positions, k, cancel);
+  if (!report.ok()) {
+    if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
+    Error(report.status());
+    return absl::OkStatus();
+  }
+  v1::StepResponse r;
+  v1::ForwardResult* f = r.mutable_forward();
+  f->set_step(s.session->history_size());
+  f->set_forward_seconds(report->forward_seconds);
+  AddCandidates(s.model->tokenizer(), report->candidates, f->mutable_candidates());
+  Respond(std::move(r));
+  return absl::OkStatus();
+}
+
+void StepOpJob::RunCommit() {
+  StepSessionState& s = *state_;
+  std::vector<int32_t> positions, tokens;
+  for (const v1::CommittedToken& t : request_.commit().tokens()) {
+    positions.push_back(static_cast<int32_t>(std::min<uint32_t>(t.position(), 1u << 30)));
+    tokens.push_back(static_cast<int32_t>(std::min<uint32_t>(t.token_id(), 1u << 30)));
+  }
+  if (absl::Status status = s.session->Commit(positions, tokens); !status.ok()) {
+    Error(status);
+    return;
+  }
+  const bool done = s.session->done();
+  v1::StepResponse r;
+  v1::StepEvent* e = r.mutable_step();
+  *e = StepEventNow(done);
+  if (!positions.empty()) {
+    e->set_block_index(*std::max_element(positions.begin(), positions.end()) /
+                       std::max(1, s.spec.sampler.EffectiveBlockLength()));
+  }
+  AddCommitted(s.model->tokenizer(), positions, tokens, 0, e);
+  Respond(std::move(r));
+  MaybeFinal();
+}
+
+void StepOpJob::RunRewind() {
+  StepSessionState& s = *state_;
+  const uint32_t to = request_.rewind().to_step();
+  if (to > static_cast<uint32_t>(s.session->history_size())) {
+    Error(absl::FailedPreconditionError(absl::StrCat("rewind.to_step: ", to, " is beyond the ",
+                                                     s.session->history_size(),
+                                                     " steps of the history")));
+    return;
+  }
+  if (absl::Status status = s.session->Rewind(static_cast<int>(to)); !status.ok()) {
+    Error(status);
+    return;
+  }
+  // The text starts over: the next StepEvent's delta covers the whole stable prefix.
+  s.text.Reset();
+  v1::StepResponse r;
+  r.mutable_rewound()->set_step(s.session->history_size());
+  r.mutable_rewound()->set_masked_remaining(s.session->masked_remaining());
+  Respond(std::move(r));
+}
+
+}  // namespace dllm

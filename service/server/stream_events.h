@@ -1,0 +1,76 @@
+// The parts of stream events that Generate and the Step session build
+// alike: the stable prefix and its text, committed tokens and candidates
+// with their pieces, Started and Final. GenerateJob and StepOpJob (the
+// engine side of both streaming RPCs) both use these, so the two RPCs
+// describe a step the same way.
+#ifndef DLLM_SERVICE_SERVER_STREAM_EVENTS_H_
+#define DLLM_SERVICE_SERVER_STREAM_EVENTS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dllm/v1/dllm.pb.h"
+#include "engine/model/model.h"
+#include "engine/scheduler/denoise_session.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
+#include "service/server/request_validation.h"
+
+namespace dllm {
+
+// A token's own text (CommittedToken.piece, Candidate.piece); a partial
+// UTF-8 sequence shows as U+FFFD.
+std::string PieceOf(const BpeTokenizer& tokenizer, int32_t id);
+
+// The stable prefix of the generated region (the leading run of committed
+// positions, which can no longer change) and its text, decoded UTF-8-safely
+// up to the first end-of-text token. Engine-thread only.
+class StableText {
+ public:
+  explicit StableText(const BpeTokenizer* tokenizer)
+      : decoder_(tokenizer, /*render_special=*/false) {}
+
+  // Extends the prefix over the positions of `session` committed since the
+  // last call and returns the text that adds; `done` (the canvas is
+  // complete) also flushes bytes held for an unfinished UTF-8 sequence.
+  std::string Update(const DenoiseSession& session, int32_t mask_id, bool done);
+  // Back to an empty prefix and no text (after a Step session's Rewind the
+  // text starts over).
+  void Reset();
+
+  int stable_length() const { return stable_; }
+  const std::string& text() const { return text_; }  // every delta so far
+
+ private:
+  StreamingDecoder decoder_;
+  int stable_ = 0;
+  bool ended_ = false;  // the prefix reached an end-of-text token
+  std::string text_;
+};
+
+// Scheduled steps (Started.planned_steps); 0 for threshold decoding, which
+// has no schedule.
+int PlannedSteps(const SamplerConfig& config);
+// The LLaDA block a step worked on: by schedule, or under threshold
+// decoding where its last commit landed (`positions` are canvas positions).
+int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
+                 int prompt_len);
+
+// Appends one CommittedToken per (positions[i] - position_offset, tokens[i]).
+void AddCommitted(const BpeTokenizer& tokenizer, std::span<const int32_t> positions,
+                  std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event);
+// Appends `candidates` as proto, pieces included.
+void AddCandidates(const BpeTokenizer& tokenizer, const std::vector<PositionCandidates>& candidates,
+                   google::protobuf::RepeatedPtrField<v1::PositionCandidates>* out);
+// The generated region of the canvas, mask id where masked.
+void AddCanvas(const DenoiseSession& session, v1::StepEvent* event);
+
+v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double queue_seconds);
+// Final without timings: finish reason, tokens, `text`, usage, seed, early exit.
+v1::Final MakeFinal(const DenoiseSession& session, const GenerationSpec& spec,
+                    const std::string& text);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_STREAM_EVENTS_H_

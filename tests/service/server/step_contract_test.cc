@@ -1,0 +1,566 @@
+// Contract tests of the Step RPC (client-driven sessions) against a real
+// server on loopback, through the generated stub: a full session (open,
+// forward, commit, advance, rewind, advance again reproduces the
+// uninterrupted run), every op error in-band with the session alive, idle
+// timeout, the session limit, client cancellation and drain.
+#include <grpcpp/grpcpp.h>
+#include <tbb/task_arena.h>
+
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/scheduler/denoise_session.h"
+#include "gtest/gtest.h"
+#include "service/metrics/service_metrics.h"
+#include "service/server/request_validation.h"
+#include "service/server/server.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+constexpr const char* kLlada = "tiny-llada-k-q4_k_m.gguf";
+
+std::string ModelPath(const char* name) { return testing::TestDataDir() + "/models/" + name; }
+
+std::unique_ptr<DllmServer> StartServer(std::shared_ptr<const Model> model, EngineOptions engine,
+                                        int session_idle_seconds = 300,
+                                        ServiceMetrics* metrics = nullptr) {
+  ServerOptions o;
+  o.metrics = metrics;
+  o.model_path = ModelPath(kLlada);
+  o.listen = "127.0.0.1:0";
+  o.engine = engine;
+  o.plan.threads = 1;
+  o.session_idle_seconds = session_idle_seconds;
+  auto server = DllmServer::Start(std::move(model), o);
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return nullptr;
+  EXPECT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
+  return std::move(*server);
+}
+
+// A seeded, sampled LLaDA session in two blocks, without early exit (so the
+// canvas is complete exactly when nothing is masked).
+v1::Open OpenOp() {
+  v1::Open open;
+  open.set_request_id("step-test");
+  open.mutable_prompt()->set_text("Once upon a time");
+  open.mutable_diffusion()->set_gen_length(32);
+  open.mutable_diffusion()->set_steps(16);
+  open.mutable_diffusion()->set_block_length(16);
+  open.mutable_diffusion()->set_early_exit(false);
+  open.mutable_sampling()->set_temperature(0.7f);
+  open.mutable_sampling()->set_seed(42);
+  return open;
+}
+
+bool Terminal(const v1::StepResponse& r) {
+  return r.has_error() || r.has_final() || r.has_opened() || r.has_forward() ||
+         r.has_rewound() || r.has_closed();
+}
+
+// One Step call driven op by op.
+class Session {
+ public:
+  explicit Session(v1::DiffusionLM::Stub& stub) {
+    ctx_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    stream_ = stub.Step(&ctx_);
+  }
+
+  // Sends `request` with the next seq and reads its responses: up to a
+  // terminal one, or `steps` StepEvents when the canvas is not complete
+  // (a completed canvas is followed by Final). Fewer when the stream ends.
+  std::vector<v1::StepResponse> Run(v1::StepRequest request, int steps = 1) {
+    request.set_seq(++seq_);
+    std::vector<v1::StepResponse> out;
+    if (!stream_->Write(request)) return out;
+    v1::StepResponse r;
+    int seen = 0;
+    while (stream_->Read(&r)) {
+      EXPECT_EQ(r.seq(), seq_);
+      out.push_back(r);
+      if (observer_) observer_(r);
+      if (Terminal(r)) break;
+      if (r.has_step() && ++seen >= steps && r.step().masked_remaining() > 0) break;
+    }
+    return out;
+  }
+  v1::StepResponse One(v1::StepRequest request) {
+    std::vector<v1::StepResponse> out = Run(std::move(request));
+    EXPECT_EQ(out.size(), 1u);
+    return out.empty() ? v1::StepResponse() : out.back();
+  }
+
+  v1::StepResponse Open(const v1::Open& open) {
+    v1::StepRequest r;
+    *r.mutable_open() = open;
+    return One(r);
+  }
+  std::vector<v1::StepResponse> Advance(int steps, bool canvas = false, int top = 0) {
+    v1::StepRequest r;
+    r.mutable_advance()->set_steps(steps);
+    r.mutable_advance()->set_include_canvas(canvas);
+    r.mutable_advance()->set_top_candidates(top);
+    return Run(r, steps);
+  }
+  v1::StepResponse Forward(int k, std::vector<uint32_t> positions = {}) {
+    v1::StepRequest r;
+    r.mutable_forward()->set_top_candidates(k);
+    for (uint32_t p : positions) r.mutable_forward()->add_positions(p);
+    return One(r);
+  }
+  std::vector<v1::StepResponse> Commit(std::vector<std::pair<uint32_t, uint32_t>> tokens) {
+    v1::StepRequest r;
+    for (const auto& [p, id] : tokens) {
+      v1::CommittedToken* t = r.mutable_commit()->add_tokens();
+      t->set_position(p);
+      t->set_token_id(id);
+    }
+    return Run(r);
+  }
+  v1::StepResponse Rewind(uint32_t to) {
+    v1::StepRequest r;
+    r.mutable_rewind()->set_to_step(to);
+    return One(r);
+  }
+  // Close, then the call's status.
+  grpc::Status Close() {
+    v1::StepRequest r;
+    r.mutable_close();
+    const v1::StepResponse closed = One(r);
+    EXPECT_TRUE(closed.has_closed()) << closed.DebugString();
+    return End();
+  }
+  // Reads until the server ends the call (without half-closing, which
+  // would end the session with OK); its status.
+  grpc::Status End() {
+    v1::StepResponse r;
+    while (stream_->Read(&r)) ADD_FAILURE() << "unexpected " << r.DebugString();
+    return stream_->Finish();
+  }
+  grpc::Status WritesDoneAndEnd() {
+    stream_->WritesDone();
+    return End();
+  }
+  grpc::ClientContext& context() { return ctx_; }
+  // Called with each response as it is read.
+  void set_observer(std::function<void(const v1::StepResponse&)> f) { observer_ = std::move(f); }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::StepRequest, v1::StepResponse>> stream_;
+  uint64_t seq_ = 0;
+  std::function<void(const v1::StepResponse&)> observer_;
+};
+
+void ExpectOpError(const v1::StepResponse& r, grpc::StatusCode code) {
+  ASSERT_TRUE(r.has_error()) << r.DebugString();
+  EXPECT_EQ(r.error().code(), static_cast<int>(code)) << r.error().message();
+  EXPECT_FALSE(r.error().message().empty());
+}
+
+struct RunResult {
+  std::vector<uint32_t> canvas;  // after the last step
+  v1::Final final;
+  std::string deltas;
+  int steps = 0;
+};
+
+// Advances to the end in one op and checks its shape; `text_before` is the
+// text the session's earlier StepEvents (since Open or Rewound) carried.
+RunResult AdvanceToEnd(Session& s, uint32_t first_step, const std::string& text_before = "") {
+  RunResult out;
+  out.deltas = text_before;
+  const std::vector<v1::StepResponse> rs = s.Advance(1000, /*canvas=*/true);
+  EXPECT_FALSE(rs.empty());
+  if (rs.empty()) return out;
+  uint32_t step = first_step;
+  for (size_t i = 0; i + 1 < rs.size(); ++i) {
+    EXPECT_TRUE(rs[i].has_step()) << rs[i].DebugString();
+    EXPECT_EQ(rs[i].step().step(), ++step);
+    out.deltas += rs[i].step().text_delta();
+    out.canvas.assign(rs[i].step().canvas().begin(), rs[i].step().canvas().end());
+    ++out.steps;
+  }
+  EXPECT_TRUE(rs.back().has_final()) << rs.back().DebugString();
+  out.final = rs.back().final();
+  EXPECT_EQ(out.deltas, out.final.text());
+  return out;
+}
+
+class StepContractTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = Model::Load(ModelPath(kLlada), {BestIsaLevel()});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = new std::shared_ptr<const Model>(*model);
+    EngineOptions engine;
+    engine.max_sessions = 2;
+    server_ = StartServer(*model_, engine).release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete model_;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    WaitSessionsClosed(*server_);
+    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(server_->port()),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::DiffusionLM::NewStub(channel_);
+  }
+  // Sessions of earlier tests free their slots after their calls end.
+  static void WaitSessionsClosed(DllmServer& server) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (server.worker().load().sessions_open > 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(server.worker().load().sessions_open, 0);
+  }
+
+  static std::shared_ptr<const Model>* model_;
+  static DllmServer* server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::DiffusionLM::Stub> stub_;
+};
+std::shared_ptr<const Model>* StepContractTest::model_;
+DllmServer* StepContractTest::server_;
+
+TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
+  // The same generation straight through DenoiseSession.
+  auto spec = ValidateOpen(OpenOp(), **model_, ModelPath(kLlada));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::vector<int32_t> reference;
+  tbb::task_arena arena(1);
+  arena.execute([&] {
+    auto session = DenoiseSession::Create(*model_, spec->sampler, spec->prompt);
+    ASSERT_TRUE(session.ok()) << session.status();
+    while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
+    const auto out = (*session)->OutputTokens();
+    reference.assign(out.begin(), out.end());
+  });
+
+  // Uninterrupted.
+  RunResult straight;
+  {
+    Session s(*stub_);
+    const v1::StepResponse opened = s.Open(OpenOp());
+    ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+    straight = AdvanceToEnd(s, 0);
+    EXPECT_EQ(straight.steps, 16);
+    EXPECT_EQ(straight.canvas.size(), 32u);
+    EXPECT_EQ(std::vector<int32_t>(straight.final.token_ids().begin(),
+                                   straight.final.token_ids().end()),
+              reference);
+    EXPECT_TRUE(s.Close().ok());
+  }
+
+  Session s(*stub_);
+  const v1::StepResponse opened = s.Open(OpenOp());
+  ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+  EXPECT_EQ(opened.request_id(), "step-test");
+  EXPECT_FALSE(opened.opened().session_id().empty());
+  const v1::Started& started = opened.opened().started();
+  EXPECT_EQ(started.gen_length(), 32u);
+  EXPECT_EQ(started.block_length(), 16u);
+  EXPECT_EQ(started.planned_steps(), 16u);
+  EXPECT_EQ(started.seed(), 42u);
+  const uint32_t mask = started.mask_token_id();
+
+  // Forward: candidates for every masked position, nothing committed.
+  const v1::StepResponse fwd = s.Forward(3);
+  ASSERT_TRUE(fwd.has_forward()) << fwd.DebugString();
+  EXPECT_EQ(fwd.request_id(), "step-test");
+  EXPECT_EQ(fwd.forward().step(), 0u);
+  ASSERT_EQ(fwd.forward().candidates_size(), 32);
+  for (int i = 0; i < 32; ++i) {
+    const v1::PositionCandidates& pc = fwd.forward().candidates(i);
+    EXPECT_EQ(pc.position(), static_cast<uint32_t>(i));
+    ASSERT_EQ(pc.candidates_size(), 3);
+    EXPECT_GE(pc.candidates(0).prob(), pc.candidates(1).prob());
+    EXPECT_GE(pc.candidates(1).prob(), pc.candidates(2).prob());
+  }
+  const v1::StepResponse fwd_default = s.Forward(0, {5, 1});
+  ASSERT_TRUE(fwd_default.has_forward()) << fwd_default.DebugString();
+  ASSERT_EQ(fwd_default.forward().candidates_size(), 2);
+  EXPECT_EQ(fwd_default.forward().candidates(0).position(), 5u);
+  EXPECT_EQ(fwd_default.forward().candidates(0).candidates_size(), 5);
+
+  // Commit the client's choice at position 5: one history entry.
+  const uint32_t choice = fwd.forward().candidates(5).candidates(1).token_id();
+  const std::vector<v1::StepResponse> committed = s.Commit({{5, choice}});
+  ASSERT_EQ(committed.size(), 1u);
+  ASSERT_TRUE(committed[0].has_step()) << committed[0].DebugString();
+  EXPECT_EQ(committed[0].step().step(), 1u);
+  EXPECT_EQ(committed[0].step().masked_remaining(), 31u);
+  ASSERT_EQ(committed[0].step().committed_size(), 1);
+  EXPECT_EQ(committed[0].step().committed(0).position(), 5u);
+  EXPECT_EQ(committed[0].step().committed(0).token_id(), choice);
+
+  // Three sampler steps on top, with candidates and the canvas.
+  const std::vector<v1::StepResponse> advanced = s.Advance(3, /*canvas=*/true, /*top=*/2);
+  ASSERT_EQ(advanced.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const v1::StepEvent& e = advanced[i].step();
+    EXPECT_EQ(e.step(), static_cast<uint32_t>(2 + i));
+    EXPECT_EQ(e.canvas_size(), 32);
+    EXPECT_EQ(e.canvas(5), choice);
+    EXPECT_GT(e.committed_size(), 0);
+    EXPECT_EQ(e.candidates_size(), e.committed_size());
+    for (const auto& c : e.committed()) EXPECT_NE(e.canvas(c.position()), mask);
+  }
+
+  // Back to the start (the client's commit undone), then to the end: the
+  // same canvas as the uninterrupted run, and text that starts over.
+  const v1::StepResponse rewound = s.Rewind(0);
+  ASSERT_TRUE(rewound.has_rewound()) << rewound.DebugString();
+  EXPECT_EQ(rewound.rewound().step(), 0u);
+  EXPECT_EQ(rewound.rewound().masked_remaining(), 32u);
+  const RunResult again = AdvanceToEnd(s, 0);
+  EXPECT_EQ(again.canvas, straight.canvas);
+  EXPECT_EQ(again.final.token_ids_size(), straight.final.token_ids_size());
+  EXPECT_EQ(again.final.text(), straight.final.text());
+
+  // Rewind into the middle and finish again: still the same run.
+  const v1::StepResponse mid = s.Rewind(7);
+  ASSERT_TRUE(mid.has_rewound()) << mid.DebugString();
+  EXPECT_EQ(mid.rewound().step(), 7u);
+  const RunResult tail = AdvanceToEnd(s, 7);
+  EXPECT_EQ(tail.steps, 9);
+  EXPECT_EQ(tail.canvas, straight.canvas);
+  EXPECT_EQ(tail.final.text(), straight.final.text());
+
+  EXPECT_TRUE(s.Close().ok());
+}
+
+TEST_F(StepContractTest, OpErrorsKeepTheSessionAlive) {
+  Session s(*stub_);
+  v1::StepRequest advance;
+  advance.mutable_advance()->set_steps(1);
+  ExpectOpError(s.One(advance), grpc::FAILED_PRECONDITION);  // before Open
+  ExpectOpError(s.Rewind(0), grpc::FAILED_PRECONDITION);
+  ExpectOpError(s.One(v1::StepRequest()), grpc::INVALID_ARGUMENT);  // no op
+
+  v1::Open bad = OpenOp();
+  bad.mutable_diffusion()->set_block_length(24);
+  const v1::StepResponse refused = s.Open(bad);
+  ExpectOpError(refused, grpc::INVALID_ARGUMENT);
+  EXPECT_NE(refused.error().message().find("block_length"), std::string::npos);
+
+  ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+  ExpectOpError(s.Open(OpenOp()), grpc::FAILED_PRECONDITION);  // second Open
+  ExpectOpError(s.Forward(3, {99}), grpc::INVALID_ARGUMENT);
+  ExpectOpError(s.Forward(9), grpc::INVALID_ARGUMENT);
+  ExpectOpError(s.Forward(3, {4, 4}), grpc::INVALID_ARGUMENT);
+  const uint32_t mask = (*model_)->config().tokens.mask;
+  ExpectOpError(s.Commit({{0, mask}})[0], grpc::INVALID_ARGUMENT);
+  ExpectOpError(s.Commit({{40, 7}})[0], grpc::INVALID_ARGUMENT);
+  ExpectOpError(s.Commit({})[0], grpc::INVALID_ARGUMENT);
+  const std::vector<v1::StepResponse> commit = s.Commit({{0, 7}});
+  ASSERT_TRUE(commit[0].has_step());
+  ExpectOpError(s.Commit({{0, 8}})[0], grpc::FAILED_PRECONDITION);  // already committed
+  ExpectOpError(s.Rewind(5), grpc::FAILED_PRECONDITION);            // beyond the history
+  v1::StepRequest too_many;
+  too_many.mutable_advance()->set_top_candidates(9);
+  ExpectOpError(s.One(too_many), grpc::INVALID_ARGUMENT);
+
+  const RunResult run = AdvanceToEnd(s, 1, commit[0].step().text_delta());
+  EXPECT_EQ(run.steps, 16);
+  ExpectOpError(s.One(advance), grpc::FAILED_PRECONDITION);  // after Final
+  ExpectOpError(s.Commit({{1, 7}})[0], grpc::FAILED_PRECONDITION);
+  EXPECT_TRUE(s.Forward(1, {0}).has_forward());  // still allowed
+  ASSERT_TRUE(s.Rewind(1).has_rewound());
+  const std::vector<v1::StepResponse> one = s.Advance(1);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].step().step(), 2u);
+  EXPECT_TRUE(s.Close().ok());
+}
+
+TEST_F(StepContractTest, CommitThatCompletesTheCanvasIsFollowedByFinal) {
+  Session s(*stub_);
+  ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+  std::vector<std::pair<uint32_t, uint32_t>> all;
+  for (uint32_t p = 0; p < 32; ++p) all.push_back({p, 100 + p});
+  const std::vector<v1::StepResponse> rs = s.Commit(all);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_EQ(rs[0].step().masked_remaining(), 0u);
+  ASSERT_TRUE(rs[1].has_final()) << rs[1].DebugString();
+  EXPECT_EQ(rs[1].final().text(), rs[0].step().text_delta());
+  EXPECT_TRUE(s.Close().ok());
+}
+
+TEST_F(StepContractTest, IdleSessionEndsWithDeadlineExceeded) {
+  Session s(*stub_);
+  v1::Open open = OpenOp();
+  open.set_idle_timeout_seconds(1);
+  ASSERT_TRUE(s.Open(open).has_opened());
+  ASSERT_EQ(s.Advance(1).size(), 1u);
+  const grpc::Status status = s.End();  // no op after this one
+  EXPECT_EQ(status.error_code(), grpc::DEADLINE_EXCEEDED) << status.error_message();
+  WaitSessionsClosed(*server_);
+}
+
+TEST_F(StepContractTest, SessionLimitIsResourceExhausted) {
+  Session a(*stub_), b(*stub_), c(*stub_);
+  ASSERT_TRUE(a.Open(OpenOp()).has_opened());
+  ASSERT_TRUE(b.Open(OpenOp()).has_opened());
+  EXPECT_EQ(server_->worker().load().sessions_open, 2);
+  v1::StepRequest open;
+  *open.mutable_open() = OpenOp();
+  EXPECT_TRUE(c.Run(open).empty());
+  const grpc::Status status = c.End();
+  EXPECT_EQ(status.error_code(), grpc::RESOURCE_EXHAUSTED) << status.error_message();
+  bool retry_after = false;
+  for (const auto& [k, v] : c.context().GetServerTrailingMetadata()) {
+    retry_after |= std::string(k.data(), k.size()) == "retry-after-ms";
+  }
+  EXPECT_TRUE(retry_after);
+  EXPECT_TRUE(a.Close().ok());
+  EXPECT_TRUE(b.Close().ok());
+  WaitSessionsClosed(*server_);
+  // The freed slots are usable again.
+  Session d(*stub_);
+  ASSERT_TRUE(d.Open(OpenOp()).has_opened());
+  EXPECT_TRUE(d.Close().ok());
+}
+
+TEST_F(StepContractTest, HalfCloseEndsTheSessionWithOk) {
+  Session s(*stub_);
+  ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+  ASSERT_EQ(s.Advance(2).size(), 2u);
+  EXPECT_TRUE(s.WritesDoneAndEnd().ok());
+  WaitSessionsClosed(*server_);
+}
+
+TEST_F(StepContractTest, ClientCancelFreesTheSessionSlot) {
+  {
+    // Cancelled while idle.
+    Session s(*stub_);
+    ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+    EXPECT_EQ(server_->worker().load().sessions_open, 1);
+    s.context().TryCancel();
+    EXPECT_EQ(s.End().error_code(), grpc::CANCELLED);
+  }
+  WaitSessionsClosed(*server_);
+  {
+    // Cancelled during a long Advance.
+    Session s(*stub_);
+    v1::Open open = OpenOp();
+    open.mutable_diffusion()->set_gen_length(512);
+    open.mutable_diffusion()->set_steps(512);
+    open.mutable_diffusion()->set_block_length(512);
+    ASSERT_TRUE(s.Open(open).has_opened());
+    std::thread cancel([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      s.context().TryCancel();
+    });
+    s.Advance(512);
+    cancel.join();
+    EXPECT_EQ(s.End().error_code(), grpc::CANCELLED);
+  }
+  WaitSessionsClosed(*server_);
+}
+
+TEST_F(StepContractTest, DrainEndsSessionsWithUnavailableAfterTheirOp) {
+  EngineOptions engine;
+  engine.max_sessions = 4;
+  auto server = StartServer(*model_, engine);
+  ASSERT_NE(server, nullptr);
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::DiffusionLM::NewStub(channel);
+
+  Session idle(*stub);
+  ASSERT_TRUE(idle.Open(OpenOp()).has_opened());
+  Session busy(*stub);
+  ASSERT_TRUE(busy.Open(OpenOp()).has_opened());
+
+  // `busy` has an Advance in progress when the drain starts (after its
+  // first step arrived): it still gets every response of that op, then
+  // UNAVAILABLE.
+  std::thread drain;
+  busy.set_observer([&](const v1::StepResponse& r) {
+    if (r.has_step() && r.step().step() == 1) {
+      drain = std::thread([&] { server->Drain(std::chrono::seconds(60)); });
+    }
+  });
+  const std::vector<v1::StepResponse> busy_responses = busy.Advance(16);
+  ASSERT_TRUE(drain.joinable());
+  const grpc::Status idle_status = idle.End();
+  EXPECT_EQ(idle_status.error_code(), grpc::UNAVAILABLE) << idle_status.error_message();
+  EXPECT_NE(idle_status.error_message().find("draining"), std::string::npos);
+  const grpc::Status busy_status = busy.End();
+  EXPECT_EQ(busy_status.error_code(), grpc::UNAVAILABLE) << busy_status.error_message();
+  // Every response of the op in progress arrived: 16 steps and the Final.
+  ASSERT_EQ(busy_responses.size(), 17u);
+  EXPECT_TRUE(busy_responses.back().has_final());
+  drain.join();
+}
+
+TEST_F(StepContractTest, SessionRefusedWhileDraining) {
+  auto server = StartServer(*model_, EngineOptions());
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  server->service().StartDraining();
+  Session s(*stub);
+  v1::StepRequest open;
+  *open.mutable_open() = OpenOp();
+  EXPECT_TRUE(s.Run(open).empty());
+  const grpc::Status status = s.End();
+  EXPECT_EQ(status.error_code(), grpc::UNAVAILABLE) << status.error_message();
+}
+
+// The value of the first series of `family` whose labels contain every one
+// of `labels`; -1 when there is none.
+double Series(const std::string& text, const std::string& family,
+              const std::vector<std::string>& labels) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(family + "{", 0) != 0 && line.rfind(family + " ", 0) != 0) continue;
+    bool all = true;
+    for (const std::string& l : labels) all &= line.find(l) != std::string::npos;
+    if (all) return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+TEST_F(StepContractTest, SessionMetrics) {
+  MetricsOptions mo;
+  mo.listen = "";
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto server = StartServer(*model_, EngineOptions(), 300, metrics->get());
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  {
+    Session s(*stub);
+    ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+    EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 1);
+    ASSERT_EQ(s.Advance(3).size(), 3u);
+    EXPECT_TRUE(s.Close().ok());
+  }
+  // The call's end is counted in OnDone, which may follow the client's view.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string text;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = (*metrics)->Serialize();
+  } while (Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}) != 1 &&
+           std::chrono::steady_clock::now() < until);
+  EXPECT_EQ(Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}), 1) << text;
+  EXPECT_EQ(Series(text, "dllm_steps_total", {}), 3);
+  // Opened, three StepEvents, Closed.
+  EXPECT_EQ(Series(text, "dllm_stream_events_sent_total", {"rpc=\"Step\""}), 5);
+  server.reset();
+  EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 0);
+}
+
+}  // namespace
+}  // namespace dllm
