@@ -13,19 +13,6 @@ double SecondsSince(EngineClock::time_point t) {
   return std::chrono::duration<double>(EngineClock::now() - t).count();
 }
 
-FinishKind FinishKindOf(const absl::Status& status, bool eos) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return eos ? FinishKind::kEos : FinishKind::kLength;
-    case absl::StatusCode::kCancelled:
-      return FinishKind::kCancelled;
-    case absl::StatusCode::kDeadlineExceeded:
-      return FinishKind::kDeadline;
-    default:
-      return FinishKind::kError;
-  }
-}
-
 }  // namespace
 
 GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,

@@ -4,6 +4,7 @@
 #ifndef DLLM_SERVICE_SERVER_METRICS_HOOKS_H_
 #define DLLM_SERVICE_SERVER_METRICS_HOOKS_H_
 
+#include "absl/status/status.h"
 #include "service/metrics/service_metrics.h"
 
 namespace dllm {
@@ -23,6 +24,20 @@ inline void MetricsSetActivationBytes(ServiceMetrics* m, uint64_t bytes) {
 inline void MetricsRejected(ServiceMetrics* m, RpcKind rpc, RejectReason reason,
                             absl::string_view grpc_code) {
   DLLM_METRICS_CALL(m, OnRejected(rpc, reason, grpc_code));
+}
+// The dllm_requests_finished_total reason for how a Generate request or Step
+// session ended; `eos` tells an OK end by end-of-text from a full canvas.
+inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return eos ? FinishKind::kEos : FinishKind::kLength;
+    case absl::StatusCode::kCancelled:
+      return FinishKind::kCancelled;
+    case absl::StatusCode::kDeadlineExceeded:
+      return FinishKind::kDeadline;
+    default:
+      return FinishKind::kError;
+  }
 }
 inline void MetricsCancelled(ServiceMetrics* m, double seconds) {
   DLLM_METRICS_CALL(m, OnCancelled(seconds));

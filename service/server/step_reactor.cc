@@ -11,22 +11,6 @@
 #include "service/server/request_validation.h"
 
 namespace dllm {
-namespace {
-
-FinishKind FinishKindOf(const absl::Status& status, bool eos) {
-  switch (status.code()) {
-    case absl::StatusCode::kOk:
-      return eos ? FinishKind::kEos : FinishKind::kLength;
-    case absl::StatusCode::kCancelled:
-      return FinishKind::kCancelled;
-    case absl::StatusCode::kDeadlineExceeded:
-      return FinishKind::kDeadline;
-    default:
-      return FinishKind::kError;
-  }
-}
-
-}  // namespace
 
 StepReactor::StepReactor(DiffusionLmService* service, grpc::CallbackServerContext* context)
     : service_(service), context_(context), started_(std::chrono::steady_clock::now()) {
