@@ -1,6 +1,5 @@
 // Hook for the official-run replay test: a LogitsFn backed by the real
-// forward pass of a GGUF model. Until the forward pass exists it returns
-// kUnimplemented and the forward-driven replay tests skip.
+// forward pass of a GGUF model.
 #ifndef DLLM_TESTS_ENGINE_SAMPLER_FORWARD_LOGITS_HOOK_H_
 #define DLLM_TESTS_ENGINE_SAMPLER_FORWARD_LOGITS_HOOK_H_
 

@@ -1,11 +1,12 @@
 // Replays of the official-sampler goldens (shared/reference/official): the
 // schedule of every run, a scripted replay that makes every recorded step
 // happen through the real sampler (checks eligibility, the Dream shift and
-// the bookkeeping), and, once a forward pass exists, the real replay driven
-// by the model (forward_logits_hook.h; skipped until then).
+// the bookkeeping), and the real replay driven by the model's forward pass
+// (forward_logits_hook.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -96,7 +97,7 @@ std::vector<OfficialRun> AllRuns() {
       const std::string name = entry.path().filename().string();
       if (name.ends_with(".json") &&
           (name.find(".llada.") != std::string::npos || name.find(".dream.") != std::string::npos)) {
-        files[name] = entry.path().string();
+        files.emplace(name, entry.path().string());  // tests/data wins
       }
     }
   }
@@ -195,32 +196,54 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
 }
 
 // The real check: the model's forward drives the sampler and must reproduce
-// every step of every run. Skipped until forward_logits_hook.cc is filled in.
-TEST(OfficialReplayTest, ForwardReplayReproducesEveryRun) {
-  const auto shared = ::dllm::testing::SharedDir();
-  if (!shared) GTEST_SKIP() << "needs ../shared (models)";
-  int ran = 0;
+// every step of the run. One test per run file, so that each gets its own
+// timeout and ctest spreads them over the cores (a run takes seconds at -O3,
+// ten times that under ASan).
+// Sanitizer builds replay only the committed runs (tests/CMakeLists.txt).
+std::vector<std::string> RunPaths() {
+  std::vector<std::string> paths;
   for (const OfficialRun& run : AllRuns()) {
-    SCOPED_TRACE(run.path);
-    const std::string model = *shared + "/models/" + run.model_file;
-    if (!std::filesystem::exists(model)) continue;
-    auto forward = ::dllm::testing::MakeForwardLogits(model);
-    if (absl::IsUnimplemented(forward.status())) GTEST_SKIP() << forward.status();
-    ASSERT_THAT(forward.status(), IsOk());
-    SpecialTokens special;
-    special.mask = run.mask_id;
-    auto trace = RunGeneration(run.config, special, run.prompt, forward->n_vocab, 1 << 20, forward->fn);
-    ASSERT_THAT(trace.status(), IsOk());
-    ASSERT_EQ(trace->steps.size(), run.steps.size());
-    for (size_t i = 0; i < run.steps.size(); ++i) {
-      ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions) << "first divergence at step " << i;
-      ASSERT_EQ(trace->steps[i].tokens, run.steps[i].tokens) << "first divergence at step " << i;
-    }
-    EXPECT_EQ(trace->canvas, run.final_canvas);
-    ++ran;
+#ifdef DLLM_REPLAY_COMMITTED_RUNS_ONLY
+    if (!run.path.starts_with(::dllm::testing::TestDataDir())) continue;
+#endif
+    paths.push_back(run.path);
   }
-  if (ran == 0) GTEST_SKIP() << "no model files for the runs";
+  return paths;
 }
+
+std::string RunTestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = std::filesystem::path(info.param).stem().string();
+  for (char& c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return name;
+}
+
+class ForwardReplayTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ForwardReplayTest, ReproducesTheRun) {
+  const OfficialRun run = LoadRun(GetParam());
+  std::string model = ::dllm::testing::TestDataDir() + "/models/" + run.model_file;
+  if (!std::filesystem::exists(model)) {
+    const auto shared = ::dllm::testing::SharedDir();
+    if (!shared) GTEST_SKIP() << "needs ../shared/models/" << run.model_file;
+    model = *shared + "/models/" + run.model_file;
+  }
+  auto forward = ::dllm::testing::MakeForwardLogits(model);
+  ASSERT_THAT(forward.status(), IsOk());
+  SpecialTokens special;
+  special.mask = run.mask_id;
+  auto trace = RunGeneration(run.config, special, run.prompt, forward->n_vocab, 1 << 20, forward->fn);
+  ASSERT_THAT(trace.status(), IsOk());
+  ASSERT_EQ(trace->steps.size(), run.steps.size());
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions) << "first divergence at step " << i;
+    ASSERT_EQ(trace->steps[i].tokens, run.steps[i].tokens) << "first divergence at step " << i;
+  }
+  EXPECT_EQ(trace->canvas, run.final_canvas);
+}
+
+INSTANTIATE_TEST_SUITE_P(OfficialRuns, ForwardReplayTest, ::testing::ValuesIn(RunPaths()), RunTestName);
 
 }  // namespace
 }  // namespace dllm
