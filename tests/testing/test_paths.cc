@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -60,6 +61,12 @@ std::string TempDir() {
   std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "test";
   std::replace(name.begin(), name.end(), '/', '_');
   const std::string base = ::testing::TempDir() + "dllm-" + std::to_string(getpid()) + "-" + name;
+  // PIDs are reused (pid_max is often 32768), so a directory left by an
+  // earlier process may exist: empty it the first time this process asks.
+  static std::mutex mu;
+  static std::set<std::string>* fresh = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (fresh->insert(base).second) std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   return base;
 }
