@@ -259,7 +259,7 @@ int RunBench(int argc, char** argv) {
       runs.Push(run);
       std::fprintf(stderr,
                    "%d threads, gen %d (canvas %lld): %.1f ms/step median [%.1f, %.1f], forward "
-                   "%.1f, sampling %.1f, %.1f tok/s; floors: bandwidth %.1f ms, int8 compute "
+                   "%.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 compute "
                    "%.1f ms; efficiency %.0f%%\n",
                    t, gen, static_cast<long long>(prompt.size() + gen), Median(step_ms),
                    *std::min_element(step_ms.begin(), step_ms.end()),
