@@ -27,10 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dllm bench: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return FailCommand("bench", s); }
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -219,6 +216,11 @@ int RunBench(int argc, char** argv) {
         committed += static_cast<int64_t>(step->positions.size());
         measured_seconds += step->step_seconds;
         ops += step->forward;
+      }
+      if (step_ms.empty()) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "--gen-lengths ", gen, ": the run finished within the ", *warmup,
+            " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
       }
       const double n = static_cast<double>(step_ms.size());
       Json run = Json::MakeObject();

@@ -1,5 +1,7 @@
 #include "service/cli/flags.h"
 
+#include <cstdio>
+
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -7,6 +9,11 @@
 #include "absl/strings/strip.h"
 
 namespace dllm {
+
+int FailCommand(const char* command, const absl::Status& status) {
+  std::fprintf(stderr, "dllm %s: %s\n", command, std::string(status.message()).c_str());
+  return 2;
+}
 
 std::string ParsedFlags::Get(const std::string& name, const std::string& fallback) const {
   auto it = values.find(name);

@@ -29,6 +29,10 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv,
                                        const std::set<std::string>& value_flags,
                                        const std::set<std::string>& bool_flags);
 
+// Prints "dllm COMMAND: message" on stderr and returns 2, the exit code of
+// every command's usage and input errors.
+int FailCommand(const char* command, const absl::Status& status);
+
 // Parses "1,2,3" into integers; errors name `what` and the bad item.
 absl::StatusOr<std::vector<int32_t>> ParseIdList(const std::string& text, const std::string& what);
 

@@ -31,10 +31,7 @@ constexpr const char* kUsage =
     "         [--threshold TAU] [--seed S] [--threads N] [--cpu-policy auto|performance|all]\n"
     "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n";
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dllm generate: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return FailCommand("generate", s); }
 
 // A token as it appears in the canvas view: its text with newlines and tabs
 // made visible, special tokens in their written form.

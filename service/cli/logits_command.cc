@@ -17,10 +17,7 @@
 namespace dllm {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dllm logits: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return FailCommand("logits", s); }
 
 absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

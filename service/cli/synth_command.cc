@@ -12,10 +12,7 @@
 namespace dllm {
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dllm synth: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return FailCommand("synth", s); }
 
 }  // namespace
 
