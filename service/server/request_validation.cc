@@ -70,7 +70,7 @@ absl::Status ValidateRequestId(absl::string_view id, absl::string_view field) {
 absl::Status ValidateModelField(absl::string_view name, const Model& model,
                                 absl::string_view path, absl::string_view field) {
   if (NamesServedModel(name, model, path)) return absl::OkStatus();
-  return absl::NotFoundError(absl::StrCat(field, ": model '", name, "' is not served here (this server serves '",
+  return absl::InvalidArgumentError(absl::StrCat(field, ": model '", name, "' is not served here (this server serves '",
                                           model.config().name, "')"));
 }
 

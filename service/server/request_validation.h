@@ -1,8 +1,8 @@
 // Request validation: a GenerateRequest (or a Step session's Open) checked
 // field by field and turned into plain engine settings, before any compute.
 // Every problem is INVALID_ARGUMENT naming the proto field ("diffusion.
-// block_length: 24 does not divide gen_length 128"); a `model` that is not
-// the served one is NOT_FOUND; what the server does not implement is
+// block_length: 24 does not divide gen_length 128"), a `model` that is not
+// the served one included; what the server does not implement is
 // UNIMPLEMENTED. Defaults mirror `dllm generate` (service/cli/
 // generate_command.cc), so the server and the CLI agree on the same settings.
 #ifndef DLLM_SERVICE_SERVER_REQUEST_VALIDATION_H_

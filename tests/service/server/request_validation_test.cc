@@ -1,5 +1,5 @@
 // Request validation without a server: defaults match `dllm generate`, and
-// every invalid field is INVALID_ARGUMENT (NOT_FOUND for `model`) naming it.
+// every invalid field is INVALID_ARGUMENT naming it.
 #include "service/server/request_validation.h"
 
 #include "gtest/gtest.h"
@@ -122,7 +122,7 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
        absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[1]: 9000 is outside the vocabulary"},
       {"mask id", [](auto* r) { r->mutable_prompt()->mutable_token_ids()->add_ids(8194); },
        absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[0]: 8194 is the mask token"},
-      {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, absl::StatusCode::kNotFound,
+      {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, absl::StatusCode::kInvalidArgument,
        "model: model 'gpt-5' is not served"},
       {"block does not divide",
        [](auto* r) { r->mutable_diffusion()->set_block_length(24); },

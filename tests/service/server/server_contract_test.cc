@@ -354,7 +354,7 @@ TEST_F(ServerContractTest, InvalidFieldsAreRejectedBeforeCompute) {
          r->mutable_stream()->set_top_candidates(12);
        },
        grpc::INVALID_ARGUMENT, "stream.top_candidates"},
-      {[](auto* r) { r->set_model("another-model"); }, grpc::NOT_FOUND, "model"},
+      {[](auto* r) { r->set_model("another-model"); }, grpc::INVALID_ARGUMENT, "model"},
   };
   // Invalid UTF-8 in a proto3 string never reaches the service: protobuf
   // refuses to parse the request (gRPC 1.51 answers UNIMPLEMENTED with an
