@@ -549,6 +549,21 @@ TEST_F(ServerContractTest, InfoAndTokenize) {
   EXPECT_FALSE(stub_->Tokenize(&c4, tr, &tokens).ok());  // protobuf refuses invalid UTF-8
 }
 
+// ServerOptions::max_message_bytes (4 MiB): a larger request is refused by
+// gRPC itself, and the server keeps answering.
+TEST_F(ServerContractTest, MessagesOverTheSizeLimitAreRefused) {
+  grpc::ClientContext c1;
+  v1::TokenizeRequest tr;
+  tr.set_text(std::string(5 << 20, 'a'));
+  v1::TokenizeResponse tokens;
+  const grpc::Status s = stub_->Tokenize(&c1, tr, &tokens);
+  EXPECT_EQ(s.error_code(), grpc::RESOURCE_EXHAUSTED) << s.error_message();
+
+  grpc::ClientContext c2;
+  v1::ModelInfo info;
+  EXPECT_TRUE(stub_->GetModelInfo(&c2, {}, &info).ok());
+}
+
 TEST_F(ServerContractTest, HealthAndReflection) {
   auto health = grpc::health::v1::Health::NewStub(channel_);
   for (const char* name : {"", kReadinessService}) {
