@@ -22,6 +22,10 @@ std::string BinaryDir();               // the CMake build tree
 // ../shared/models when present (deduplicated by file name).
 std::vector<std::string> AllTestModels();
 
+// A GoogleTest parameter name from a file path: its stem with every
+// character other than a letter or digit made '_'.
+std::string TestNameFromPath(const std::string& path);
+
 // Reads a whole file; fails the test when it cannot.
 std::string ReadFileOrDie(const std::string& path);
 void WriteFileOrDie(const std::string& path, const std::string& bytes);

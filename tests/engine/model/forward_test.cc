@@ -12,7 +12,6 @@
 //   exact top-1 token on every row whose exact top-2 margin is >= 0.5.
 #include "engine/model/forward.h"
 
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
@@ -199,16 +198,10 @@ TEST_P(ExactLogitsTest, MatchesOnEveryCanvas) {
   }
 }
 
-std::string ReferenceTestName(const ::testing::TestParamInfo<Reference>& info) {
-  std::string name = fs::path(info.param.model).stem().string();
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
-}
-
 INSTANTIATE_TEST_SUITE_P(ReferenceModels, ExactLogitsTest, ::testing::ValuesIn(References()),
-                         ReferenceTestName);
+                         [](const ::testing::TestParamInfo<Reference>& info) {
+                           return testing::TestNameFromPath(info.param.model);
+                         });
 
 TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   const std::string path = testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf";

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -86,8 +85,9 @@ OfficialRun LoadRun(const std::string& path) {
   return run;
 }
 
-// tests/data/sampler always; every run in shared/reference/official too.
-std::vector<OfficialRun> AllRuns() {
+// Paths of the run files, sorted by name: tests/data/sampler always, every
+// run in shared/reference/official too (a name in both: tests/data's copy).
+std::vector<std::string> RunFiles() {
   std::map<std::string, std::string> files;  // name -> path
   std::vector<std::string> dirs = {::dllm::testing::TestDataDir() + "/sampler"};
   if (auto shared = ::dllm::testing::SharedDir()) dirs.push_back(*shared + "/reference/official");
@@ -101,8 +101,14 @@ std::vector<OfficialRun> AllRuns() {
       }
     }
   }
+  std::vector<std::string> paths;
+  for (const auto& [name, path] : files) paths.push_back(path);
+  return paths;
+}
+
+std::vector<OfficialRun> AllRuns() {
   std::vector<OfficialRun> runs;
-  for (const auto& [name, path] : files) runs.push_back(LoadRun(path));
+  for (const std::string& path : RunFiles()) runs.push_back(LoadRun(path));
   return runs;
 }
 
@@ -197,26 +203,17 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
 
 // The real check: the model's forward drives the sampler and must reproduce
 // every step of the run. One test per run file, so that each gets its own
-// timeout and ctest spreads them over the cores (a run takes seconds at -O3,
-// ten times that under ASan).
-// Sanitizer builds replay only the committed runs (tests/CMakeLists.txt).
-std::vector<std::string> RunPaths() {
-  std::vector<std::string> paths;
-  for (const OfficialRun& run : AllRuns()) {
+// timeout and ctest spreads them over the cores (instrumented, a run takes
+// about 30x longer). Sanitizer builds replay only the committed runs
+// (tests/CMakeLists.txt).
+std::vector<std::string> ReplayedRunFiles() {
+  std::vector<std::string> paths = RunFiles();
 #ifdef DLLM_REPLAY_COMMITTED_RUNS_ONLY
-    if (!run.path.starts_with(::dllm::testing::TestDataDir())) continue;
+  std::erase_if(paths, [](const std::string& p) {
+    return !p.starts_with(::dllm::testing::TestDataDir());
+  });
 #endif
-    paths.push_back(run.path);
-  }
   return paths;
-}
-
-std::string RunTestName(const ::testing::TestParamInfo<std::string>& info) {
-  std::string name = std::filesystem::path(info.param).stem().string();
-  for (char& c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  }
-  return name;
 }
 
 class ForwardReplayTest : public ::testing::TestWithParam<std::string> {};
@@ -243,7 +240,10 @@ TEST_P(ForwardReplayTest, ReproducesTheRun) {
   EXPECT_EQ(trace->canvas, run.final_canvas);
 }
 
-INSTANTIATE_TEST_SUITE_P(OfficialRuns, ForwardReplayTest, ::testing::ValuesIn(RunPaths()), RunTestName);
+INSTANTIATE_TEST_SUITE_P(OfficialRuns, ForwardReplayTest, ::testing::ValuesIn(ReplayedRunFiles()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return ::dllm::testing::TestNameFromPath(info.param);
+                         });
 
 }  // namespace
 }  // namespace dllm
