@@ -105,8 +105,12 @@ size_t MatchQwen2(const Chars& s, size_t i, size_t max_digits) {
 
 absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre) {
   if (pre == "gpt-2") return PreTokenizer::kGpt2;
-  if (pre == "qwen2" || pre == "qwen2.5" || pre == "qwen-2.5" || pre == "deepseek-r1-qwen") {
+  if (pre == "qwen2" || pre == "qwen2.5" || pre == "qwen-2.5" || pre == "deepseek-r1-qwen" ||
+      pre == "megrez") {
     return PreTokenizer::kQwen2;
+  }
+  if (pre == "bailingmoe" || pre == "bailingmoe2" || pre == "llada-moe") {
+    return PreTokenizer::kBailingMoe;
   }
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||
       pre == "pixtral") {
@@ -114,7 +118,8 @@ absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre) {
   }
   return absl::UnimplementedError(absl::StrCat(
       "tokenizer: pre-tokenizer '", pre,
-      "' (tokenizer.ggml.pre) is not supported; supported: gpt-2, qwen2, llama3 (llama-bpe)"));
+      "' (tokenizer.ggml.pre) is not supported; supported: gpt-2, qwen2, llama3 (llama-bpe), ",
+      "bailingmoe (llada-moe)"));
 }
 
 absl::string_view PreTokenizerName(PreTokenizer pre) {
@@ -125,6 +130,8 @@ absl::string_view PreTokenizerName(PreTokenizer pre) {
       return "qwen2";
     case PreTokenizer::kLlama3:
       return "llama3";
+    case PreTokenizer::kBailingMoe:
+      return "bailingmoe";
   }
   return "?";
 }
@@ -138,6 +145,7 @@ void SplitWords(PreTokenizer pre, absl::string_view text, std::vector<absl::stri
         n = MatchGpt2(s, i);
         break;
       case PreTokenizer::kQwen2:
+      case PreTokenizer::kBailingMoe:
         n = MatchQwen2(s, i, 1);
         break;
       case PreTokenizer::kLlama3:

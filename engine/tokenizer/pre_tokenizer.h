@@ -21,14 +21,21 @@ enum class PreTokenizer {
   kQwen2,
   // As kQwen2 with \p{N}{1,3} (digits in groups of up to three).
   kLlama3,
+  // '(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+  //  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+
+  // LLaDA-8B / LLaDA-1.5 / LLaDA-MoE (llama.cpp's BAILINGMOE). It differs
+  // from kQwen2 only in `\s*[\r\n]` for `\s*[\r\n]+`, and the two split
+  // alike: `\s*` backtracks to the run's last newline either way.
+  kBailingMoe,
 };
 
-// Maps a `tokenizer.ggml.pre` value: "gpt-2"; "qwen2", "qwen2.5",
-// "qwen-2.5", "deepseek-r1-qwen"; "llama3", "llama-v3", "llama-bpe",
-// "falcon3", "pixtral". Anything else (llama.cpp knows many more, and an
-// empty value selects its multi-regex "default") is UNIMPLEMENTED, naming it.
+// Maps a `tokenizer.ggml.pre` value as llama.cpp does: "gpt-2"; "qwen2",
+// "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "megrez"; "llama3", "llama-v3",
+// "llama-bpe", "falcon3", "pixtral"; "bailingmoe", "bailingmoe2",
+// "llada-moe". Anything else (llama.cpp knows many more, and an empty value
+// selects its multi-regex "default") is UNIMPLEMENTED, naming it.
 absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre);
-absl::string_view PreTokenizerName(PreTokenizer pre);  // "gpt-2", "qwen2", "llama3"
+absl::string_view PreTokenizerName(PreTokenizer pre);  // "gpt-2", "qwen2", "llama3", "bailingmoe"
 
 // Appends the words of `text` to `words`, as views into `text`. Together
 // they cover `text` exactly, in order. Bytes that are not valid UTF-8 are

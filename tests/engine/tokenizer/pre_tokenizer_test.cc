@@ -1,8 +1,11 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 
+#include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
@@ -47,6 +50,70 @@ TEST(PreTokenizerTest, Qwen2AndLlama3SplitLikeTheirRegex) {
   EXPECT_EQ(Split(q, "\nx"), (W{"\n", "x"}));
 }
 
+// llama.cpp has no hand-written matcher for the bailingmoe regex: it runs
+// std::regex (ECMAScript) over a "collapsed" text in which every non-ASCII
+// code point becomes one byte standing for its class (letter 0xD2, number
+// 0xD1, whitespace 0x0B, anything else 0xD0 and up), with \p{L} / \p{N}
+// rewritten to those bytes plus their ASCII ranges. This is that reference,
+// rebuilt from the facts of src/unicode.cpp, to hold the hand matcher to.
+std::vector<std::string> SplitLikeLlamaCppStdRegex(const std::string& text) {
+  std::vector<size_t> starts;
+  std::string collapsed;
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Char c = DecodeUtf8At(text, pos);
+    starts.push_back(pos);
+    if (c.cp < 128) {
+      collapsed += static_cast<char>(c.cp);
+    } else {
+      switch (CategoryOf(c.cp)) {
+        case CodepointCategory::kWhitespace: collapsed += '\x0B'; break;
+        case CodepointCategory::kLetter: collapsed += '\xD2'; break;
+        case CodepointCategory::kNumber: collapsed += '\xD1'; break;
+        default: collapsed += '\xD0'; break;
+      }
+    }
+    pos += c.len;
+  }
+  starts.push_back(text.size());
+  const std::string letter = "\xD2" "A-Za-z", number = "\xD1" "0-9";
+  const std::regex re("'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n" + letter + number +
+                      "]?[" + letter + "]+|[" + number + "]| ?[^\\s" + letter + number +
+                      "]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+");
+  std::vector<std::string> words;
+  size_t at = 0;  // in code points
+  for (auto it = std::sregex_iterator(collapsed.begin(), collapsed.end(), re);
+       it != std::sregex_iterator(); ++it) {
+    const size_t from = static_cast<size_t>(it->position()), to = from + it->length();
+    if (from > at) words.push_back(text.substr(starts[at], starts[from] - starts[at]));
+    words.push_back(text.substr(starts[from], starts[to] - starts[from]));
+    at = to;
+  }
+  if (at + 1 < starts.size()) words.push_back(text.substr(starts[at]));
+  return words;
+}
+
+TEST(PreTokenizerTest, BailingMoeSplitsLikeLlamaCppsStdRegex) {
+  const PreTokenizer b = PreTokenizer::kBailingMoe;
+  EXPECT_EQ(Split(b, "I'M HERE"), (W{"I", "'M", " HERE"}));
+  EXPECT_EQ(Split(b, "}\n}\n\n"), (W{"}\n", "}\n\n"}));
+  EXPECT_EQ(Split(b, "a  \n  b"), (W{"a", "  \n", " ", " b"}));
+  EXPECT_EQ(Split(b, "12345"), (W{"1", "2", "3", "4", "5"}));
+  // Random strings over the characters where the alternatives differ:
+  // apostrophes before contraction letters in both cases, CR/LF runs,
+  // ASCII and Unicode spaces, digits, letters, marks, CJK and emoji.
+  const std::vector<std::string> pieces = {
+      "'", "s", "S", "t", "LL", "ve", "Re", "d", "x", "Q", " ", "  ", "\t", "\n", "\r",
+      "\r\n", "\xc2\xa0", "\xe3\x80\x80", "1", "\xd9\xa1", "7", ".", "!", "(", "_",
+      "\xc3\xa9", "\xcc\x81", "\xe6\x97\xa5", "\xf0\x9f\x99\x82", "\xe2\x80\x94", "$"};
+  std::mt19937 rng(12);
+  for (int trial = 0; trial < 4000; ++trial) {
+    std::string text;
+    const int n = 1 + static_cast<int>(rng() % 12);
+    for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+    ASSERT_EQ(Split(b, text), SplitLikeLlamaCppStdRegex(text)) << absl::CHexEscape(text);
+  }
+}
+
 TEST(PreTokenizerTest, InvalidBytesAreKept) {
   const std::string text = "a\xff" "b \x80";
   std::string joined;
@@ -58,6 +125,9 @@ TEST(PreTokenizerTest, ParsesNames) {
   EXPECT_EQ(*ParsePreTokenizer("gpt-2"), PreTokenizer::kGpt2);
   EXPECT_EQ(*ParsePreTokenizer("qwen2"), PreTokenizer::kQwen2);
   EXPECT_EQ(*ParsePreTokenizer("llama-bpe"), PreTokenizer::kLlama3);
+  for (const char* name : {"bailingmoe", "bailingmoe2", "llada-moe"}) {
+    EXPECT_EQ(*ParsePreTokenizer(name), PreTokenizer::kBailingMoe) << name;
+  }
   EXPECT_THAT(ParsePreTokenizer("starcoder").status(),
               StatusIs(absl::StatusCode::kUnimplemented, "'starcoder'"));
   EXPECT_EQ(PreTokenizerName(PreTokenizer::kQwen2), "qwen2");
