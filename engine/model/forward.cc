@@ -2,6 +2,7 @@
 
 #include <tbb/blocked_range2d.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_invoke.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/moe_routing.h"
 #include "engine/scheduler/task_graph.h"
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
@@ -25,15 +27,26 @@ double Since(Clock::time_point start) {
 
 struct Widths {
   int64_t n_embd, q_dim, kv_dim, n_ff, half_dim;
+  int64_t n_expert, n_expert_used;  // 0 for dense models
 };
 
 Widths WidthsOf(const ModelConfig& c) {
-  return {c.n_embd, c.q_dim(), c.kv_dim(), c.n_ff, c.head_dim / 2};
+  return {c.n_embd, c.q_dim(), c.kv_dim(), c.ffn_width(), c.head_dim / 2,
+          c.n_expert, c.n_expert_used};
 }
 
-// Floats per canvas row across all activation views.
+// Floats per canvas row across all activation views. MoE adds the router
+// logits, the routing weights and two n_embd rows (one expert's output, and
+// the weighted sum over experts).
 int64_t FloatsPerRow(const Widths& w) {
-  return 2 * w.n_embd + 2 * w.q_dim + 2 * w.kv_dim + 2 * w.n_ff + 2 * w.half_dim;
+  const int64_t moe = w.n_expert > 0 ? w.n_expert + w.n_expert_used + 2 * w.n_embd : 0;
+  return 2 * w.n_embd + 2 * w.q_dim + 2 * w.kv_dim + 2 * w.n_ff + 2 * w.half_dim + moe;
+}
+
+// Int32 routing state per canvas row (chosen experts, and the grouped rows
+// and slots), plus the per-expert offsets.
+int64_t RoutingInts(const Widths& w, int max_tokens) {
+  return w.n_expert > 0 ? 3 * w.n_expert_used * max_tokens + 3 * w.n_expert + 1 : 0;
 }
 
 void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n,
@@ -41,20 +54,34 @@ void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n,
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) { vk.rms_norm(x + r * n, weight, eps, n, out + r * n); });
 }
 
-// Adds `bias` (may be null) and rotates each head of `m` rows in place.
-// NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2); angle pos * theta^(-2i/d).
-// Unlike the `rope` vector kernel, which computes its angles per call, this
-// reads cos/sin tables built once per canvas-size class: no sin/cos per step.
-void BiasAndRope(RopeType type, float* x, int64_t width, const int32_t* positions, int64_t m,
-                 int64_t head_dim, const float* bias, bool rotate, const float* cos_table,
-                 const float* sin_table) {
+// What follows a q/k/v projection, per row: the bias (may be null), the
+// per-head RMSNorm (`head_norm`, may be null; MoE arches' q/k norm) and the
+// rotation of each head. NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2);
+// angle pos * theta^(-2i/d). Unlike the `rope` vector kernel, which computes
+// its angles per call, this reads cos/sin tables built once per canvas-size
+// class: no sin/cos per step.
+struct HeadEpilogue {
+  const float* bias = nullptr;
+  const float* head_norm = nullptr;
+  float eps = 0;
+  bool rotate = false;
+};
+
+void BiasNormRope(const VectorKernels& vk, RopeType type, float* x, int64_t width,
+                  const int32_t* positions, int64_t m, int64_t head_dim, const HeadEpilogue& e,
+                  const float* cos_table, const float* sin_table) {
   const int64_t half = head_dim / 2;
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
     float* row = x + r * width;
-    if (bias != nullptr) {
-      for (int64_t c = 0; c < width; ++c) row[c] += bias[c];
+    if (e.bias != nullptr) {
+      for (int64_t c = 0; c < width; ++c) row[c] += e.bias[c];
     }
-    if (!rotate) return;
+    if (e.head_norm != nullptr) {
+      for (int64_t h = 0; h < width / head_dim; ++h) {
+        vk.rms_norm(row + h * head_dim, e.head_norm, e.eps, head_dim, row + h * head_dim);
+      }
+    }
+    if (!e.rotate) return;
     const int64_t pos = positions ? positions[r] : r;
     const float* cs = cos_table + pos * half;
     const float* sn = sin_table + pos * half;
@@ -99,8 +126,18 @@ struct ForwardPass::Impl {
   float* k = nullptr;     // (kv_dim)
   float* v = nullptr;     // (kv_dim)
   float* attn = nullptr;  // attention output (q_dim)
-  float* gate = nullptr;  // (n_ff)
+  float* gate = nullptr;  // (n_ff; MoE: n_ff_exp, the rows one expert serves)
   float* up = nullptr;    // (n_ff)
+  // MoE only.
+  float* router_logits = nullptr;  // (n_expert)
+  float* route_weights = nullptr;  // (n_expert_used)
+  float* expert_out = nullptr;     // (n_embd): one expert's down projection, compacted
+  float* moe_sum = nullptr;        // (n_embd): the weighted sum over the row's experts
+  std::vector<int32_t> routing;    // RoutingInts()
+  int32_t* route_experts = nullptr;  // (max_tokens, n_expert_used)
+  ExpertGroups groups;
+  std::vector<float> route_probs;    // (n_expert) scratch
+  std::vector<int32_t> route_order;  // (n_expert) scratch
   float* rope_cos = nullptr;  // (max_tokens, head_dim / 2)
   float* rope_sin = nullptr;
   // Per-worker float scratch: attention blocks and float-weight GEMM panels.
@@ -162,7 +199,13 @@ struct ForwardPass::Impl {
   }
 
   LinearScratch Scratch(int slot) { return {&xq[slot], &thread_floats}; }
+  HeadEpilogue Epilogue(const float* bias, const float* head_norm, bool rotate) const {
+    return {bias, head_norm, static_cast<float>(model->config().rms_eps), rotate};
+  }
   void BuildGraph();
+  void AddDenseFfn(int after);
+  void AddMoeFfn(int after);
+  void RunMoeFfn();
   void RunAttention();
 };
 
@@ -176,18 +219,20 @@ void ForwardPass::Impl::BuildGraph() {
   }, {});
   const int wq = AddNode("attn_q", Op::kProjection, [this] {
     layer->wq->Apply(h, w.n_embd, rows, m, q, w.q_dim, Scratch(kXqQ));
-    BiasAndRope(model->config().rope_type, q, w.q_dim, rows, m, model->config().head_dim,
-                layer->bq, true, rope_cos, rope_sin);
+    BiasNormRope(*vk, model->config().rope_type, q, w.q_dim, rows, m, model->config().head_dim,
+                 Epilogue(layer->bq, layer->q_norm, true), rope_cos, rope_sin);
   }, {norm});
   const int wk = AddNode("attn_k", Op::kProjection, [this] {
     layer->wk->Apply(h, w.n_embd, nullptr, n_tokens, k, w.kv_dim, Scratch(kXqK));
-    BiasAndRope(model->config().rope_type, k, w.kv_dim, nullptr, n_tokens,
-                model->config().head_dim, layer->bk, true, rope_cos, rope_sin);
+    BiasNormRope(*vk, model->config().rope_type, k, w.kv_dim, nullptr, n_tokens,
+                 model->config().head_dim, Epilogue(layer->bk, layer->k_norm, true), rope_cos,
+                 rope_sin);
   }, {norm});
   const int wv = AddNode("attn_v", Op::kProjection, [this] {
     layer->wv->Apply(h, w.n_embd, nullptr, n_tokens, v, w.kv_dim, Scratch(kXqV));
-    BiasAndRope(model->config().rope_type, v, w.kv_dim, nullptr, n_tokens,
-                model->config().head_dim, layer->bv, false, rope_cos, rope_sin);
+    BiasNormRope(*vk, model->config().rope_type, v, w.kv_dim, nullptr, n_tokens,
+                 model->config().head_dim, Epilogue(layer->bv, nullptr, false), rope_cos,
+                 rope_sin);
   }, {norm});
   const int att = AddNode("attention", Op::kAttention, [this] { RunAttention(); }, {wq, wk, wv});
   const int wo = AddNode("attn_output", Op::kProjection, [this] {
@@ -206,12 +251,20 @@ void ForwardPass::Impl::BuildGraph() {
   const int fnorm = AddNode("ffn_norm", Op::kNorm, [this, eps] {
     RmsNormRows(*vk, x, m, w.n_embd, layer->ffn_norm, eps, h);
   }, {wo});
+  if (model->config().moe()) {
+    AddMoeFfn(fnorm);
+  } else {
+    AddDenseFfn(fnorm);
+  }
+}
+
+void ForwardPass::Impl::AddDenseFfn(int after) {
   const int g = AddNode("ffn_gate", Op::kFfn, [this] {
     layer->gate->Apply(h, w.n_embd, nullptr, m, gate, w.n_ff, Scratch(kXqGate));
-  }, {fnorm});
+  }, {after});
   const int u = AddNode("ffn_up", Op::kFfn, [this] {
     layer->up->Apply(h, w.n_embd, nullptr, m, up, w.n_ff, Scratch(kXqUp));
-  }, {fnorm});
+  }, {after});
   const int act = AddNode("swiglu", Op::kFfn, [this] {
     tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
       vk->swiglu(gate + r * w.n_ff, up + r * w.n_ff, w.n_ff, gate + r * w.n_ff);
@@ -223,6 +276,50 @@ void ForwardPass::Impl::BuildGraph() {
       vk->add(x + r * w.n_embd, h + r * w.n_embd, w.n_embd, x + r * w.n_embd);
     });
   }, {act});
+}
+
+void ForwardPass::Impl::AddMoeFfn(int after) {
+  AddNode("moe_ffn", Op::kFfn, [this] { RunMoeFfn(); }, {after});
+}
+
+// x += sum over the row's k experts of weight * down(silu(gate(h)) * up(h)).
+// Each expert runs its GEMMs once, over the rows routed to it (gathered by
+// index from h); the weighted outputs are added to the rows' sums in expert
+// order, so a row's result depends on its own routing only.
+void ForwardPass::Impl::RunMoeFfn() {
+  const ModelConfig& c = model->config();
+  const int64_t ne = w.n_expert, k = w.n_expert_used;
+  layer->router->Apply(h, w.n_embd, nullptr, m, router_logits, ne, Scratch(kXqGate));
+  for (int64_t r = 0; r < m; ++r) {
+    RouteRow(router_logits + r * ne, ne, k, c.traits().moe_norm_weights, route_probs.data(),
+             route_order.data(), route_experts + r * k, route_weights + r * k);
+  }
+  GroupByExpert(route_experts, m, k, ne, &groups);
+  std::fill(moe_sum, moe_sum + m * w.n_embd, 0.0f);
+  for (int64_t e = 0; e < ne; ++e) {
+    const int64_t count = groups.count(e);
+    if (count == 0) continue;
+    const int32_t* rows_e = groups.rows.data() + groups.offset[e];
+    const int32_t* slots_e = groups.slot.data() + groups.offset[e];
+    const ExpertWeights& ex = layer->experts[static_cast<size_t>(e)];
+    tbb::parallel_invoke(
+        [&] { ex.gate->Apply(h, w.n_embd, rows_e, count, gate, w.n_ff, Scratch(kXqGate)); },
+        [&] { ex.up->Apply(h, w.n_embd, rows_e, count, up, w.n_ff, Scratch(kXqUp)); });
+    tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
+      vk->swiglu(gate + i * w.n_ff, up + i * w.n_ff, w.n_ff, gate + i * w.n_ff);
+    });
+    ex.down->Apply(gate, w.n_ff, nullptr, count, expert_out, w.n_embd, Scratch(kXqDown));
+    tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
+      const int64_t r = rows_e[i];
+      const float weight = route_weights[r * k + slots_e[i]];
+      const float* src = expert_out + i * w.n_embd;
+      float* dst = moe_sum + r * w.n_embd;
+      for (int64_t j = 0; j < w.n_embd; ++j) dst[j] += weight * src[j];
+    });
+  }
+  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+    vk->add(x + r * w.n_embd, moe_sum + r * w.n_embd, w.n_embd, x + r * w.n_embd);
+  });
 }
 
 void ForwardPass::Impl::RunAttention() {
@@ -255,7 +352,8 @@ size_t XqBytes(const Widths& w, int max_tokens) {
 size_t ForwardPass::ActivationBytes(const ModelConfig& config, int max_tokens) {
   const Widths w = WidthsOf(config);
   return static_cast<size_t>(FloatsPerRow(w) * max_tokens) * sizeof(float) +
-         XqBytes(w, max_tokens);
+         XqBytes(w, max_tokens) +
+         static_cast<size_t>(RoutingInts(w, max_tokens) + 2 * w.n_expert) * 4;
 }
 
 absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
@@ -286,6 +384,26 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   impl->attn = carve(w.q_dim);
   impl->gate = carve(w.n_ff);
   impl->up = carve(w.n_ff);
+  if (w.n_expert > 0) {
+    impl->router_logits = carve(w.n_expert);
+    impl->route_weights = carve(w.n_expert_used);
+    impl->expert_out = carve(w.n_embd);
+    impl->moe_sum = carve(w.n_embd);
+    impl->routing.assign(static_cast<size_t>(RoutingInts(w, max_tokens)), 0);
+    int32_t* ints = impl->routing.data();
+    auto take = [&ints](int64_t n) {
+      std::span<int32_t> view(ints, static_cast<size_t>(n));
+      ints += n;
+      return view;
+    };
+    impl->route_experts = take(w.n_expert_used * max_tokens).data();
+    impl->groups.rows = take(w.n_expert_used * max_tokens);
+    impl->groups.slot = take(w.n_expert_used * max_tokens);
+    impl->groups.offset = take(w.n_expert + 1);
+    impl->groups.next = take(w.n_expert);
+    impl->route_probs.assign(static_cast<size_t>(w.n_expert), 0.0f);
+    impl->route_order.assign(static_cast<size_t>(w.n_expert), 0);
+  }
   impl->rope_cos = carve(w.half_dim);
   impl->rope_sin = carve(w.half_dim);
   for (int64_t pos = 0; pos < max_tokens; ++pos) {
@@ -320,7 +438,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   AttentionShape widest = impl->shape;
   widest.n_tokens = max_tokens;
   const int64_t thread_floats = std::max(
-      AttentionScratchFloats(widest), FloatGemmScratchFloats(std::max(w.n_ff, w.q_dim)));
+      AttentionScratchFloats(widest), FloatGemmScratchFloats(std::max({w.n_embd, w.n_ff, w.q_dim})));
   impl->thread_floats = PerThread<std::vector<float>>(static_cast<size_t>(thread_floats), 0.0f);
   impl->vk = &SelectVectorKernels(impl->model->isa());
   impl->BuildGraph();
@@ -332,7 +450,8 @@ ForwardPass::~ForwardPass() = default;
 
 int ForwardPass::max_tokens() const { return impl_->max_tokens; }
 size_t ForwardPass::activation_bytes() const {
-  return impl_->buffer.size() * sizeof(float) + impl_->xq_bytes;
+  return impl_->buffer.size() * sizeof(float) + impl_->xq_bytes +
+         (impl_->routing.size() + impl_->route_probs.size() + impl_->route_order.size()) * 4;
 }
 
 absl::Status ForwardPass::Run(std::span<const int32_t> tokens,

@@ -1,4 +1,4 @@
-// One forward pass of a LLaDA or Dream model over a whole canvas
+// One forward pass of a diffusion LM (dense or MoE) over a whole canvas
 // (bidirectional attention, no KV cache), producing logits only for the
 // rows asked for. A `ForwardPass` owns the activation buffers of one
 // canvas-size class and the per-layer task graph, both built once; Run()
@@ -26,7 +26,7 @@ struct ForwardStats {
   double norm = 0;         // RMSNorms (attention, FFN, output)
   double projections = 0;  // q, k, v, o GEMMs plus bias and RoPE
   double attention = 0;
-  double ffn = 0;          // gate, up, SwiGLU, down
+  double ffn = 0;          // gate, up, SwiGLU, down (MoE: routing and the experts too)
   double head = 0;         // output projection to the vocabulary
   double total = 0;
 

@@ -13,40 +13,62 @@ absl::Status WithPath(const std::string& path, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
 }
 
+// Expert `e` of a 3-D expert tensor ([n_in, n_out, n_expert]) as a 2-D
+// tensor over the same mapped bytes: experts are contiguous, outermost.
+GgufTensor ExpertSlice(const GgufTensor& t, int64_t e) {
+  GgufTensor slice = t;
+  slice.n_dims = 2;
+  slice.ne = {t.ne[0], t.ne[1], 1, 1};
+  slice.n_bytes = t.n_bytes / static_cast<uint64_t>(t.ne[2]);
+  slice.offset = t.offset + slice.n_bytes * static_cast<uint64_t>(e);
+  slice.data = t.data + slice.n_bytes * static_cast<uint64_t>(e);
+  return slice;
+}
+
 }  // namespace
+
+absl::StatusOr<ModelSpec> ReadModelSpec(const GgufFile& f) {
+  ModelSpec spec;
+  DLLM_ASSIGN_OR_RETURN(spec.config, ModelConfigFromGguf(f));
+  DLLM_RETURN_IF_ERROR(CheckCompatible(f, spec.config));
+  absl::StatusOr<BpeTokenizer> tokenizer = BpeTokenizer::FromGguf(f);
+  if (!tokenizer.ok()) return WithPath(f.path(), tokenizer.status());
+  spec.tokenizer = std::make_unique<BpeTokenizer>(std::move(*tokenizer));
+  spec.chat_template = DetectChatTemplate(f);
+  return spec;
+}
 
 absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path,
                                                          const ModelOptions& options) {
   DLLM_ASSIGN_OR_RETURN(GgufFile file, GgufFile::Open(path));
   std::shared_ptr<Model> m(new Model(std::move(file)));
   m->options_ = options;
-  DLLM_ASSIGN_OR_RETURN(m->config_, ModelConfigFromGguf(m->file_));
-  DLLM_RETURN_IF_ERROR(CheckCompatible(m->file_, m->config_));
+  DLLM_ASSIGN_OR_RETURN(ModelSpec spec, ReadModelSpec(m->file_));
+  m->config_ = std::move(spec.config);
+  m->tokenizer_ = std::move(spec.tokenizer);
+  m->chat_template_ = spec.chat_template;
 
   const GgufFile& f = m->file_;
-  absl::StatusOr<BpeTokenizer> tokenizer = BpeTokenizer::FromGguf(f);
-  if (!tokenizer.ok()) return WithPath(path, tokenizer.status());
-  m->tokenizer_ = std::make_unique<BpeTokenizer>(std::move(*tokenizer));
-  m->chat_template_ = DetectChatTemplate(f);
+  const ModelConfig& c = m->config_;
   auto f32 = [&f](const std::string& name) -> const float* {
     const GgufTensor* t = f.FindTensor(name);
     return t ? reinterpret_cast<const float*>(t->data) : nullptr;
   };
   // Repacked weights release their mapped pages, except token_embd, which
   // the embedding lookup keeps reading (also when it doubles as the head).
-  auto linear = [&](const std::string& name) -> absl::StatusOr<std::unique_ptr<Linear>> {
-    absl::StatusOr<Linear> l =
-        Linear::Create(*f.FindTensor(name), options.isa, name != "token_embd.weight");
+  auto linear = [&](const GgufTensor& t) -> absl::StatusOr<std::unique_ptr<Linear>> {
+    absl::StatusOr<Linear> l = Linear::Create(t, options.isa, t.name != "token_embd.weight");
     if (!l.ok()) return WithPath(path, l.status());
     m->owned_weight_bytes_ += l->owned_bytes();
     return std::make_unique<Linear>(std::move(*l));
   };
+  auto named = [&](const std::string& name) { return linear(*f.FindTensor(name)); };
   m->token_embd_ = f.FindTensor("token_embd.weight");
   m->output_norm_ = f32("output_norm.weight");
   DLLM_ASSIGN_OR_RETURN(m->output_,
-                        linear(f.FindTensor("output.weight") ? "output.weight" : "token_embd.weight"));
-  m->layers_.resize(static_cast<size_t>(m->config_.n_layer));
-  for (int64_t l = 0; l < m->config_.n_layer; ++l) {
+                        named(f.FindTensor("output.weight") ? "output.weight" : "token_embd.weight"));
+  m->layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
     LayerWeights& w = m->layers_[static_cast<size_t>(l)];
     w.attn_norm = f32(p + "attn_norm.weight");
@@ -54,13 +76,29 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
     w.bq = f32(p + "attn_q.bias");
     w.bk = f32(p + "attn_k.bias");
     w.bv = f32(p + "attn_v.bias");
-    DLLM_ASSIGN_OR_RETURN(w.wq, linear(p + "attn_q.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wk, linear(p + "attn_k.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wv, linear(p + "attn_v.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wo, linear(p + "attn_output.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.gate, linear(p + "ffn_gate.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.up, linear(p + "ffn_up.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.down, linear(p + "ffn_down.weight"));
+    w.q_norm = f32(p + "attn_q_norm.weight");
+    w.k_norm = f32(p + "attn_k_norm.weight");
+    DLLM_ASSIGN_OR_RETURN(w.wq, named(p + "attn_q.weight"));
+    DLLM_ASSIGN_OR_RETURN(w.wk, named(p + "attn_k.weight"));
+    DLLM_ASSIGN_OR_RETURN(w.wv, named(p + "attn_v.weight"));
+    DLLM_ASSIGN_OR_RETURN(w.wo, named(p + "attn_output.weight"));
+    if (!c.moe()) {
+      DLLM_ASSIGN_OR_RETURN(w.gate, named(p + "ffn_gate.weight"));
+      DLLM_ASSIGN_OR_RETURN(w.up, named(p + "ffn_up.weight"));
+      DLLM_ASSIGN_OR_RETURN(w.down, named(p + "ffn_down.weight"));
+      continue;
+    }
+    DLLM_ASSIGN_OR_RETURN(w.router, named(p + "ffn_gate_inp.weight"));
+    const GgufTensor& gate = *f.FindTensor(p + "ffn_gate_exps.weight");
+    const GgufTensor& up = *f.FindTensor(p + "ffn_up_exps.weight");
+    const GgufTensor& down = *f.FindTensor(p + "ffn_down_exps.weight");
+    w.experts.resize(static_cast<size_t>(c.n_expert));
+    for (int64_t e = 0; e < c.n_expert; ++e) {
+      ExpertWeights& x = w.experts[static_cast<size_t>(e)];
+      DLLM_ASSIGN_OR_RETURN(x.gate, linear(ExpertSlice(gate, e)));
+      DLLM_ASSIGN_OR_RETURN(x.up, linear(ExpertSlice(up, e)));
+      DLLM_ASSIGN_OR_RETURN(x.down, linear(ExpertSlice(down, e)));
+    }
   }
   return std::shared_ptr<const Model>(std::move(m));
 }

@@ -1,6 +1,6 @@
-// A loaded LLaDA or Dream model: the mapped GGUF, its config and the weights
-// prepared for the kernels. Immutable after Load(); share it as
-// std::shared_ptr<const Model>.
+// A loaded diffusion LM (LLaDA, Dream, LLaDA-MoE, RND1): the mapped GGUF, its
+// config and the weights prepared for the kernels. Immutable after Load();
+// share it as std::shared_ptr<const Model>.
 #ifndef DLLM_ENGINE_MODEL_MODEL_H_
 #define DLLM_ENGINE_MODEL_MODEL_H_
 
@@ -22,15 +22,39 @@ struct ModelOptions {
   IsaLevel isa = IsaLevel::kScalar;  // kernel path; clamp with BestIsaLevel()
 };
 
+// One expert of a MoE layer: a slice of the 3-D ffn_{gate,up,down}_exps
+// tensors, repacked on its own.
+struct ExpertWeights {
+  std::unique_ptr<Linear> gate, up, down;  // (n_ff_exp x n_embd), down: (n_embd x n_ff_exp)
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // (n_embd)
   const float* ffn_norm = nullptr;   // (n_embd)
-  const float* bq = nullptr;         // (q_dim), Dream only; may be null
+  const float* bq = nullptr;         // (q_dim), optional biases (Dream has them)
   const float* bk = nullptr;         // (kv_dim)
   const float* bv = nullptr;         // (kv_dim)
+  const float* q_norm = nullptr;     // (head_dim), MoE arches: per-head RMSNorm of q
+  const float* k_norm = nullptr;     // (head_dim)
   std::unique_ptr<Linear> wq, wk, wv, wo;  // (q_dim|kv_dim x n_embd), wo: (n_embd x q_dim)
+  // Dense FFN.
   std::unique_ptr<Linear> gate, up, down;  // (n_ff x n_embd), down: (n_embd x n_ff)
+  // MoE FFN: the router (ffn_gate_inp, n_expert x n_embd) and the experts.
+  std::unique_ptr<Linear> router;
+  std::vector<ExpertWeights> experts;
 };
+
+// What Load() reads and checks before it repacks anything: the
+// hyperparameters, every tensor's type and shape, the tokenizer (model,
+// pre-tokenizer, special tokens) and the chat template. OK means Load()
+// accepts the file (memory permitting); `dllm inspect` and `dllm doctor` run
+// this very check, so their "compatible" cannot disagree with the loader.
+struct ModelSpec {
+  ModelConfig config;
+  std::unique_ptr<BpeTokenizer> tokenizer;
+  ChatTemplate chat_template = ChatTemplate::kChatMl;
+};
+absl::StatusOr<ModelSpec> ReadModelSpec(const GgufFile& file);
 
 class Model {
  public:

@@ -53,14 +53,72 @@ absl::StatusOr<int32_t> ReadTokenId(const GgufFile& f, absl::string_view key) {
   return static_cast<int32_t>(id);
 }
 
+// expert_count, expert_used_count and the expert FFN width, checked
+// against each other (llama.cpp asserts both counts are positive).
+absl::Status ReadExperts(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  DLLM_ASSIGN_OR_RETURN(c->n_expert, ReadDim(f, a + ".expert_count"));
+  DLLM_ASSIGN_OR_RETURN(c->n_expert_used, ReadDim(f, a + ".expert_used_count"));
+  if (c->n_expert_used > c->n_expert) {
+    return Invalid(f, absl::StrCat("key '", a, ".expert_used_count' = ", c->n_expert_used,
+                                   " exceeds '", a, ".expert_count' = ", c->n_expert));
+  }
+  if (c->n_expert > 4096) {
+    return Invalid(f, absl::StrCat("key '", a, ".expert_count' = ", c->n_expert,
+                                   " is out of range [1, 4096]"));
+  }
+  const std::string exp_key = a + ".expert_feed_forward_length";
+  if (f.HasKey(exp_key)) {
+    DLLM_ASSIGN_OR_RETURN(c->n_ff_exp, ReadDim(f, exp_key));
+    DLLM_ASSIGN_OR_RETURN(c->n_ff, ReadDim(f, a + ".feed_forward_length", c->n_ff_exp));
+  } else {
+    DLLM_ASSIGN_OR_RETURN(c->n_ff, ReadDim(f, a + ".feed_forward_length"));
+    c->n_ff_exp = c->n_ff / c->n_expert_used;
+    if (c->n_ff_exp < 1) {
+      return Invalid(f, absl::StrCat("no key '", exp_key, "', and feed_forward_length ", c->n_ff,
+                                     " / expert_used_count ", c->n_expert_used, " is 0"));
+    }
+  }
+  // llama.cpp switches on group-limited routing past one group; not here.
+  if (f.HasKey(a + ".expert_group_count")) {
+    DLLM_ASSIGN_OR_RETURN(uint64_t groups, f.GetUint(a + ".expert_group_count"));
+    if (groups > 1) {
+      return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": key '", a,
+                                                   ".expert_group_count' = ", groups,
+                                                   " (group-limited routing) is not supported"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::string_view ArchName(Arch arch) { return arch == Arch::kLlada ? "llada" : "dream"; }
+// One row per architecture; the order is that of `Arch`.
+constexpr ArchTraits kArchTraits[] = {
+    // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd
+    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false},
+    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true},
+    {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true},
+    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false},
+};
+
+const ArchTraits& TraitsOf(Arch arch) { return kArchTraits[static_cast<int>(arch)]; }
+
+absl::string_view ArchName(Arch arch) { return TraitsOf(arch).name; }
 
 std::optional<Arch> ParseArch(absl::string_view name) {
-  if (name == "llada") return Arch::kLlada;
-  if (name == "dream") return Arch::kDream;
+  for (const ArchTraits& t : kArchTraits) {
+    if (name == t.name) return t.arch;
+  }
   return std::nullopt;
+}
+
+const char* SupportedArchNames() { return "llada, dream, llada-moe, rnd1"; }
+
+int64_t ModelConfig::active_layer_params() const {
+  const int64_t attention = n_embd * (q_dim() + 2 * kv_dim()) + q_dim() * n_embd;
+  const int64_t ffn = moe() ? n_embd * n_expert + 3 * n_embd * n_ff_exp * n_expert_used
+                            : 3 * n_embd * n_ff;
+  return n_layer * (attention + ffn);
 }
 
 absl::string_view RopeTypeName(RopeType type) {
@@ -73,8 +131,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   const std::optional<Arch> arch = ParseArch(arch_name);
   if (!arch) {
     return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": architecture '",
-                                                 arch_name,
-                                                 "' is not supported (supported: llada, dream)"));
+                                                 arch_name, "' is not supported (supported: ",
+                                                 SupportedArchNames(), ")"));
   }
   c.arch = *arch;
   const std::string a(arch_name);
@@ -84,7 +142,12 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   DLLM_ASSIGN_OR_RETURN(c.n_embd, ReadDim(f, a + ".embedding_length"));
   DLLM_ASSIGN_OR_RETURN(c.n_head, ReadDim(f, a + ".attention.head_count"));
   DLLM_ASSIGN_OR_RETURN(c.n_head_kv, ReadDim(f, a + ".attention.head_count_kv", c.n_head));
-  DLLM_ASSIGN_OR_RETURN(c.n_ff, ReadDim(f, a + ".feed_forward_length"));
+  // MoE files may omit the dense width: it only backs expert_feed_forward_length.
+  if (c.traits().moe) {
+    DLLM_RETURN_IF_ERROR(ReadExperts(f, a, &c));
+  } else {
+    DLLM_ASSIGN_OR_RETURN(c.n_ff, ReadDim(f, a + ".feed_forward_length"));
+  }
   DLLM_ASSIGN_OR_RETURN(c.n_ctx_train, ReadDim(f, a + ".context_length"));
   if (c.n_embd % c.n_head != 0) {
     return Invalid(f, absl::StrCat("embedding_length ", c.n_embd,
@@ -107,7 +170,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
                                                  n_rot, " != head dim ", c.head_dim,
                                                  " (partial RoPE is not supported)"));
   }
-  c.rope_type = c.arch == Arch::kLlada ? RopeType::kNorm : RopeType::kNeox;
+  c.rope_type = c.traits().rope;
   DLLM_ASSIGN_OR_RETURN(c.rope_theta, f.GetFloatOr(a + ".rope.freq_base", 10000.0));
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta)) {
     return Invalid(f, absl::StrCat("rope.freq_base ", c.rope_theta, " is not positive"));

@@ -1,4 +1,4 @@
-// The tensors a LLaDA or Dream GGUF must (or may) hold, with their shapes,
+// The tensors a model GGUF must (or may) hold, with their shapes,
 // and the compatibility check that the loader, `dllm inspect` and
 // `dllm doctor` share.
 #ifndef DLLM_ENGINE_MODEL_TENSOR_LAYOUT_H_

@@ -61,7 +61,7 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   }
   if (special.eos >= 0) s.stop_ids_.push_back(special.eos);
   if (special.eot >= 0 && special.eot != special.eos) s.stop_ids_.push_back(special.eot);
-  if (config.family == Arch::kLlada) {
+  if (config.family == SamplerFamily::kLlada) {
     s.block_counts_.resize(config.StepsPerBlock());
   } else {
     s.timesteps_ = DreamTimesteps(config.steps, config.eps);
@@ -97,7 +97,7 @@ void DenoiseSampler::Plan() {
     return;
   }
 
-  if (config_.family == Arch::kLlada) {
+  if (config_.family == SamplerFamily::kLlada) {
     const int block_length = config_.EffectiveBlockLength();
     // A block whose masks are all gone is finished, whatever steps it had
     // left. Only client commits (Commit()) can empty a block early: on its
@@ -142,10 +142,7 @@ void DenoiseSampler::Plan() {
       candidates_.resize(count_);
       preselected_ = true;
     }
-    for (int32_t p : candidates_) {
-      candidate_row_.push_back(static_cast<int32_t>(rows_.size()));
-      rows_.push_back(p);
-    }
+    AssignRows();
     return;
   }
 
@@ -177,8 +174,12 @@ void DenoiseSampler::Plan() {
     count_ = DreamTransferCount(timesteps_, step_, static_cast<int>(candidates_.size()));
     if (count_ == 0) candidates_.clear();
   }
+  AssignRows();
+}
+
+void DenoiseSampler::AssignRows() {
   for (int32_t p : candidates_) {
-    const int32_t row = std::max(p - 1, 0);
+    const int32_t row = LogitRowOf(p);
     if (rows_.empty() || rows_.back() != row) rows_.push_back(row);
     candidate_row_.push_back(static_cast<int32_t>(rows_.size()) - 1);
   }
@@ -218,7 +219,7 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
       row = scratch.cfg_row;
     }
     const RowKey key{config_.seed, step_, candidates_[i]};
-    const RowScore score = config_.family == Arch::kLlada
+    const RowScore score = config_.family == SamplerFamily::kLlada
                                ? ScoreLladaRow(row, config_, special_.eos, special_.eot, key)
                                : ScoreDreamRow(row, config_, key, &scratch.row);
     confidence_[i] = score.confidence;
@@ -278,7 +279,7 @@ void DenoiseSampler::Write(std::span<const int32_t> positions, std::span<const i
 
 void DenoiseSampler::EndStep() {
   ++step_;
-  if (config_.family == Arch::kLlada) {
+  if (config_.family == SamplerFamily::kLlada) {
     ++step_in_block_;
     const bool block_finished = config_.threshold.has_value()
                                     ? !BlockHasMask(block_)

@@ -81,6 +81,10 @@ class DenoiseSampler {
   std::span<const int32_t> canvas() const { return canvas_; }
   std::span<const int32_t> stop_ids() const { return stop_ids_; }
 
+  // The logits row that predicts canvas position `p`: p - 1 under
+  // shift_logits (row 0 for p = 0), else p. The one place the shift lives.
+  int32_t LogitRowOf(int p) const { return config_.shift_logits && p > 0 ? p - 1 : p; }
+
   // Rows (canvas positions, ascending, unique) whose logits the next Step()
   // reads. Empty when the step commits nothing; the forward is then skipped
   // (output-neutral, samplers.md 8.2).
@@ -121,6 +125,7 @@ class DenoiseSampler {
  private:
   DenoiseSampler() = default;
   void Plan();  // fills rows_ and the candidates for step_, or sets done_
+  void AssignRows();  // rows_ and candidate_row_ from candidates_
   void Write(std::span<const int32_t> positions, std::span<const int32_t> tokens);
   void EndStep();  // counts a step (LLaDA: moves through blocks), then Plan()s
   bool IsMasked(int p) const { return canvas_[p] == special_.mask; }

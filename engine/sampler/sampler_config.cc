@@ -34,26 +34,59 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
                                           "maskgit_plus, topk_margin, entropy)"));
 }
 
-bool AlgorithmFitsFamily(Algorithm algorithm, Arch family) {
+absl::string_view SamplerFamilyName(SamplerFamily family) {
+  return family == SamplerFamily::kLlada ? "llada" : "dream";
+}
+
+SamplerFamily SamplerFamilyOf(Arch arch) {
+  switch (arch) {
+    case Arch::kLlada:
+    case Arch::kLladaMoe:
+      return SamplerFamily::kLlada;
+    case Arch::kDream:
+    case Arch::kRnd1:
+      return SamplerFamily::kDream;
+  }
+  return SamplerFamily::kLlada;
+}
+
+bool AlgorithmFitsFamily(Algorithm algorithm, SamplerFamily family) {
   switch (algorithm) {
     case Algorithm::kLowConfidence:
     case Algorithm::kRandom:
-      return family == Arch::kLlada;
+      return family == SamplerFamily::kLlada;
     case Algorithm::kOrigin:
     case Algorithm::kMaskgitPlus:
     case Algorithm::kTopkMargin:
     case Algorithm::kEntropy:
-      return family == Arch::kDream;
+      return family == SamplerFamily::kDream;
     default:
       return false;
   }
 }
 
+const char* FamilyAlgorithmNames(SamplerFamily family) {
+  return family == SamplerFamily::kLlada ? "low_confidence, random"
+                                         : "origin, maskgit_plus, topk_margin, entropy";
+}
+
+SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length) {
+  SamplerConfig c;
+  c.family = SamplerFamilyOf(arch);
+  const bool llada = c.family == SamplerFamily::kLlada;
+  c.algorithm = llada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  c.gen_length = gen_length;
+  c.steps = gen_length;
+  c.block_length = llada && gen_length % 32 == 0 ? 32 : 0;
+  c.early_exit = true;
+  return c;
+}
+
 absl::Status SamplerConfig::Validate() const {
-  if (family != Arch::kLlada && family != Arch::kDream) {
+  if (family != SamplerFamily::kLlada && family != SamplerFamily::kDream) {
     return Invalid("family", absl::StrCat("unknown family ", static_cast<int>(family)));
   }
-  const absl::string_view fam = ArchName(family);
+  const absl::string_view fam = SamplerFamilyName(family);
   if (gen_length <= 0) return Invalid("gen_length", absl::StrCat(gen_length, " must be > 0"));
   if (steps <= 0) return Invalid("steps", absl::StrCat(steps, " must be > 0"));
   if (steps > gen_length) {
@@ -62,7 +95,7 @@ absl::Status SamplerConfig::Validate() const {
   if (block_length < 0) {
     return Invalid("block_length", absl::StrCat(block_length, " must be >= 0"));
   }
-  if (family == Arch::kDream && block_length != 0 && block_length != gen_length) {
+  if (family == SamplerFamily::kDream && block_length != 0 && block_length != gen_length) {
     return Invalid("block_length", absl::StrCat(block_length, ": Dream has no blocks; use 0 or "
                                                 "gen_length ", gen_length));
   }
@@ -96,12 +129,14 @@ absl::Status SamplerConfig::Validate() const {
   if (!std::isfinite(cfg_scale) || cfg_scale < 0) {
     return Invalid("cfg_scale", absl::StrCat(cfg_scale, " must be finite and >= 0"));
   }
-  if (family == Arch::kLlada) {
+  // eps is the Dream timestep floor; LLaDA ignores it, but a value that
+  // could never be valid is refused for both, so a request means one thing.
+  if (!(eps > 0 && eps < 1)) return Invalid("eps", absl::StrCat(eps, " must be in (0, 1)"));
+  if (family == SamplerFamily::kLlada) {
     if (top_p != 1.0f) return Invalid("top_p", "Dream only (LLaDA's sampler has no top_p)");
     if (top_k != 0) return Invalid("top_k", "Dream only (LLaDA's sampler has no top_k)");
     if (alg_temp != 0) return Invalid("alg_temp", "Dream only");
   } else {
-    if (!(eps > 0 && eps < 1)) return Invalid("eps", absl::StrCat(eps, " must be in (0, 1)"));
     if (cfg_scale != 0) return Invalid("cfg_scale", "LLaDA only");
     if (logits_eos_inf) return Invalid("logits_eos_inf", "LLaDA only");
     if (confidence_eos_eot_inf) return Invalid("confidence_eos_eot_inf", "LLaDA only");

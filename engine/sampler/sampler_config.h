@@ -28,11 +28,21 @@ enum class Algorithm {
 };
 absl::string_view AlgorithmName(Algorithm algorithm);  // "low_confidence", "maskgit_plus", ...
 absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
+// Which official sampler a model's authors use: LLaDA's (blocks, Gumbel-max,
+// low-confidence remasking: LLaDA, LLaDA-1.5, LLaDA-MoE) or Dream's
+// (timestep schedule, entropy and friends: Dream, Dream-Coder, DiffuCoder,
+// RND1).
+enum class SamplerFamily { kLlada, kDream };
+absl::string_view SamplerFamilyName(SamplerFamily family);  // "llada", "dream"
+SamplerFamily SamplerFamilyOf(Arch arch);
+
 // Whether `algorithm` belongs to `family` (LLaDA: low_confidence, random).
-bool AlgorithmFitsFamily(Algorithm algorithm, Arch family);
+bool AlgorithmFitsFamily(Algorithm algorithm, SamplerFamily family);
+// "low_confidence, random" or "origin, maskgit_plus, topk_margin, entropy".
+const char* FamilyAlgorithmNames(SamplerFamily family);
 
 struct SamplerConfig {
-  Arch family = Arch::kLlada;  // which official sampler, e.g. Arch::kDream
+  SamplerFamily family = SamplerFamily::kLlada;  // which official sampler
   int gen_length = 128;        // generated positions (Dream: max_new_tokens), e.g. 256
   int steps = 128;             // model calls without threshold, e.g. 256; <= gen_length
   // LLaDA semi-autoregressive block, e.g. 32; must divide gen_length, and
@@ -55,6 +65,9 @@ struct SamplerConfig {
   // predictions get confidence 0 (T = 0: EOS and EoT; T > 0: EoT only).
   bool logits_eos_inf = false;
   bool confidence_eos_eot_inf = false;
+  // The model's diffusion.shift_logits (ModelConfig; DenoiseSession copies
+  // it): position p is predicted by logits row p - 1 (Dream, RND1).
+  bool shift_logits = false;
   uint64_t seed = 0;        // keys every random draw (rng.h)
   bool early_exit = false;  // stop once EarlyExitReached() holds (denoise_sampler.h)
 
@@ -69,6 +82,15 @@ struct SamplerConfig {
   int NumBlocks() const { return gen_length / EffectiveBlockLength(); }
   int StepsPerBlock() const { return steps / NumBlocks(); }
 };
+
+// gen_length when a request or command line gives none.
+inline constexpr int kDefaultGenLength = 128;
+
+// The settings every front end (CLI, server, bench, the proto's documented
+// defaults) starts from for a model of `arch`: its family's algorithm
+// (low_confidence / entropy), steps = gen_length, LLaDA blocks of 32 where
+// they divide gen_length, greedy, early exit on.
+SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length);
 
 }  // namespace dllm
 

@@ -35,7 +35,8 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     std::unique_ptr<ForwardPass> pass) {
   const ModelConfig& c = model->config();
   SamplerConfig effective = config;
-  effective.family = c.arch;
+  effective.family = SamplerFamilyOf(c.arch);
+  effective.shift_logits = c.shift_logits;
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || prompt[i] >= c.n_vocab) {
       return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
@@ -123,8 +124,7 @@ void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
 }
 
 int32_t DenoiseSession::RowOf(int p) const {
-  // Dream keeps the AR shift: position p is predicted by the output at p - 1.
-  return sampler_.config().family == Arch::kDream ? std::max(p - 1, 0) : p;
+  return sampler_.LogitRowOf(p);
 }
 
 void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,

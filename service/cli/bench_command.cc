@@ -190,12 +190,9 @@ int RunBench(int argc, char** argv) {
   for (int t : *threads) {
     const double bandwidth = bandwidth_by_threads[t];
     for (int gen : *gens) {
-      SamplerConfig sc;
-      sc.family = c.arch;
-      sc.algorithm = c.arch == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
-      sc.gen_length = gen;
-      sc.steps = gen;
-      sc.block_length = c.arch == Arch::kLlada && gen % *block == 0 ? static_cast<int>(*block) : 0;
+      SamplerConfig sc = DefaultSamplerConfig(c.arch, gen);
+      const bool llada = sc.family == SamplerFamily::kLlada;
+      sc.block_length = llada && gen % *block == 0 ? static_cast<int>(*block) : 0;
       sc.early_exit = false;
       tbb::task_arena arena(t);
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
@@ -248,7 +245,7 @@ int RunBench(int argc, char** argv) {
       const double floor_ms = weight_bytes / bandwidth * 1e3;
       // Rows the sampler reads per step: a LLaDA block, or every masked
       // position of a Dream canvas.
-      const int64_t rows = c.arch == Arch::kLlada ? sc.EffectiveBlockLength() : gen;
+      const int64_t rows = llada ? sc.EffectiveBlockLength() : gen;
       const double step_ops = ProjectionOps(c, static_cast<int64_t>(prompt.size()) + gen, rows);
       const double compute_floor_ms =
           peak_per_thread > 0 ? step_ops / (peak_per_thread * t) * 1e3 : 0;

@@ -84,21 +84,21 @@ Json IdsJson(std::span<const int32_t> ids) {
 
 }  // namespace
 
-absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch family) {
-  SamplerConfig c;
-  c.family = family;
-  c.algorithm = family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch arch) {
+  absl::StatusOr<int64_t> gen = f.GetInt("gen-length", kDefaultGenLength);
+  if (!gen.ok()) return gen.status();
+  if (*gen < 0 || *gen > (1 << 20)) {
+    return absl::InvalidArgumentError(absl::StrCat("--gen-length ", *gen, " is out of range"));
+  }
+  SamplerConfig c = DefaultSamplerConfig(arch, static_cast<int>(*gen));
   if (f.Has("alg")) {
     absl::StatusOr<Algorithm> alg = ParseAlgorithm(f.Get("alg"));
     if (!alg.ok()) return alg.status();
     c.algorithm = *alg;
   }
-  absl::StatusOr<int64_t> gen = f.GetInt("gen-length", 128);
-  if (!gen.ok()) return gen.status();
   absl::StatusOr<int64_t> steps = f.GetInt("steps", *gen);
   if (!steps.ok()) return steps.status();
-  const int64_t default_block = family == Arch::kLlada && *gen % 32 == 0 ? 32 : 0;
-  absl::StatusOr<int64_t> block = f.GetInt("block-length", default_block);
+  absl::StatusOr<int64_t> block = f.GetInt("block-length", c.block_length);
   if (!block.ok()) return block.status();
   for (const auto& [name, value] : {std::pair{"--gen-length", *gen}, {"--steps", *steps},
                                     {"--block-length", *block}}) {
@@ -113,7 +113,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
   absl::StatusOr<double> top_p = f.GetDouble("top-p", 1.0);
   absl::StatusOr<int64_t> top_k = f.GetInt("top-k", 0);
   absl::StatusOr<double> alg_temp = f.GetDouble("alg-temp", 0.0);
-  absl::StatusOr<double> eps = f.GetDouble("eps", 1e-3);
+  absl::StatusOr<double> eps = f.GetDouble("eps", c.eps);
   absl::StatusOr<double> cfg = f.GetDouble("cfg", 0.0);
   absl::StatusOr<int64_t> seed = f.GetInt("seed", 0);
   for (const absl::Status& s : {temperature.status(), top_p.status(), top_k.status(),

@@ -14,10 +14,8 @@
 
 namespace dllm {
 
-// Sampler settings from generate's flags, with defaults for `family`
-// (LLaDA: block 32, low_confidence; Dream: entropy, eps 1e-3; both 128
-// positions in 128 steps, temperature 0, early exit on).
-absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& flags, Arch family);
+// Sampler settings from generate's flags over DefaultSamplerConfig(arch).
+absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& flags, Arch arch);
 
 int RunGenerate(int argc, char** argv);
 

@@ -79,11 +79,7 @@ void EngineWorker::Start(std::function<void(const absl::Status&)> on_ready) {
 }
 
 absl::Status EngineWorker::WarmUp() {
-  SamplerConfig c;
-  c.family = model_->config().arch;
-  c.algorithm = c.family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
-  c.gen_length = 4;
-  c.steps = 4;
+  SamplerConfig c = DefaultSamplerConfig(model_->config().arch, 4);
   const int32_t bos = model_->config().tokens.bos;
   std::vector<int32_t> prompt = {bos >= 0 ? bos : 0};
   absl::Status status;

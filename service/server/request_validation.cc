@@ -4,6 +4,7 @@
 #include <mutex>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,8 +223,6 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& d,
                                                      const v1::SamplingParams& s,
                                                      const ModelConfig& config) {
-  SamplerConfig c;
-  c.family = config.arch;
   const int64_t n_ctx = config.n_ctx_train;
   for (const auto& [field, value] : {std::pair{"diffusion.gen_length", d.gen_length()},
                                      {"diffusion.steps", d.steps()},
@@ -232,27 +231,20 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
       return Invalid(field, absl::StrCat(value, " exceeds the model's context of ", n_ctx));
     }
   }
-  c.gen_length = d.gen_length() == 0 ? 128 : static_cast<int>(d.gen_length());
-  c.steps = d.steps() == 0 ? c.gen_length : static_cast<int>(d.steps());
-  if (d.block_length() != 0) {
-    c.block_length = static_cast<int>(d.block_length());
-  } else {
-    c.block_length = c.family == Arch::kLlada && c.gen_length % 32 == 0 ? 32 : 0;
-  }
+  SamplerConfig c = DefaultSamplerConfig(
+      config.arch, d.gen_length() == 0 ? kDefaultGenLength : static_cast<int>(d.gen_length()));
+  if (d.steps() != 0) c.steps = static_cast<int>(d.steps());
+  if (d.block_length() != 0) c.block_length = static_cast<int>(d.block_length());
   if (!v1::Algorithm_IsValid(d.algorithm())) {
     return Invalid("diffusion.algorithm", absl::StrCat("unknown value ", d.algorithm()));
   }
-  if (d.algorithm() == v1::ALGORITHM_UNSPECIFIED) {
-    c.algorithm = c.family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
-  } else {
+  if (d.algorithm() != v1::ALGORITHM_UNSPECIFIED) {
     c.algorithm = static_cast<Algorithm>(d.algorithm() - 1);
     if (!AlgorithmFitsFamily(c.algorithm, c.family)) {
       return Invalid("diffusion.algorithm",
                      absl::StrCat(v1::Algorithm_Name(d.algorithm()), " does not fit the served ",
-                                  ArchName(c.family), " model (",
-                                  c.family == Arch::kLlada ? "LOW_CONFIDENCE, RANDOM"
-                                                           : "ORIGIN, MASKGIT_PLUS, TOPK_MARGIN, ENTROPY",
-                                  ")"));
+                                  ArchName(config.arch), " model (its sampler takes ",
+                                  absl::AsciiStrToUpper(FamilyAlgorithmNames(c.family)), ")"));
     }
   }
   if (d.has_threshold()) c.threshold = d.threshold();
@@ -325,14 +317,14 @@ v1::Algorithm AlgorithmToProto(Algorithm algorithm) {
 }
 
 v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config) {
+  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
   v1::DiffusionParams d;
-  d.set_gen_length(128);
-  d.set_steps(128);
-  d.set_block_length(config.arch == Arch::kLlada ? 32 : 128);
-  d.set_algorithm(config.arch == Arch::kLlada ? v1::ALGORITHM_LOW_CONFIDENCE
-                                              : v1::ALGORITHM_ENTROPY);
-  d.set_early_exit(true);
-  if (config.arch == Arch::kDream) d.set_eps(1e-3f);
+  d.set_gen_length(c.gen_length);
+  d.set_steps(c.steps);
+  d.set_block_length(c.EffectiveBlockLength());
+  d.set_algorithm(AlgorithmToProto(c.algorithm));
+  d.set_early_exit(c.early_exit);
+  if (c.family == SamplerFamily::kDream) d.set_eps(c.eps);
   return d;
 }
 

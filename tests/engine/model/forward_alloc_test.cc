@@ -63,7 +63,8 @@ TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
                            {BestIsaLevel()});
   ASSERT_TRUE(model.ok());
   SamplerConfig c;
-  c.family = Arch::kDream;
+  c.family = SamplerFamily::kDream;
+  c.shift_logits = true;
   c.algorithm = Algorithm::kEntropy;
   c.gen_length = 64;
   c.steps = 32;

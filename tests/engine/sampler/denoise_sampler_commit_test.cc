@@ -27,7 +27,7 @@ SpecialTokens Special() {
 
 SamplerConfig Llada(int gen, int steps, int block) {
   SamplerConfig c;
-  c.family = Arch::kLlada;
+  c.family = SamplerFamily::kLlada;
   c.gen_length = gen;
   c.steps = steps;
   c.block_length = block;
@@ -88,7 +88,8 @@ TEST(DenoiseSamplerCommitTest, CommitIntoALaterBlockShrinksItsSchedule) {
 
 TEST(DenoiseSamplerCommitTest, DreamCountsFollowTheMasksLeft) {
   SamplerConfig c;
-  c.family = Arch::kDream;
+  c.family = SamplerFamily::kDream;
+  c.shift_logits = true;
   c.algorithm = Algorithm::kMaskgitPlus;
   c.gen_length = 4;
   c.steps = 2;

@@ -49,7 +49,7 @@ LogitsFn WishLogits(std::map<int, Wish> wishes, bool shifted) {
 
 SamplerConfig Llada(int gen, int steps, int block) {
   SamplerConfig c;
-  c.family = Arch::kLlada;
+  c.family = SamplerFamily::kLlada;
   c.gen_length = gen;
   c.steps = steps;
   c.block_length = block;
@@ -58,7 +58,8 @@ SamplerConfig Llada(int gen, int steps, int block) {
 
 SamplerConfig Dream(int gen, int steps, Algorithm alg = Algorithm::kMaskgitPlus) {
   SamplerConfig c;
-  c.family = Arch::kDream;
+  c.family = SamplerFamily::kDream;
+  c.shift_logits = true;
   c.gen_length = gen;
   c.steps = steps;
   c.algorithm = alg;

@@ -60,14 +60,15 @@ OfficialRun LoadRun(const std::string& path) {
   SamplerConfig& c = run.config;
   c.steps = static_cast<int>(params["steps"].as_int());
   if (j["arch"].as_string() == "llada") {
-    c.family = Arch::kLlada;
+    c.family = SamplerFamily::kLlada;
     c.gen_length = static_cast<int>(params["gen_length"].as_int());
     c.block_length = static_cast<int>(params["block_length"].as_int());
     auto alg = ParseAlgorithm(params["remasking"].as_string());
     EXPECT_THAT(alg.status(), IsOk());
     c.algorithm = *alg;
   } else {
-    c.family = Arch::kDream;
+    c.family = SamplerFamily::kDream;
+    c.shift_logits = true;
     c.gen_length = static_cast<int>(params["max_new_tokens"].as_int());
     auto alg = ParseAlgorithm(params["alg"].as_string());
     EXPECT_THAT(alg.status(), IsOk());
@@ -123,7 +124,7 @@ TEST(OfficialReplayTest, ScheduleMatchesEveryRun) {
     const SamplerConfig& c = run.config;
     ASSERT_THAT(c.ValidateForCanvas(static_cast<int>(run.prompt.size()), 1 << 20), IsOk()) << run.path;
     std::vector<int> expected;
-    if (c.family == Arch::kLlada) {
+    if (c.family == SamplerFamily::kLlada) {
       for (int b = 0; b < c.NumBlocks(); ++b) {
         for (int k : LladaBlockSchedule(c.EffectiveBlockLength(), c.StepsPerBlock())) expected.push_back(k);
       }
@@ -142,7 +143,7 @@ TEST(OfficialReplayTest, ScheduleMatchesEveryRun) {
 TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
   for (const OfficialRun& run : AllRuns()) {
     SCOPED_TRACE(run.path);
-    const bool dream = run.config.family == Arch::kDream;
+    const bool dream = run.config.family == SamplerFamily::kDream;
     std::vector<int32_t> vocab;
     for (const RunStep& s : run.steps) vocab.insert(vocab.end(), s.tokens.begin(), s.tokens.end());
     std::sort(vocab.begin(), vocab.end());

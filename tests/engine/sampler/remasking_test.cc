@@ -30,13 +30,14 @@ std::vector<double> Softmax(const std::vector<float>& row) {
 
 SamplerConfig LladaConfig() {
   SamplerConfig c;
-  c.family = Arch::kLlada;
+  c.family = SamplerFamily::kLlada;
   return c;
 }
 
 SamplerConfig DreamConfig(Algorithm alg) {
   SamplerConfig c;
-  c.family = Arch::kDream;
+  c.family = SamplerFamily::kDream;
+  c.shift_logits = true;
   c.algorithm = alg;
   return c;
 }

@@ -14,7 +14,7 @@ using ::dllm::testing::StatusIs;
 
 SamplerConfig Llada() {
   SamplerConfig c;
-  c.family = Arch::kLlada;
+  c.family = SamplerFamily::kLlada;
   c.gen_length = 64;
   c.steps = 32;
   c.block_length = 8;
@@ -23,7 +23,8 @@ SamplerConfig Llada() {
 
 SamplerConfig Dream() {
   SamplerConfig c;
-  c.family = Arch::kDream;
+  c.family = SamplerFamily::kDream;
+  c.shift_logits = true;
   c.algorithm = Algorithm::kEntropy;
   c.gen_length = 64;
   c.steps = 32;

@@ -62,8 +62,8 @@ const Setting kSettings[] = {
 
 SamplerConfig Config(const Model& model, const Setting& s) {
   SamplerConfig c;
-  c.family = model.config().arch;
-  const bool llada = c.family == Arch::kLlada;
+  c.family = SamplerFamilyOf(model.config().arch);
+  const bool llada = c.family == SamplerFamily::kLlada;
   c.algorithm = s.algorithm.value_or(llada ? Algorithm::kLowConfidence : Algorithm::kEntropy);
   c.threshold = s.threshold;
   c.early_exit = s.early_exit;

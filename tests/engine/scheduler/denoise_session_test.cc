@@ -48,13 +48,13 @@ TEST(DenoiseSessionTest, SeededSamplingIsIndependentOfThreadCount) {
     auto model = Model::Load(testing::TestDataDir() + "/models/" + name, {BestIsaLevel()});
     ASSERT_TRUE(model.ok()) << model.status();
     SamplerConfig c;
-    c.family = (*model)->config().arch;
-    c.algorithm = c.family == Arch::kLlada ? Algorithm::kLowConfidence : Algorithm::kMaskgitPlus;
+    c.family = SamplerFamilyOf((*model)->config().arch);
+    c.algorithm = c.family == SamplerFamily::kLlada ? Algorithm::kLowConfidence : Algorithm::kMaskgitPlus;
     c.gen_length = 32;
     c.steps = 16;
-    c.block_length = c.family == Arch::kLlada ? 8 : 0;
+    c.block_length = c.family == SamplerFamily::kLlada ? 8 : 0;
     c.temperature = 0.9f;
-    c.top_p = c.family == Arch::kDream ? 0.95f : 1.0f;
+    c.top_p = c.family == SamplerFamily::kDream ? 0.95f : 1.0f;
     c.seed = 1234;
     const std::vector<int32_t> prompt = {464, 3139, 286, 4881, 318};
     const RunResult one = Generate(*model, c, prompt, 1);
@@ -122,7 +122,7 @@ TEST(DenoiseSessionTest, EarlyExitIsOutputIdenticalAndSavesSteps) {
       for (int first : {20, 28, 35}) {
         for (auto [gen, steps] : {std::pair{32, 32}, {32, 16}, {64, 32}}) {
           SamplerConfig c;
-          c.family = model->config().arch;
+          c.family = SamplerFamilyOf(model->config().arch);
           c.algorithm = alg;
           c.gen_length = gen;
           c.steps = steps;
@@ -132,7 +132,7 @@ TEST(DenoiseSessionTest, EarlyExitIsOutputIdenticalAndSavesSteps) {
           const RunResult full = Generate(model, c, prompt, 2);
           c.early_exit = true;
           const RunResult early = Generate(model, c, prompt, 2);
-          SCOPED_TRACE(::testing::Message() << ArchName(c.family) << " " << AlgorithmName(alg)
+          SCOPED_TRACE(::testing::Message() << SamplerFamilyName(c.family) << " " << AlgorithmName(alg)
                                           << " prompt " << first << " gen " << gen << " steps "
                                           << steps);
           EXPECT_EQ(early.output, full.output);
