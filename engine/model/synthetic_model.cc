@@ -52,6 +52,7 @@ int32_t FileType(QuantPreset p) {
     case QuantPreset::kQ8_0: return 7;
     case QuantPreset::kQ4_0: return 2;
     case QuantPreset::kF16: return 1;
+    case QuantPreset::kF32: return 0;
   }
   return 0;
 }
@@ -60,83 +61,146 @@ absl::Status Invalid(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("synth: ", what));
 }
 
+int64_t RowsOf(const std::vector<int64_t>& ne) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+  return rows;
+}
+
+bool SyntheticWritesNoShift(Arch arch) { return arch == Arch::kLlada || arch == Arch::kLladaMoe; }
+
+// The pre-tokenizer llama.cpp's converter writes for each family (the
+// synthetic vocabulary has no merges, so the choice only labels the file).
+const char* SyntheticPreTokenizer(Arch arch) {
+  switch (arch) {
+    case Arch::kLlada: return "gpt-2";
+    case Arch::kLladaMoe: return "bailingmoe2";
+    case Arch::kDream:
+    case Arch::kRnd1: return "qwen2";
+  }
+  return "gpt-2";
+}
+
+}  // namespace
+
+namespace {
+
+// Vocabulary, special tokens, RoPE and context of each family's real
+// checkpoints (LLaDA-MoE's BOS is not known: none is written).
+void SetVocabulary(Arch arch, SyntheticShape* s) {
+  switch (arch) {
+    case Arch::kLlada:
+      s->n_vocab = 126464, s->bos = 126080, s->eos = 126081, s->eot = 126348, s->mask = 126336;
+      s->rope_theta = 500000, s->rms_eps = 1e-5, s->n_ctx = 4096;
+      break;
+    case Arch::kDream:
+      s->n_vocab = 152064, s->bos = 151665, s->eos = 151643, s->eot = 151645, s->mask = 151666;
+      s->rope_theta = 1e6, s->rms_eps = 1e-6, s->n_ctx = 131072;
+      break;
+    case Arch::kLladaMoe:
+      s->n_vocab = 157184, s->bos = -1, s->eos = 156892, s->eot = -1, s->mask = 156895;
+      s->rope_theta = 50000, s->rms_eps = 1e-5, s->n_ctx = 8192;
+      break;
+    case Arch::kRnd1:
+      s->n_vocab = 151936, s->bos = -1, s->eos = 151645, s->eot = 151643, s->mask = 151669;
+      s->rope_theta = 1e6, s->rms_eps = 1e-6, s->n_ctx = 40960;
+      break;
+  }
+}
+
+absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
+  for (absl::string_view kv : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(p.second, &v) || v < 1 || v > (int64_t{1} << 24)) {
+      return Invalid(absl::StrCat("custom shape: '", kv, "' is not key=positive integer"));
+    }
+    if (p.first == "d") s->n_embd = v;
+    else if (p.first == "l") s->n_layer = v;
+    else if (p.first == "h") s->n_head = v;
+    else if (p.first == "kv") s->n_head_kv = v;
+    else if (p.first == "ff") s->n_ff = v;
+    else if (p.first == "v") s->n_vocab = v;
+    else if (p.first == "ctx") s->n_ctx = v;
+    else if (p.first == "hd") s->head_dim = v;
+    else if (p.first == "e") s->n_expert = v;
+    else if (p.first == "eu") s->n_expert_used = v;
+    else if (p.first == "fe") s->n_ff_exp = v;
+    else return Invalid(absl::StrCat("custom shape: unknown key '", p.first,
+                                     "' (d l h kv ff v ctx hd e eu fe)"));
+  }
+  if (s->n_head_kv == 0) s->n_head_kv = s->n_head;
+  if (s->n_vocab < 260) return Invalid("custom shape: v must be at least 260");
+  s->eos = static_cast<int32_t>(s->n_vocab - 4), s->bos = s->eos + 1, s->eot = s->eos + 2,
+  s->mask = s->eos + 3;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view name) {
-  const bool llada = arch == Arch::kLlada;
+  const bool moe = TraitsOf(arch).moe;
   SyntheticShape s;
   s.name = std::string(name);
-  // Vocabulary and special tokens of the real checkpoints.
-  if (llada) {
-    s.n_vocab = 126464;
-    s.bos = 126080;
-    s.eos = 126081;
-    s.eot = 126348;
-    s.mask = 126336;
-    s.rope_theta = 500000;
-    s.rms_eps = 1e-5;
-    s.n_ctx = 4096;
-  } else {
-    s.n_vocab = 152064;
-    s.bos = 151665;
-    s.eos = 151643;
-    s.eot = 151645;
-    s.mask = 151666;
-    s.rope_theta = 1e6;
-    s.rms_eps = 1e-6;
-    s.n_ctx = 131072;
-  }
-  if (name == "8b" || name == "7b") {
-    if (llada) {
+  SetVocabulary(arch, &s);
+  if ((name == "8b" && arch == Arch::kLlada) || (name == "7b" && arch == Arch::kDream)) {
+    if (arch == Arch::kLlada) {
       s.n_embd = 4096, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32, s.n_ff = 12288;
     } else {
       s.n_embd = 3584, s.n_layer = 28, s.n_head = 28, s.n_head_kv = 4, s.n_ff = 18944;
     }
-  } else if (name == "1b") {
-    s.n_embd = 2048, s.n_layer = 16, s.n_head = 16, s.n_head_kv = llada ? 16 : 4, s.n_ff = 5632;
+  } else if (name == "7b-a1b" && arch == Arch::kLladaMoe) {
+    s.n_embd = 2048, s.n_layer = 16, s.n_head = 16, s.n_head_kv = 16, s.n_ff = 8192;
+    s.n_expert = 64, s.n_expert_used = 8, s.n_ff_exp = 1024;
+  } else if (name == "30b-a3b" && arch == Arch::kRnd1) {
+    s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128;
+    s.n_ff = 6144, s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
+  } else if (name == "1b" && !moe) {
+    s.n_embd = 2048, s.n_layer = 16, s.n_head = 16;
+    s.n_head_kv = arch == Arch::kLlada ? 16 : 4, s.n_ff = 5632;
   } else if (name == "tiny") {
-    s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = llada ? 4 : 2, s.n_ff = 768;
+    s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = arch == Arch::kDream ? 2 : 4;
+    s.n_ff = 768;
     s.n_vocab = 8256;
     s.bos = 8193, s.eos = 8192, s.eot = 8195, s.mask = 8194;
     s.n_ctx = 2048;
+    if (arch == Arch::kLladaMoe) {
+      s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.n_ff = 512;
+    } else if (arch == Arch::kRnd1) {
+      s.n_head_kv = 2, s.head_dim = 128;
+      s.n_expert = 8, s.n_expert_used = 3, s.n_ff_exp = 256, s.n_ff = 768;
+    }
   } else if (absl::StartsWith(name, "custom:")) {
     s.name = "custom";
-    for (absl::string_view kv : absl::StrSplit(name.substr(7), ',', absl::SkipEmpty())) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      int64_t v = 0;
-      if (!absl::SimpleAtoi(p.second, &v) || v < 1 || v > (int64_t{1} << 24)) {
-        return Invalid(absl::StrCat("custom shape: '", kv, "' is not key=positive integer"));
-      }
-      if (p.first == "d") s.n_embd = v;
-      else if (p.first == "l") s.n_layer = v;
-      else if (p.first == "h") s.n_head = v;
-      else if (p.first == "kv") s.n_head_kv = v;
-      else if (p.first == "ff") s.n_ff = v;
-      else if (p.first == "v") s.n_vocab = v;
-      else if (p.first == "ctx") s.n_ctx = v;
-      else return Invalid(absl::StrCat("custom shape: unknown key '", p.first, "' (d l h kv ff v ctx)"));
-    }
-    if (s.n_head_kv == 0) s.n_head_kv = s.n_head;
-    if (s.n_vocab < 260) return Invalid("custom shape: v must be at least 260");
-    s.eos = static_cast<int32_t>(s.n_vocab - 4), s.bos = s.eos + 1, s.eot = s.eos + 2,
-    s.mask = s.eos + 3;
+    DLLM_RETURN_IF_ERROR(ParseCustomShape(name.substr(7), &s));
   } else {
-    return Invalid(absl::StrCat("unknown shape '", name, "' (8b, 7b, 1b, tiny, custom:...)"));
+    return Invalid(absl::StrCat("unknown shape '", name, "' for ", ArchName(arch),
+                                " (llada: 8b, 1b; dream: 7b, 1b; llada-moe: 7b-a1b; rnd1: "
+                                "30b-a3b; all: tiny, custom:...)"));
   }
   if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_ff == 0 ||
-      s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0 || (s.n_embd / s.n_head) % 2 != 0) {
-    return Invalid("shape needs d, l, h, ff with d a multiple of h, h a multiple of kv and an "
-                   "even head size");
+      (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
+      s.HeadDim() % 2 != 0) {
+    return Invalid("shape needs d, l, h, ff with d a multiple of h (or hd set), h a multiple of "
+                   "kv and an even head size");
+  }
+  if (moe && (s.n_expert == 0 || s.n_expert_used == 0 || s.n_ff_exp == 0 ||
+              s.n_expert_used > s.n_expert)) {
+    return Invalid("a MoE shape needs e (experts) >= eu (active experts) >= 1 and fe (expert "
+                   "FFN width)");
+  }
+  if (TraitsOf(arch).q_is_n_embd && s.n_head * s.HeadDim() != s.n_embd) {
+    return Invalid(absl::StrCat(ArchName(arch), " needs h x hd == d"));
   }
   return s;
 }
 
 absl::StatusOr<QuantPreset> ParseQuantPreset(absl::string_view name) {
   for (QuantPreset p : {QuantPreset::kQ4_K_M, QuantPreset::kQ5_K_M, QuantPreset::kQ6_K,
-                        QuantPreset::kQ8_0, QuantPreset::kQ4_0, QuantPreset::kF16}) {
+                        QuantPreset::kQ8_0, QuantPreset::kQ4_0, QuantPreset::kF16, QuantPreset::kF32}) {
     if (name == QuantPresetName(p)) return p;
   }
-  return Invalid(absl::StrCat("unknown type '", name, "' (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, f16)"));
+  return Invalid(absl::StrCat("unknown type '", name, "' (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, f16, f32)"));
 }
 
 const char* QuantPresetName(QuantPreset p) {
@@ -147,15 +211,18 @@ const char* QuantPresetName(QuantPreset p) {
     case QuantPreset::kQ8_0: return "q8_0";
     case QuantPreset::kQ4_0: return "q4_0";
     case QuantPreset::kF16: return "f16";
+    case QuantPreset::kF32: return "f32";
   }
   return "?";
 }
 
 GgmlType PresetTensorType(QuantPreset preset, absl::string_view tensor, int64_t layer,
                           int64_t n_layer) {
+  // llama-quantize never quantizes the MoE router.
+  if (absl::StrContains(tensor, "ffn_gate_inp.weight")) return GgmlType::kF32;
   const bool output = tensor == "output.weight";
   const bool more_bits_kind =
-      absl::StrContains(tensor, "attn_v.weight") || absl::StrContains(tensor, "ffn_down.weight");
+      absl::StrContains(tensor, "attn_v.weight") || absl::StrContains(tensor, "ffn_down");
   switch (preset) {
     case QuantPreset::kQ4_K_M:
     case QuantPreset::kQ5_K_M: {
@@ -167,6 +234,7 @@ GgmlType PresetTensorType(QuantPreset preset, absl::string_view tensor, int64_t 
     case QuantPreset::kQ8_0: return GgmlType::kQ8_0;
     case QuantPreset::kQ4_0: return output ? GgmlType::kQ6_K : GgmlType::kQ4_0;
     case QuantPreset::kF16: return GgmlType::kF16;
+    case QuantPreset::kF32: return GgmlType::kF32;
   }
   return GgmlType::kF32;
 }
@@ -175,7 +243,8 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
                                  uint64_t seed, const std::string& path,
                                  const std::function<void(uint64_t, uint64_t)>& progress) {
   const std::string a(ArchName(arch));
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const ArchTraits& traits = TraitsOf(arch);
+  const int64_t head_dim = s.HeadDim();
   DLLM_ASSIGN_OR_RETURN(GgufWriter w, GgufWriter::Create(path));
   w.AddString("general.architecture", a);
   w.AddString("general.name", absl::StrCat("synthetic-", a, "-", s.name));
@@ -187,9 +256,20 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   w.AddUint32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
   w.AddUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   w.AddUint32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  if (s.head_dim > 0) {
+    w.AddUint32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
+    w.AddUint32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
+  }
+  if (traits.moe) {
+    w.AddUint32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
+    w.AddUint32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    w.AddUint32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+  }
   w.AddFloat32(a + ".rope.freq_base", static_cast<float>(s.rope_theta));
   w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_eps));
-  if (arch == Arch::kLlada) w.AddBool("diffusion.shift_logits", false);
+  // As llama.cpp's converters: LLaDA and LLaDA-MoE write false; Dream and
+  // RND1 leave the key out (llama-diffusion-cli then shifts).
+  if (SyntheticWritesNoShift(arch)) w.AddBool("diffusion.shift_logits", false);
 
   // A byte-level vocabulary: the 256 byte tokens (so any text encodes),
   // the special tokens at the real checkpoints' ids, and fillers.
@@ -205,26 +285,29 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
       {s.bos, "<|startoftext|>"}, {s.eos, "<|endoftext|>"}, {s.eot, "<|eot_id|>"},
       {s.mask, arch == Arch::kLlada ? "<|mdm_mask|>" : "<|mask|>"}};
   for (const auto& [id, text] : specials) {
+    if (id < 0) continue;
     if (id < 256 || id >= s.n_vocab) return Invalid("special token ids collide with byte tokens");
     tokens[id] = text;
     types[id] = 3;
   }
   w.AddString("tokenizer.ggml.model", "gpt2");
-  w.AddString("tokenizer.ggml.pre", arch == Arch::kLlada ? "gpt-2" : "qwen2");
+  w.AddString("tokenizer.ggml.pre", SyntheticPreTokenizer(arch));
   w.AddStringArray("tokenizer.ggml.tokens", tokens);
   w.AddInt32Array("tokenizer.ggml.token_type", types);
   w.AddStringArray("tokenizer.ggml.merges", {});
-  w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
+  if (s.bos >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
   w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos));
-  w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(s.eot));
+  if (s.eot >= 0) w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(s.eot));
   w.AddUint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(s.mask));
-  w.AddBool("tokenizer.ggml.add_bos_token", arch == Arch::kLlada);
+  w.AddBool("tokenizer.ggml.add_bos_token", arch == Arch::kLlada && s.bos >= 0);
 
   ModelConfig config;
   config.arch = arch;
   config.n_embd = s.n_embd, config.n_layer = s.n_layer, config.n_head = s.n_head;
   config.n_head_kv = s.n_head_kv, config.head_dim = head_dim, config.n_ff = s.n_ff;
   config.n_vocab = s.n_vocab;
+  config.n_expert = s.n_expert, config.n_expert_used = s.n_expert_used;
+  config.n_ff_exp = s.n_ff_exp;
   struct Planned {
     std::string name;
     std::vector<int64_t> ne;
@@ -242,7 +325,7 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
                                            : PresetTensorType(preset, e.name, layer, s.n_layer);
     DLLM_RETURN_IF_ERROR(w.AddTensor(e.name, type, e.ne));
     plan.push_back({e.name, e.ne, type});
-    total_bytes += RowBytes(type, e.ne[0]) * (e.ne.size() > 1 ? e.ne[1] : 1);
+    total_bytes += RowBytes(type, e.ne[0]) * RowsOf(e.ne);
   }
   DLLM_RETURN_IF_ERROR(w.WriteHeader());
 
@@ -252,18 +335,20 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   // Speed does not depend on weight values; the file is still a valid model
   // whose every block came from the quantizer.
   constexpr int64_t kPoolRows = 256;
+  constexpr int64_t kUniqueValues = int64_t{1} << 22;
   uint64_t done = 0;
   std::vector<float> values;
   std::vector<uint8_t> pool, bytes;
   for (size_t t = 0; t < plan.size(); ++t) {
     const Planned& p = plan[t];
     const int64_t cols = p.ne[0];
-    const int64_t rows = p.ne.size() > 1 ? p.ne[1] : 1;
+    const int64_t rows = RowsOf(p.ne);
     const size_t row_bytes = RowBytes(p.type, cols);
     const bool is_norm = p.ne.size() == 1 && absl::StrContains(p.name, "norm");
     // Weights ~ 1/sqrt(fan_in) keep activations in range; biases small.
     const float std = p.ne.size() == 1 ? 0.02f : 1.0f / std::sqrt(static_cast<float>(cols));
-    const int64_t pool_rows = std::min(rows, kPoolRows);
+    // Small tensors (every tensor of a tiny test model) quantize every row.
+    const int64_t pool_rows = rows * cols <= kUniqueValues ? rows : std::min(rows, kPoolRows);
     values.resize(static_cast<size_t>(pool_rows * cols));
     pool.resize(static_cast<size_t>(pool_rows) * row_bytes);
     const uint64_t tensor_key = SplitMix(seed ^ (uint64_t(t) << 40));
@@ -281,7 +366,7 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
       const int64_t nr = std::min(chunk_rows, rows - r0);
       bytes.resize(static_cast<size_t>(nr) * row_bytes);
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t src = rows <= kPoolRows ? r0 + r
+        const int64_t src = rows <= pool_rows ? r0 + r
                                               : static_cast<int64_t>(SplitMix(tensor_key + r0 + r) %
                                                                      kPoolRows);
         std::memcpy(bytes.data() + r * row_bytes, pool.data() + src * row_bytes, row_bytes);

@@ -14,6 +14,23 @@ namespace {
 
 int Fail(const absl::Status& s) { return FailCommand("synth", s); }
 
+constexpr char kSynthUsage[] =
+    "usage: dllm synth --arch llada|dream|llada-moe|rnd1 [--shape SHAPE]\n"
+    "                  [--type q4_k_m|q5_k_m|q6_k|q8_0|q4_0|f16|f32] [--seed S] --out FILE\n"
+    "  SHAPE: the real model's (llada 8b, dream 7b, llada-moe 7b-a1b, rnd1 30b-a3b; the\n"
+    "         default), 1b (dense), tiny, or custom:d=,l=,h=,kv=,ff=,v=[,hd=,e=,eu=,fe=]\n";
+
+// The shape of the checkpoint each architecture stands for.
+const char* RealShapeName(Arch arch) {
+  switch (arch) {
+    case Arch::kLlada: return "8b";
+    case Arch::kDream: return "7b";
+    case Arch::kLladaMoe: return "7b-a1b";
+    case Arch::kRnd1: return "30b-a3b";
+  }
+  return "tiny";
+}
+
 }  // namespace
 
 int RunSynth(int argc, char** argv) {
@@ -21,14 +38,15 @@ int RunSynth(int argc, char** argv) {
       ParseFlags(argc, argv, {"arch", "shape", "type", "seed", "out"}, {"quiet"});
   if (!flags.ok()) return Fail(flags.status());
   if (!flags->Has("arch") || !flags->Has("out") || !flags->positional.empty()) {
-    std::fprintf(stderr,
-                 "usage: dllm synth --arch llada|dream [--shape 8b|7b|1b|tiny|custom:d=,l=,h=,"
-                 "kv=,ff=,v=] [--type q4_k_m|q5_k_m|q6_k|q8_0|q4_0|f16] [--seed S] --out FILE\n");
+    std::fprintf(stderr, "%s", kSynthUsage);
     return 2;
   }
   const std::optional<Arch> arch = ParseArch(flags->Get("arch"));
-  if (!arch) return Fail(absl::InvalidArgumentError("--arch must be llada or dream"));
-  const std::string default_shape = *arch == Arch::kLlada ? "8b" : "7b";
+  if (!arch) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("--arch '", flags->Get("arch"), "' is not one of ", SupportedArchNames())));
+  }
+  const std::string default_shape = RealShapeName(*arch);
   absl::StatusOr<SyntheticShape> shape = SyntheticShapeFor(*arch, flags->Get("shape", default_shape));
   if (!shape.ok()) return Fail(shape.status());
   absl::StatusOr<QuantPreset> preset = ParseQuantPreset(flags->Get("type", "q4_k_m"));

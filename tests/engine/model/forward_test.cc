@@ -21,12 +21,16 @@
 
 #include "engine/base/json.h"
 #include "gtest/gtest.h"
+#include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CompareWithReference;
+using testing::LogitsDiff;
+using testing::ReferenceTokens;
 
 struct Reference {
   std::string dir;    // .../logits-exact/<model>
@@ -58,13 +62,6 @@ std::vector<Reference> References() {
   return refs;
 }
 
-std::vector<float> ReadFloats(const std::string& path) {
-  const std::string bytes = testing::ReadFileOrDie(path);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
-
 bool IsFloatModel(const Model& m) {
   for (const GgufTensor& t : m.file().tensors()) {
     if (t.type != GgmlType::kF32 && t.type != GgmlType::kF16 && t.type != GgmlType::kBF16) {
@@ -74,70 +71,12 @@ bool IsFloatModel(const Model& m) {
   return true;
 }
 
-struct Metrics {
-  double max_abs = 0, rms = 0, min_cosine = 1;
-  int top1_agree = 0, top1_total = 0;
-  int top1_required_fail = 0;  // disagreements where the reference margin is >= 0.5
-};
-
-// Compares `logits` (L x V) with one reference canvas (the cols matrix, the
-// full rows and row_stats), as the reference README defines the metrics.
-Metrics Compare(const std::vector<float>& logits, int64_t L, int64_t V, const Json& ref,
-                const std::string& base) {
-  Metrics m;
-  double sum_sq = 0;
-  int64_t count = 0;
-  const std::vector<float> cols = ReadFloats(base + ".cols.f32");
-  const Json& col_ids = ref["cols"];
-  const int64_t nc = static_cast<int64_t>(col_ids.size());
-  for (int64_t i = 0; i < L; ++i) {
-    for (int64_t j = 0; j < nc; ++j) {
-      const double d = double(logits[i * V + col_ids[j].as_int()]) - cols[i * nc + j];
-      m.max_abs = std::max(m.max_abs, std::abs(d));
-      sum_sq += d * d;
-      ++count;
-    }
-  }
-  const std::vector<float> full = ReadFloats(base + ".full.f32");
-  const Json& full_rows = ref["full_rows"];
-  for (size_t r = 0; r < full_rows.size(); ++r) {
-    const int64_t i = full_rows[r].as_int();
-    double dot = 0, na = 0, nb = 0;
-    for (int64_t v = 0; v < V; ++v) {
-      const double a = logits[i * V + v], b = full[r * V + v];
-      m.max_abs = std::max(m.max_abs, std::abs(a - b));
-      sum_sq += (a - b) * (a - b);
-      ++count;
-      dot += a * b;
-      na += a * a;
-      nb += b * b;
-    }
-    m.min_cosine = std::min(m.min_cosine, dot / std::sqrt(na * nb));
-  }
-  m.rms = std::sqrt(sum_sq / count);
-  const Json& stats = ref["row_stats"];
-  for (int64_t i = 0; i < L; ++i) {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; ++v) {
-      if (logits[i * V + v] > logits[i * V + best]) best = v;
-    }
-    const bool agree = best == stats["argmax"][i].as_int();
-    m.top1_agree += agree;
-    ++m.top1_total;
-    const double margin =
-        stats["top16_logits"][i][0].as_double() - stats["top16_logits"][i][1].as_double();
-    if (!agree && margin >= 0.5) ++m.top1_required_fail;
-  }
-  return m;
-}
-
 void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
                  const std::string& json_path) {
   absl::StatusOr<Json> ref = ReadJsonFile(json_path);
   ASSERT_TRUE(ref.ok()) << ref.status();
   const std::string base = json_path.substr(0, json_path.size() - 5);
-  std::vector<int32_t> tokens;
-  for (const Json& t : (*ref)["tokens"].as_array()) tokens.push_back(static_cast<int32_t>(t.as_int()));
+  const std::vector<int32_t> tokens = ReferenceTokens(*ref);
   const int64_t L = static_cast<int64_t>(tokens.size());
   const int64_t V = model->config().n_vocab;
   ASSERT_EQ((*ref)["n_vocab"].as_int(), V);
@@ -149,7 +88,7 @@ void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
   std::vector<float> logits(static_cast<size_t>(L * V));
   ASSERT_TRUE((*pass)->Run(tokens, rows, logits.data()).ok());
 
-  const Metrics exact = Compare(logits, L, V, *ref, base);
+  const LogitsDiff exact = CompareWithReference(logits, L, V, *ref, base);
   const double llama_rms = (*ref)["vs_llamacpp"]["rms_diff"].as_double();
   const std::string model_name = fs::path(base).parent_path().filename().string();
   const std::string canvas = fs::path(base).filename().string();
@@ -161,7 +100,7 @@ void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
   const std::string llama_base = fs::path(base).parent_path().parent_path().parent_path().string() +
                                  "/logits/" + model_name + "/" + canvas;
   if (auto llama_ref = ReadJsonFile(llama_base + ".json"); llama_ref.ok()) {
-    const Metrics llama = Compare(logits, L, V, *llama_ref, llama_base);
+    const LogitsDiff llama = CompareWithReference(logits, L, V, *llama_ref, llama_base);
     std::printf(" | vs llama.cpp: max %.2g rms %.2g cos %.6f top1 %d/%d", llama.max_abs, llama.rms,
                 llama.min_cosine, llama.top1_agree, llama.top1_total);
   }
