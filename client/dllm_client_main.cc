@@ -654,9 +654,19 @@ int RunTokenize(const Flags& flags) {
   return 0;
 }
 
+// --help or -h anywhere before a "--" (which ends the options).
+bool AsksForHelp(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") return false;
+    if (arg == "--help" || arg == "-h" || (i == 1 && arg == "help")) return true;
+  }
+  return false;
+}
+
 int Main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "help") {
-    std::printf("%s", kUsage);
+  if (argc < 2 || AsksForHelp(argc, argv)) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];

@@ -11,29 +11,42 @@
 
 namespace dllm {
 
+namespace {
+
+bool IsFloatType(GgmlType type) {
+  return type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+}
+
+}  // namespace
+
+std::string LinearProblem(const GgufTensor& t) {
+  if (!TraitsOf(t.type).supported) {
+    return absl::StrCat("unsupported tensor type ", GgmlTypeName(t.type), " for tensor ", t.name);
+  }
+  if (!IsFloatType(t.type) && (!PackSupported(t.type) || t.ne[0] % PackKMultiple(t.type) != 0)) {
+    return absl::StrCat("unsupported layout: tensor '", t.name, "' (", GgmlTypeName(t.type),
+                        ", row ", t.ne[0], ") cannot be repacked for the int8 kernels");
+  }
+  return "";
+}
+
 absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa, bool release_mapping) {
   if (t.n_dims != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor '", t.name, "' has ", t.n_dims, " dimensions, expected 2"));
   }
-  if (!TraitsOf(t.type).supported) {
-    return absl::UnimplementedError(absl::StrCat("unsupported tensor type ",
-                                                 GgmlTypeName(t.type), " for tensor ", t.name));
+  if (const std::string problem = LinearProblem(t); !problem.empty()) {
+    return absl::UnimplementedError(problem);
   }
   Linear l;
   l.type_ = t.type;
   l.n_in_ = t.ne[0];
   l.n_out_ = t.ne[1];
-  if (t.type == GgmlType::kF32 || t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) {
+  if (IsFloatType(t.type)) {
     l.weights_ = t.data;
     l.row_bytes_ = RowBytes(t.type, l.n_in_);
     l.float_tile_ = SelectFloatGemm(isa);
     return l;
-  }
-  if (!PackSupported(t.type) || l.n_in_ % PackKMultiple(t.type) != 0) {
-    return absl::UnimplementedError(absl::StrCat("tensor '", t.name, "' (", GgmlTypeName(t.type),
-                                                 ", row ", l.n_in_,
-                                                 ") cannot be repacked for the int8 kernels"));
   }
   l.packed_bytes_ = PackedBytes(t.type, l.n_out_, l.n_in_);
   void* storage = std::aligned_alloc(64, (l.packed_bytes_ + 63) / 64 * 64);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -35,6 +36,10 @@ struct LinearScratch {
   const QuantizedRows* xq = nullptr;
   PerThread<std::vector<float>>* panels = nullptr;
 };
+
+// Why `tensor` cannot become a Linear for the kernels, or "" when it can:
+// the one check Create() and the compatibility report share.
+std::string LinearProblem(const GgufTensor& tensor);
 
 class Linear {
  public:

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/linear.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 
@@ -106,6 +107,10 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
     } else if (e.ne.size() == 1 && t->type != GgmlType::kF32) {
       problems.push_back(absl::StrCat("tensor ", e.name, " is ", GgmlTypeName(t->type),
                                       "; 1-D tensors must be F32"));
+    } else if (e.ne.size() > 1 && TraitsOf(t->type).supported) {
+      if (std::string problem = LinearProblem(*t); !problem.empty()) {
+        problems.push_back(std::move(problem));
+      }
     }
   }
   // llama.cpp refuses a file with tensors its graph does not create ("wrong
@@ -126,6 +131,22 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
   if (!file.HasKey("tokenizer.ggml.tokens")) problems.push_back("missing tokenizer.ggml.tokens");
   if (c.tokens.mask < 0) {
     problems.push_back("missing tokenizer.ggml.mask_token_id (diffusion needs a mask token)");
+  } else {
+    for (const auto& [key, id] : {std::pair{"eos_token_id", c.tokens.eos},
+                                  {"eot_token_id", c.tokens.eot}, {"bos_token_id", c.tokens.bos}}) {
+      if (id == c.tokens.mask) {
+        problems.push_back(absl::StrCat("tokenizer.ggml.mask_token_id ", id, " is also the ",
+                                        key, " (the sampler could not tell a committed token "
+                                        "from a masked one)"));
+      }
+    }
+  }
+  // A prompt token and one generated position: the least a generation (and
+  // the server's warm-up) needs.
+  if (c.n_ctx_train < kMinContextLength) {
+    problems.push_back(absl::StrCat(ArchName(c.arch), ".context_length ", c.n_ctx_train,
+                                    " is below ", kMinContextLength,
+                                    " (a prompt token and a generated position)"));
   }
   return problems;
 }

@@ -20,6 +20,9 @@ struct ExpectedTensor {
   bool required = true;
 };
 
+// The smallest canvas a model must hold: one prompt token and one position.
+inline constexpr int64_t kMinContextLength = 2;
+
 // Every tensor the forward pass reads for `config`'s architecture.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
 

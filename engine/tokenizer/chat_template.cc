@@ -103,4 +103,13 @@ std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, ChatTemplate t,
   return tokenizer.Encode(p.text, p.add_special, /*parse_special=*/true);
 }
 
+std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, ChatTemplate t,
+                                  absl::string_view text, const PromptEncoding& how) {
+  if (!how.chat) return tokenizer.Encode(text, how.special, how.special);
+  std::vector<ChatMessage> messages;
+  if (!how.system.empty()) messages.push_back({"system", std::string(how.system)});
+  messages.push_back({"user", std::string(text)});
+  return EncodeChat(tokenizer, t, messages);
+}
+
 }  // namespace dllm

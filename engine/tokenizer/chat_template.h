@@ -63,6 +63,19 @@ ChatPrompt ApplyChatTemplate(ChatTemplate t, absl::string_view user_prompt,
 std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, ChatTemplate t,
                                 const std::vector<ChatMessage>& messages);
 
+// How a prompt's text becomes ids, for every front end (CLI, gRPC, HTTP).
+struct PromptEncoding {
+  // One user turn (after `system`, when not empty) through the chat template.
+  bool chat = false;
+  absl::string_view system;
+  // Plain text only: BOS per add_bos_token and special-token texts parsed, as
+  // llama-diffusion-cli does; false: neither, as `llama-tokenize --no-bos`
+  // without --parse-special.
+  bool special = true;
+};
+std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, ChatTemplate t,
+                                  absl::string_view text, const PromptEncoding& how);
+
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_

@@ -17,21 +17,7 @@ namespace dllm {
 
 enum class CodepointCategory : uint8_t { kOther, kLetter, kNumber, kWhitespace };
 
-// A code point that is not valid UTF-8 here: a stray continuation byte, a
-// truncated or overlong sequence, a surrogate or a value past U+10FFFF. It
-// stands for exactly one byte and is classed kOther.
-inline constexpr uint32_t kInvalidCodepoint = 0xFFFFFFFFu;
-
-struct Utf8Char {
-  uint32_t cp = kInvalidCodepoint;
-  int len = 1;  // bytes consumed, 1..4
-};
-
-// Decodes the character starting at `text[pos]` (`pos < text.size()`).
-// Invalid input yields `kInvalidCodepoint` with `len` 1, so every byte of
-// any input belongs to exactly one character.
-Utf8Char DecodeUtf8At(absl::string_view text, size_t pos);
-
+// kInvalidCodepoint (engine/base/utf8.h) is classed kOther.
 CodepointCategory CategoryOf(uint32_t cp);
 
 // The Unicode version the category table was generated from, e.g. "14.0.0".

@@ -107,6 +107,12 @@ double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
 
 }  // namespace
 
+constexpr char kBenchUsage[] =
+    "usage: dllm bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512]\n"
+    "         [--prompt-len 16] [--block-length 32] [--steps 5] [--warmup 1]\n"
+    "         [--isa auto|...] [--out FILE.json] [--git-sha SHA] [--label TEXT]\n"
+    "  end-to-end ms per denoising step, tokens/s and peak RSS on a model file\n";
+
 int RunBench(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
       argc, argv,
@@ -114,11 +120,9 @@ int RunBench(int argc, char** argv) {
        "out", "git-sha", "label"},
       {});
   if (!flags.ok()) return Fail(flags.status());
+  if (flags->help) return PrintHelp(kBenchUsage);
   if (!flags->Has("model") || !flags->positional.empty()) {
-    std::fprintf(stderr,
-                 "usage: dllm bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512]\n"
-                 "         [--prompt-len 16] [--block-length 32] [--steps 5] [--warmup 1]\n"
-                 "         [--isa auto|...] [--out FILE.json] [--git-sha SHA] [--label TEXT]\n");
+    std::fputs(kBenchUsage, stderr);
     return 2;
   }
   const CpuTopology topo = ReadCpuTopology();

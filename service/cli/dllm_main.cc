@@ -9,11 +9,12 @@
 #include "service/cli/inspect_command.h"
 #include "service/cli/logits_command.h"
 #include "service/cli/synth_command.h"
+#include "service/cli/tokenize_command.h"
 
 namespace {
 
-void PrintUsage() {
-  std::fprintf(stderr,
+void PrintUsage(FILE* to) {
+  std::fprintf(to,
                "usage: dllm COMMAND [ARGS]\n"
                "commands:\n"
                "  inspect MODEL.gguf [--json] [--canvas N]\n"
@@ -22,18 +23,21 @@ void PrintUsage() {
                "  logits --model M --tokens IDS --out FILE [--rows IDS] [--threads N] [--isa I]\n"
                "                                one forward pass; raw float32 logits to FILE\n"
                "  generate --model M --prompt TEXT [--chat] [--show-canvas] [--json] ...\n"
-               "                                denoise a generation (dllm generate --help)\n"
+               "                                denoise a generation\n"
+               "  tokenize --model M [--no-special] [--json] [--file F.json] TEXT...\n"
+               "                                ids and pieces, as prompts are tokenized\n"
                "  synth --arch A --shape S --type T --out FILE\n"
                "                                random-weight GGUF with a real model's shapes\n"
                "  bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512] [--out F]\n"
-               "                                end-to-end ms/step, tokens/s, peak RSS\n");
+               "                                end-to-end ms/step, tokens/s, peak RSS\n"
+               "every command answers --help with its own usage\n");
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    PrintUsage();
+    PrintUsage(stderr);
     return 2;
   }
   const absl::string_view command = argv[1];
@@ -43,11 +47,12 @@ int main(int argc, char** argv) {
   if (command == "generate") return dllm::RunGenerate(argc - 2, argv + 2);
   if (command == "synth") return dllm::RunSynth(argc - 2, argv + 2);
   if (command == "bench") return dllm::RunBench(argc - 2, argv + 2);
+  if (command == "tokenize") return dllm::RunTokenize(argc - 2, argv + 2);
   if (command == "--help" || command == "-h" || command == "help") {
-    PrintUsage();
+    PrintUsage(stdout);
     return 0;
   }
   std::fprintf(stderr, "dllm: unknown command '%s'\n", argv[1]);
-  PrintUsage();
+  PrintUsage(stderr);
   return 2;
 }

@@ -8,7 +8,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/base/utf8.h"
+#include "engine/model/model.h"
 #include "engine/model/model_config.h"
+#include "service/cli/flags.h"
 #include "engine/model/tensor_layout.h"
 #include "engine/scheduler/cpu_topology.h"
 #include "kernels/cpu_features.h"
@@ -77,26 +80,31 @@ void ModelChecks(const std::string& path, std::vector<Check>* out) {
                     "check the path, or re-download the file (it may be truncated)"});
     return;
   }
-  absl::StatusOr<ModelConfig> config = ModelConfigFromGguf(*file);
-  if (!config.ok()) {
-    out->push_back({Level::kFail, absl::StrCat("model: ", config.status().message()),
-                    "dllm serves llama.cpp-format LLaDA and Dream GGUF files"});
+  // The loader's own checks (ReadModelSpec): what passes here, Model::Load
+  // and dllm-server accept.
+  absl::StatusOr<ModelSpec> spec = ReadModelSpec(*file);
+  if (!spec.ok()) {
+    out->push_back({Level::kFail,
+                    absl::StrCat("model: the loader refuses it: ",
+                                 PrintableText(spec.status().message())),
+                    absl::StrCat("dllm runs llama.cpp-format GGUF files of ", SupportedArchNames(),
+                                 " (convert_hf_to_gguf.py), quantized to Q4_K_M, Q5_K_M, Q6_K, "
+                                 "Q8_0, Q4_0, F16, BF16 or F32")});
     return;
   }
-  out->push_back({Level::kOk,
-                  absl::StrCat("model: ", ArchName(config->arch), ", ", config->n_layer,
-                               " layers, d ", config->n_embd, ", vocab ", config->n_vocab,
-                               ", mask token ", config->tokens.mask, ", tokenizer ",
-                               config->tokenizer_model, "/", config->tokenizer_pre),
-                  ""});
-  const std::vector<std::string> problems = CompatibilityProblems(*file, *config);
-  if (problems.empty()) {
-    out->push_back({Level::kOk, "model: every tensor type and shape is supported", ""});
-  } else {
-    out->push_back({Level::kFail, absl::StrCat("model: ", absl::StrJoin(problems, "; ")),
-                    "convert the model with llama.cpp's convert_hf_to_gguf.py and quantize to "
-                    "Q4_K_M, Q5_K_M, Q6_K, Q8_0, Q4_0, F16, BF16 or F32"});
+  const ModelConfig& config = spec->config;
+  std::string facts = absl::StrCat("model: ", ArchName(config.arch), ", ", config.n_layer,
+                                   " layers, d ", config.n_embd, ", vocab ", config.n_vocab,
+                                   ", mask token ", config.tokens.mask, ", tokenizer ",
+                                   config.tokenizer_model, "/", config.tokenizer_pre);
+  if (config.moe()) {
+    absl::StrAppend(&facts, ", ", config.n_expert_used, " of ", config.n_expert, " experts");
   }
+  out->push_back({Level::kOk, facts, ""});
+  out->push_back({Level::kOk,
+                  "model: the loader accepts it (architecture, every tensor's type and shape, "
+                  "tokenizer, special tokens)",
+                  ""});
   const MemoryInfo mem = ReadMemoryInfo();
   uint64_t available = mem.available_bytes;
   if (mem.cgroup_limit_bytes && *mem.cgroup_limit_bytes < available) {
@@ -116,14 +124,22 @@ void ModelChecks(const std::string& path, std::vector<Check>* out) {
 
 }  // namespace
 
+constexpr char kDoctorUsage[] =
+    "usage: dllm doctor [MODEL.gguf]\n"
+    "  checks this machine (CPU features, AMX permission, cores, memory) and, with a model,\n"
+    "  whether the loader accepts it and it fits in memory; exit 1 when not ready\n";
+
 int RunDoctor(int argc, char** argv) {
-  if (argc > 1) {
-    std::fprintf(stderr, "usage: dllm doctor [MODEL.gguf]\n");
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, {}, {});
+  if (!flags.ok()) return FailCommand("doctor", flags.status());
+  if (flags->help) return PrintHelp(kDoctorUsage);
+  if (flags->positional.size() > 1) {
+    std::fputs(kDoctorUsage, stderr);
     return 2;
   }
   std::vector<Check> checks;
   CpuChecks(&checks);
-  if (argc == 1) ModelChecks(argv[0], &checks);
+  if (flags->positional.size() == 1) ModelChecks(flags->positional[0], &checks);
 
   int fails = 0, warns = 0;
   for (const Check& c : checks) {

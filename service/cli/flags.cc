@@ -7,11 +7,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "engine/base/utf8.h"
 
 namespace dllm {
 
+int PrintHelp(const char* usage) {
+  std::fputs(usage, stdout);
+  return 0;
+}
+
 int FailCommand(const char* command, const absl::Status& status) {
-  std::fprintf(stderr, "dllm %s: %s\n", command, std::string(status.message()).c_str());
+  std::fprintf(stderr, "dllm %s: %s\n", command, PrintableText(status.message()).c_str());
   return 2;
 }
 
@@ -46,6 +52,10 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv,
   ParsedFlags out;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      out.help = true;
+      continue;
+    }
     if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) {
       out.positional.push_back(arg);
       continue;

@@ -17,6 +17,7 @@ namespace dllm {
 struct ParsedFlags {
   std::map<std::string, std::string> values;  // name (no dashes) -> value ("" for booleans)
   std::vector<std::string> positional;
+  bool help = false;  // --help or -h was given (every command accepts it)
 
   bool Has(const std::string& name) const { return values.count(name) > 0; }
   std::string Get(const std::string& name, const std::string& fallback = "") const;
@@ -28,6 +29,9 @@ struct ParsedFlags {
 absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv,
                                        const std::set<std::string>& value_flags,
                                        const std::set<std::string>& bool_flags);
+
+// Prints `usage` on stdout and returns 0: the answer to --help.
+int PrintHelp(const char* usage);
 
 // Prints "dllm COMMAND: message" on stderr and returns 2, the exit code of
 // every command's usage and input errors.

@@ -140,6 +140,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
 int RunGenerate(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kValueFlags, kBoolFlags);
   if (!flags.ok()) return Fail(flags.status());
+  if (flags->help) return PrintHelp(kUsage);
   if (!flags->Has("model") || flags->Has("prompt") == flags->Has("tokens") ||
       !flags->positional.empty()) {
     std::fputs(kUsage, stderr);
@@ -169,10 +170,10 @@ int RunGenerate(int argc, char** argv) {
     absl::StatusOr<std::vector<int32_t>> ids = ParseIdList(flags->Get("tokens"), "--tokens");
     if (!ids.ok()) return Fail(ids.status());
     prompt = *ids;
-  } else if (flags->Has("chat")) {
-    prompt = EncodeChat(tok, (*model)->chat_template(), {{"user", flags->Get("prompt")}});
   } else {
-    prompt = tok.Encode(flags->Get("prompt"), /*add_special=*/true, /*parse_special=*/true);
+    PromptEncoding how;
+    how.chat = flags->Has("chat");
+    prompt = EncodePrompt(tok, (*model)->chat_template(), flags->Get("prompt"), how);
   }
 
   const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));

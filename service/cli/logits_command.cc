@@ -28,14 +28,19 @@ absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
 
 }  // namespace
 
+constexpr char kLogitsUsage[] =
+    "usage: dllm logits --model M --tokens 1,2,3 --out FILE [--rows 0,5] [--threads N]\n"
+    "         [--isa auto|scalar|avx2|avx512|amx]\n"
+    "  one forward pass; raw float32 logits (rows x n_vocab, unshifted) to FILE, facts to "
+    "FILE.json\n";
+
 int RunLogits(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags =
       ParseFlags(argc, argv, {"model", "tokens", "out", "rows", "threads", "isa"}, {});
   if (!flags.ok()) return Fail(flags.status());
+  if (flags->help) return PrintHelp(kLogitsUsage);
   if (!flags->Has("model") || !flags->Has("tokens") || !flags->Has("out")) {
-    std::fprintf(stderr,
-                 "usage: dllm logits --model M --tokens 1,2,3 --out FILE [--rows 0,5] "
-                 "[--threads N] [--isa auto|scalar|avx2|avx512|amx]\n");
+    std::fputs(kLogitsUsage, stderr);
     return 2;
   }
   absl::StatusOr<std::vector<int32_t>> tokens = ParseIdList(flags->Get("tokens"), "--tokens");

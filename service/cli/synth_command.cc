@@ -37,6 +37,7 @@ int RunSynth(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags =
       ParseFlags(argc, argv, {"arch", "shape", "type", "seed", "out"}, {"quiet"});
   if (!flags.ok()) return Fail(flags.status());
+  if (flags->help) return PrintHelp(kSynthUsage);
   if (!flags->Has("arch") || !flags->Has("out") || !flags->positional.empty()) {
     std::fprintf(stderr, "%s", kSynthUsage);
     return 2;

@@ -11,6 +11,7 @@
 #include "service/server/metrics_hooks.h"
 #include "service/server/request_validation.h"
 #include "service/server/step_reactor.h"
+#include "engine/tokenizer/chat_template.h"
 
 #ifndef DLLM_VERSION
 #define DLLM_VERSION "0.1.0"
@@ -322,9 +323,15 @@ grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerConte
     status = absl::InvalidArgumentError(absl::StrCat("system: invalid UTF-8 at byte ", bad_system));
   } else if (!request->system().empty() && !request->apply_chat_template()) {
     status = absl::InvalidArgumentError("system: needs apply_chat_template");
+  } else if (request->no_special() && request->apply_chat_template()) {
+    status = absl::InvalidArgumentError("no_special: not with apply_chat_template");
   } else {
-    const std::vector<int32_t> ids = EncodePrompt(*model_, request->text(),
-                                                  request->apply_chat_template(), request->system());
+    PromptEncoding how;
+    how.chat = request->apply_chat_template();
+    how.system = request->system();
+    how.special = !request->no_special();
+    const std::vector<int32_t> ids =
+        EncodePrompt(model_->tokenizer(), model_->chat_template(), request->text(), how);
     for (int32_t id : ids) {
       response->add_ids(static_cast<uint32_t>(id));
       response->add_pieces(SanitizeUtf8(model_->tokenizer().TokenPiece(id)));

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "engine/base/utf8.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace dllm {
@@ -129,46 +130,17 @@ bool NamesServedModel(absl::string_view model, const Model& served, absl::string
 
 std::vector<int32_t> EncodePrompt(const Model& model, absl::string_view text, bool chat,
                                   absl::string_view system) {
-  const BpeTokenizer& tok = model.tokenizer();
-  if (!chat) return tok.Encode(text, /*add_special=*/true, /*parse_special=*/true);
-  std::vector<ChatMessage> messages;
-  if (!system.empty()) messages.push_back({"system", std::string(system)});
-  messages.push_back({"user", std::string(text)});
-  return EncodeChat(tok, model.chat_template(), messages);
+  PromptEncoding how;
+  how.chat = chat;
+  how.system = system;
+  return dllm::EncodePrompt(model.tokenizer(), model.chat_template(), text, how);
 }
 
 int64_t FirstInvalidUtf8(absl::string_view text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const unsigned char c = s[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len = 0;
-    uint32_t min = 0;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2, min = 0x80;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3, min = 0x800;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4, min = 0x10000;
-    } else {
-      return static_cast<int64_t>(i);
-    }
-    if (i + len > n) return static_cast<int64_t>(i);
-    uint32_t cp = c & (0x7F >> len);
-    for (int k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return static_cast<int64_t>(i);
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
-    if (cp < min || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-      return static_cast<int64_t>(i);
-    }
-    i += len;
+  for (size_t pos = 0; pos < text.size();) {
+    const Utf8Char c = DecodeUtf8At(text, pos);
+    if (c.cp == kInvalidCodepoint) return static_cast<int64_t>(pos);
+    pos += c.len;
   }
   return -1;
 }

@@ -25,7 +25,7 @@ const std::set<std::string> kValueFlags = {
     "model",      "listen",        "metrics-listen", "max-running", "max-queue",
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb"};
-const std::set<std::string> kBoolFlags = {"help"};
+const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
     "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen 127.0.0.1:9464|none]\n"
@@ -63,7 +63,7 @@ uint64_t DefaultMemoryBudget() {
 int Run(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc - 1, argv + 1, kValueFlags, kBoolFlags);
   if (!flags.ok()) return Fail(flags.status());
-  if (flags->Has("help")) {
+  if (flags->help) {
     std::fputs(kUsage, stdout);
     return 0;
   }

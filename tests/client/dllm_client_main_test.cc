@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/client/fake_step_service.h"
 #include "tests/client/server_process.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -57,6 +58,18 @@ class DllmClientMainTest : public ::testing::Test {
 
 testing::ServerProcess* DllmClientMainTest::server_ = nullptr;
 absl::Status* DllmClientMainTest::start_status_ = nullptr;
+
+TEST(DllmClientHelpTest, EveryCommandAnswersHelp) {
+  for (const char* command : {"", "generate ", "step ", "info ", "health ", "tokenize "}) {
+    for (const char* flag : {"--help", "-h"}) {
+      SCOPED_TRACE(std::string(command) + flag);
+      const testing::RunResult r =
+          testing::RunBinary("client/dllm-client", std::string(command) + flag);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.out.find("usage: dllm-client"), std::string::npos) << r.out;
+    }
+  }
+}
 
 TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
   const RunResult plain =

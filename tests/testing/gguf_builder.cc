@@ -1,5 +1,7 @@
 #include "tests/testing/gguf_builder.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "kernels/ggml_types.h"
@@ -25,6 +27,14 @@ GgufBuilder& GgufBuilder::RawKv(const std::string& key, uint32_t type, const std
   return *this;
 }
 GgufBuilder& GgufBuilder::U8(const std::string& k, uint8_t v) { return RawKv(k, 0, Enc(v)); }
+GgufBuilder& GgufBuilder::Drop(const std::string& key) {
+  const std::string prefix = EncStr(key);
+  kvs_.erase(std::remove_if(kvs_.begin(), kvs_.end(),
+                            [&](const std::string& kv) { return kv.rfind(prefix, 0) == 0; }),
+             kvs_.end());
+  return *this;
+}
+
 GgufBuilder& GgufBuilder::U32(const std::string& k, uint32_t v) { return RawKv(k, 4, Enc(v)); }
 GgufBuilder& GgufBuilder::I32(const std::string& k, int32_t v) { return RawKv(k, 5, Enc(v)); }
 GgufBuilder& GgufBuilder::F32(const std::string& k, float v) { return RawKv(k, 6, Enc(v)); }
@@ -100,7 +110,9 @@ std::string GgufBuilder::Build() const {
 
 GgufBuilder TinyModelBuilder(const std::string& arch) {
   const bool dream = arch == "dream";
+  const bool moe = arch == "llada-moe" || arch == "rnd1";
   const uint32_t n_embd = 32, n_head = 4, n_head_kv = dream ? 2 : 4, n_ff = 64, n_layer = 2;
+  const uint32_t n_expert = 4, n_expert_used = 2, n_ff_exp = 16;
   const uint32_t head_dim = n_embd / n_head;
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
@@ -124,6 +136,10 @@ GgufBuilder TinyModelBuilder(const std::string& arch) {
   b.U32(arch + ".attention.head_count", n_head).U32(arch + ".attention.head_count_kv", n_head_kv);
   b.F32(arch + ".rope.freq_base", dream ? 1e6f : 5e5f);
   b.F32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  if (moe) {
+    b.U32(arch + ".expert_count", n_expert).U32(arch + ".expert_used_count", n_expert_used);
+    b.U32(arch + ".expert_feed_forward_length", n_ff_exp);
+  }
   b.Str("tokenizer.ggml.model", "gpt2").Str("tokenizer.ggml.pre", dream ? "qwen2" : "gpt-2");
   b.StrArray("tokenizer.ggml.tokens", tokens).I32Array("tokenizer.ggml.token_type", types);
   b.StrArray("tokenizer.ggml.merges", {});
@@ -132,6 +148,7 @@ GgufBuilder TinyModelBuilder(const std::string& arch) {
   const uint32_t q_dim = n_head * head_dim, kv_dim = n_head_kv * head_dim;
   b.AddTensor("token_embd.weight", 0, {n_embd, n_vocab});
   b.AddTensor("output_norm.weight", 0, {n_embd});
+  if (arch == "llada-moe") b.AddTensor("output.weight", 0, {n_embd, n_vocab});
   for (uint32_t l = 0; l < n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     b.AddTensor(p + "attn_norm.weight", 0, {n_embd});
@@ -145,6 +162,15 @@ GgufBuilder TinyModelBuilder(const std::string& arch) {
     }
     b.AddTensor(p + "attn_output.weight", 0, {q_dim, n_embd});
     b.AddTensor(p + "ffn_norm.weight", 0, {n_embd});
+    if (moe) {
+      b.AddTensor(p + "attn_q_norm.weight", 0, {head_dim});
+      b.AddTensor(p + "attn_k_norm.weight", 0, {head_dim});
+      b.AddTensor(p + "ffn_gate_inp.weight", 0, {n_embd, n_expert});
+      b.AddTensor(p + "ffn_gate_exps.weight", 0, {n_embd, n_ff_exp, n_expert});
+      b.AddTensor(p + "ffn_up_exps.weight", 0, {n_embd, n_ff_exp, n_expert});
+      b.AddTensor(p + "ffn_down_exps.weight", 0, {n_ff_exp, n_embd, n_expert});
+      continue;
+    }
     b.AddTensor(p + "ffn_gate.weight", 0, {n_embd, n_ff});
     b.AddTensor(p + "ffn_up.weight", 0, {n_embd, n_ff});
     b.AddTensor(p + "ffn_down.weight", 0, {n_ff, n_embd});

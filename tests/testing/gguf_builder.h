@@ -37,6 +37,9 @@ class GgufBuilder {
   GgufBuilder& StrArray(const std::string& key, const std::vector<std::string>& v);
   GgufBuilder& I32Array(const std::string& key, const std::vector<int32_t>& v);
   GgufBuilder& F32Array(const std::string& key, const std::vector<float>& v);
+  // Removes every entry of `key`, so that a test can set it again (a second
+  // entry would be a duplicate key, which the reader refuses).
+  GgufBuilder& Drop(const std::string& key);
   // A key whose value bytes (after the type id) are given verbatim.
   GgufBuilder& RawKv(const std::string& key, uint32_t type, const std::string& payload);
 
@@ -58,8 +61,9 @@ class GgufBuilder {
   std::vector<Tensor> tensors_;
 };
 
-// A small, valid `llada` or `dream` model (F32 weights, a 300-token byte
-// vocabulary with a mask token), for tests that need a runnable file.
+// A small, valid `llada`, `dream`, `llada-moe` or `rnd1` model (F32 weights,
+// a 300-token byte vocabulary with a mask token; MoE: 4 experts of 16, 2
+// active), for tests that need a runnable file.
 GgufBuilder TinyModelBuilder(const std::string& arch);
 
 }  // namespace dllm::testing

@@ -8,9 +8,11 @@
 
 namespace dllm::testing {
 
-RunResult RunDllm(const std::string& args) {
+RunResult RunDllm(const std::string& args) { return RunBinary("service/dllm", args); }
+
+RunResult RunBinary(const std::string& binary, const std::string& args) {
   const std::string dir = TempDir();
-  const std::string cmd = BinaryDir() + "/service/dllm " + args + " >" + dir + "/out.txt 2>" +
+  const std::string cmd = BinaryDir() + "/" + binary + " " + args + " >" + dir + "/out.txt 2>" +
                           dir + "/err.txt";
   const int status = std::system(cmd.c_str());
   RunResult r;

@@ -1,4 +1,4 @@
-// Runs the `dllm` binary from the build tree and captures what it printed.
+// Runs the project's binaries from the build tree and captures what they printed.
 #ifndef DLLM_TESTS_TESTING_RUN_COMMAND_H_
 #define DLLM_TESTS_TESTING_RUN_COMMAND_H_
 
@@ -12,6 +12,8 @@ struct RunResult {
   std::string out, err;
 };
 
+// Runs `build/BINARY ARGS` through the shell, e.g. ("client/dllm-client", "--help").
+RunResult RunBinary(const std::string& binary, const std::string& args);
 // Runs `build/service/dllm ARGS` through the shell.
 RunResult RunDllm(const std::string& args);
 

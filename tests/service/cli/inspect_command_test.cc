@@ -3,8 +3,11 @@
 // never a signal.
 #include "service/cli/inspect_command.h"
 
+#include <cstdio>
 #include <filesystem>
+#include <random>
 
+#include "engine/base/utf8.h"
 #include "engine/model/forward.h"
 #include "engine/model/model_config.h"
 #include "gtest/gtest.h"
@@ -139,6 +142,174 @@ TEST(InspectCommandTest, DoctorGivesAVerdict) {
   const RunResult bad = RunDllm("doctor /nonexistent.gguf");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.out.find("[FAIL] model:"), std::string::npos);
+}
+
+// Files the loader refuses for a reason past parsing, each with the
+// mutation that makes it so, from the tiny builder models.
+struct Refused {
+  std::string name;
+  std::string bytes;
+};
+
+std::vector<Refused> RefusedModels() {
+  using testing::GgufBuilder;
+  std::vector<Refused> out;
+  auto add = [&out](std::string name, const GgufBuilder& b) {
+    out.push_back({std::move(name), b.Build()});
+  };
+  auto with_key = [](const std::string& arch, auto edit) {
+    GgufBuilder b = testing::TinyModelBuilder(arch);
+    edit(b);
+    return b;
+  };
+  auto set_str = [](const std::string& key, const std::string& v) {
+    return [key, v](GgufBuilder& b) { b.Drop(key).Str(key, v); };
+  };
+  auto set_u32 = [](const std::string& key, uint32_t v) {
+    return [key, v](GgufBuilder& b) { b.Drop(key).U32(key, v); };
+  };
+  add("unknown-arch", with_key("llada", set_str("general.architecture", "bert")));
+  add("pre-tokenizer", with_key("dream", set_str("tokenizer.ggml.pre", "starcoder")));
+  add("tokenizer-model", with_key("dream", set_str("tokenizer.ggml.model", "llama")));
+  add("mask-outside-vocab", with_key("llada", set_u32("tokenizer.ggml.mask_token_id", 9999)));
+  add("no-mask", with_key("llada", [](GgufBuilder& b) { b.Drop("tokenizer.ggml.mask_token_id"); }));
+  add("mask-is-eos", with_key("llada", set_u32("tokenizer.ggml.eos_token_id", 258)));
+  add("context-1", with_key("llada", set_u32("llada.context_length", 1)));
+  add("merges-garbage", with_key("llada", [](GgufBuilder& b) {
+        b.Drop("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"\xff\xfe x"});
+      }));
+  {
+    GgufBuilder b = testing::TinyModelBuilder("llada");
+    b.tensors()[3].ne = {32, 7};  // attn_q with 7 outputs
+    b.tensors()[3].data.resize(32 * 7 * 4);
+    add("wrong-shape", b);
+  }
+  {
+    GgufBuilder b = testing::TinyModelBuilder("dream");
+    b.tensors().erase(b.tensors().begin() + 4);
+    add("missing-tensor", b);
+  }
+  {
+    GgufBuilder b = testing::TinyModelBuilder("llada");
+    b.AddTensor("blk.0.rope_freqs.weight", 0, {4});
+    add("unexpected-tensor", b);
+  }
+  for (const char* arch : {"llada-moe", "rnd1"}) {
+    const std::string a = arch;
+    add(a + "-used-over-count", with_key(a, set_u32(a + ".expert_used_count", 5)));
+    add(a + "-count-vs-tensors", with_key(a, set_u32(a + ".expert_count", 8)));
+    add(a + "-ffn-vs-tensors", with_key(a, set_u32(a + ".expert_feed_forward_length", 32)));
+    add(a + "-no-expert-count", with_key(a, [&a](GgufBuilder& b) { b.Drop(a + ".expert_count"); }));
+  }
+  return out;
+}
+
+TEST(InspectCommandTest, SaysNoWithTheLoadersOwnMessageForEveryRefusedFile) {
+  const std::string dir = testing::TempDir();
+  int refused_by_model_checks = 0;
+  for (const Refused& r : RefusedModels()) {
+    SCOPED_TRACE(r.name);
+    const std::string path = dir + "/" + r.name + ".gguf";
+    testing::WriteFileOrDie(path, r.bytes);
+    absl::StatusOr<std::shared_ptr<const Model>> loaded = Model::Load(path, {IsaLevel::kScalar});
+    ASSERT_FALSE(loaded.ok()) << "the loader accepts " << r.name;
+    const RunResult text = RunDllm("inspect " + path);
+    EXPECT_FALSE(text.signaled);
+    const std::string message(loaded.status().message());
+    auto file = GgufFile::Open(path);
+    if (!file.ok()) {  // refused by the reader: inspect fails the same way
+      EXPECT_EQ(text.exit_code, 2);
+      EXPECT_NE(text.err.find(PrintableText(message)), std::string::npos) << text.err;
+      continue;
+    }
+    ++refused_by_model_checks;
+    auto report = InspectReport(*file);
+    ASSERT_TRUE(report.ok()) << report.status();
+    const Json& compat = (*report)["compatibility"];
+    EXPECT_FALSE(compat["can_run"].as_bool());
+    ASSERT_GE(compat["problems"].size(), 1u);
+    EXPECT_EQ(compat["problems"][0].as_string(), message);
+    EXPECT_EQ(text.exit_code, 0) << text.err;
+    EXPECT_NE(text.out.find("compatible    no"), std::string::npos) << text.out;
+    EXPECT_NE(text.out.find(PrintableText(message)), std::string::npos) << text.out;
+  }
+  EXPECT_GE(refused_by_model_checks, 15);
+}
+
+// Every malformed-file case of the reader (gguf_hostile_test's rules) and
+// random byte flips of a valid model: inspect's verdict is the loader's.
+TEST(InspectCommandTest, AgreesWithTheLoaderOnMutatedFiles) {
+  const std::string dir = testing::TempDir();
+  std::string base = testing::TinyModelBuilder("rnd1").Build();
+  std::mt19937 rng(5);
+  int agreed_yes = 0, agreed_no = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string bytes = base;
+    // Flip 1-3 bytes in the metadata and tensor-info part (the first 6 KiB).
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) {
+      bytes[rng() % std::min<size_t>(bytes.size(), 6144)] ^= static_cast<char>(1 << (rng() % 8));
+    }
+    const std::string path = dir + "/mutated.gguf";
+    testing::WriteFileOrDie(path, bytes);
+    absl::StatusOr<std::shared_ptr<const Model>> loaded = Model::Load(path, {IsaLevel::kScalar});
+    auto file = GgufFile::Open(path);
+    if (!file.ok()) {
+      EXPECT_FALSE(loaded.ok());
+      ++agreed_no;
+      continue;
+    }
+    auto report = InspectReport(*file);
+    ASSERT_TRUE(report.ok()) << report.status();
+    const Json& compat = (*report)["compatibility"];
+    ASSERT_EQ(compat["can_run"].as_bool(), loaded.ok())
+        << "trial " << trial << ": " << (loaded.ok() ? std::string("loads")
+                                                     : std::string(loaded.status().message()));
+    if (!loaded.ok()) {
+      EXPECT_EQ(compat["problems"][0].as_string(), loaded.status().message());
+      ++agreed_no;
+    } else {
+      ++agreed_yes;
+    }
+  }
+  std::printf("mutations: %d loadable, %d refused; inspect agreed on all\n", agreed_yes, agreed_no);
+  EXPECT_GT(agreed_no, 0);
+}
+
+TEST(InspectCommandTest, MoeFilesShowTheirExperts) {
+  const std::string path = testing::TempDir() + "/rnd1.gguf";
+  testing::WriteFileOrDie(path, testing::TinyModelBuilder("rnd1").Build());
+  const RunResult r = RunDllm("inspect --json " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto report = Json::Parse(r.out);
+  ASSERT_TRUE(report.ok());
+  const Json& hp = (*report)["hyperparameters"];
+  EXPECT_EQ(hp["n_expert"].as_int(), 4);
+  EXPECT_EQ(hp["n_expert_used"].as_int(), 2);
+  EXPECT_EQ(hp["n_ff_exp"].as_int(), 16);
+  EXPECT_TRUE(hp["expert_weights_norm"].as_bool());
+  // Per layer: q, k, v, o (32x32 each), the router (32x4), 2 of 4 experts x 3 x 32x16.
+  EXPECT_EQ(hp["active_layer_params"].as_int(), 2 * (4 * 32 * 32 + 32 * 4 + 2 * 3 * 32 * 16));
+  EXPECT_TRUE((*report)["compatibility"]["can_run"].as_bool());
+  const RunResult text = RunDllm("inspect " + path);
+  EXPECT_NE(text.out.find("experts       4, 2 active per token, FFN width 16, weights renormalised"),
+            std::string::npos)
+      << text.out;
+}
+
+TEST(InspectCommandTest, EveryCommandAnswersHelp) {
+  for (const char* command : {"inspect", "doctor", "logits", "generate", "synth", "bench",
+                              "tokenize"}) {
+    SCOPED_TRACE(command);
+    for (const char* flag : {"--help", "-h"}) {
+      const RunResult r = RunDllm(std::string(command) + " " + flag);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      EXPECT_NE(r.out.find(std::string("usage: dllm ") + command), std::string::npos) << r.out;
+    }
+  }
+  const RunResult top = RunDllm("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("tokenize"), std::string::npos);
 }
 
 }  // namespace

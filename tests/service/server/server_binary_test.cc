@@ -14,6 +14,7 @@
 #include "engine/base/json.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
 extern char** environ;
@@ -134,6 +135,14 @@ TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
   EXPECT_TRUE(in_flight_status.ok()) << in_flight_status.error_message();
   EXPECT_EQ(finals, 1);
   EXPECT_EQ(server.Wait(std::chrono::seconds(60)), 0);
+}
+
+TEST(ServerBinaryTest, HelpPrintsUsageAndExitsZero) {
+  for (const char* flag : {"--help", "-h"}) {
+    const testing::RunResult r = testing::RunBinary("service/dllm-server", flag);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("usage: dllm-server"), std::string::npos) << r.out;
+  }
 }
 
 TEST(ServerBinaryTest, BadFlagsExitTwo) {

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/base/json.h"
 #include "engine/scheduler/denoise_session.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -547,6 +548,40 @@ TEST_F(ServerContractTest, InfoAndTokenize) {
   grpc::ClientContext c4;
   tr.set_text("\xc3");
   EXPECT_FALSE(stub_->Tokenize(&c4, tr, &tokens).ok());  // protobuf refuses invalid UTF-8
+}
+
+// The Tokenize RPC gives llama.cpp's ids (the ones `dllm tokenize` is held to
+// in tokenize_command_test): ids_cli by default, ids_plain with no_special.
+TEST_F(ServerContractTest, TokenizeGivesLlamaCppsIds) {
+  auto golden = ReadJsonFile(testing::TestDataDir() + "/tokenizer/llamacpp.gpt2-trunc8192.json");
+  ASSERT_TRUE(golden.ok()) << golden.status();
+  for (const Json& item : (*golden)["items"].as_array()) {
+    const std::string& text = item["text"].as_string();
+    if (text.empty()) continue;  // proto3 cannot tell "" from unset; covered below
+    SCOPED_TRACE(text);
+    for (const bool plain : {false, true}) {
+      grpc::ClientContext ctx;
+      v1::TokenizeRequest tr;
+      tr.set_text(text);
+      tr.set_no_special(plain);
+      v1::TokenizeResponse tokens;
+      ASSERT_TRUE(stub_->Tokenize(&ctx, tr, &tokens).ok());
+      std::vector<int32_t> want;
+      for (const Json& id : item[plain ? "ids_plain" : "ids_cli"].as_array()) {
+        want.push_back(static_cast<int32_t>(id.as_int()));
+      }
+      EXPECT_EQ(Ids(tokens.ids()), want);
+    }
+  }
+  grpc::ClientContext ctx;
+  v1::TokenizeRequest tr;
+  tr.set_text("hi");
+  tr.set_no_special(true);
+  tr.set_apply_chat_template(true);
+  v1::TokenizeResponse tokens;
+  const grpc::Status s = stub_->Tokenize(&ctx, tr, &tokens);
+  EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("no_special"), std::string::npos) << s.error_message();
 }
 
 // ServerOptions::max_message_bytes (4 MiB): a larger request is refused by

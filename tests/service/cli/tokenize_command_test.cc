@@ -1,0 +1,71 @@
+// `dllm tokenize` against llama.cpp's ids (tests/data/tokenizer): the
+// default is llama-diffusion-cli's tokenization (ids_cli), --no-special the
+// plain one (ids_plain), on the bailingmoe (LLaDA-8B) and GPT-2 vocabularies,
+// texts given as arguments or as a JSON file.
+#include <string>
+#include <vector>
+
+#include "engine/base/json.h"
+#include "gtest/gtest.h"
+#include "tests/testing/run_command.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using testing::RunDllm;
+using testing::RunResult;
+
+struct Golden {
+  const char* vocab;   // under tests/data
+  const char* golden;  // under tests/data/tokenizer
+};
+
+TEST(TokenizeCommandTest, MatchesLlamaCppIdForIdFromAJsonFile) {
+  for (const Golden& g : {Golden{"tokenizer/vocab-bailingmoe.gguf", "llamacpp.bailingmoe.json"},
+                          Golden{"models/tiny-llada-k-q4_k_m.gguf", "llamacpp.gpt2-trunc8192.json"}}) {
+    SCOPED_TRACE(g.golden);
+    auto golden = ReadJsonFile(testing::TestDataDir() + "/tokenizer/" + g.golden);
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    Json texts = Json::MakeArray();
+    for (const Json& item : (*golden)["items"].as_array()) texts.Push(item["text"].as_string());
+    const std::string file = testing::TempDir() + "/texts.json";
+    testing::WriteFileOrDie(file, texts.Dump());
+    const std::string model = testing::TestDataDir() + "/" + g.vocab;
+    for (const bool plain : {false, true}) {
+      const RunResult r = RunDllm("tokenize --json --model " + model + " --file " + file +
+                                  (plain ? " --no-special" : ""));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      auto out = Json::Parse(r.out);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const Json& items = (*golden)["items"];
+      ASSERT_EQ(out->size(), items.size());
+      for (size_t i = 0; i < items.size(); ++i) {
+        EXPECT_EQ((*out)[i]["ids"].Dump(), items[i][plain ? "ids_plain" : "ids_cli"].Dump())
+            << items[i]["text"].Dump();
+        if (plain) {
+          EXPECT_EQ((*out)[i]["pieces_hex"].Dump(), items[i]["pieces_plain_hex"].Dump());
+        }
+      }
+    }
+  }
+}
+
+TEST(TokenizeCommandTest, PrintsIdsAndPiecesAndRefusesBadInput) {
+  const std::string model = testing::TestDataDir() + "/tokenizer/vocab-bailingmoe.gguf";
+  const RunResult r = RunDllm("tokenize --model " + model + " 'Hello world'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("50257 -> '<|startoftext|>'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("15496 -> 'Hello'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("995 -> ' world'"), std::string::npos) << r.out;
+  EXPECT_EQ(RunDllm("tokenize --model " + model).exit_code, 2);  // no text
+  const std::string bad = testing::TempDir() + "/bad.json";
+  testing::WriteFileOrDie(bad, "{\"not\": \"an array\"}");
+  const RunResult not_array = RunDllm("tokenize --model " + model + " --file " + bad);
+  EXPECT_EQ(not_array.exit_code, 2);
+  EXPECT_NE(not_array.err.find("expected a JSON array of strings"), std::string::npos);
+  EXPECT_EQ(RunDllm("tokenize --model /nonexistent.gguf x").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace dllm
