@@ -46,7 +46,7 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   DLLM_ASSIGN_OR_RETURN(ModelSpec spec, ReadModelSpec(m->file_));
   m->config_ = std::move(spec.config);
   m->tokenizer_ = std::move(spec.tokenizer);
-  m->chat_template_ = spec.chat_template;
+  m->chat_template_ = options.chat_template.value_or(spec.chat_template);
 
   const GgufFile& f = m->file_;
   const ModelConfig& c = m->config_;

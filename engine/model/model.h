@@ -5,6 +5,7 @@
 #define DLLM_ENGINE_MODEL_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ namespace dllm {
 
 struct ModelOptions {
   IsaLevel isa = IsaLevel::kScalar;  // kernel path; clamp with BestIsaLevel()
+  // Replaces the chat template the file's metadata calls for (the operator's
+  // --chat-template).
+  std::optional<ChatTemplate> chat_template;
 };
 
 // One expert of a MoE layer: a slice of the 3-D ffn_{gate,up,down}_exps
@@ -52,7 +56,7 @@ struct LayerWeights {
 struct ModelSpec {
   ModelConfig config;
   std::unique_ptr<BpeTokenizer> tokenizer;
-  ChatTemplate chat_template = ChatTemplate::kChatMl;
+  ChatTemplate chat_template;
 };
 absl::StatusOr<ModelSpec> ReadModelSpec(const GgufFile& file);
 
@@ -69,8 +73,9 @@ class Model {
   const float* output_norm() const { return output_norm_; }
   const Linear& output() const { return *output_; }
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
-  // The chat template the file's metadata calls for (ChatML when it has none).
-  ChatTemplate chat_template() const { return chat_template_; }
+  // The chat template the file's metadata calls for (ChatML when it has none
+  // or one dllm does not recognise), unless ModelOptions replaced it.
+  const ChatTemplate& chat_template() const { return chat_template_; }
   // Bytes of repacked weights the model owns (beyond the mapped file).
   size_t owned_weight_bytes() const { return owned_weight_bytes_; }
 
@@ -84,7 +89,7 @@ class Model {
   const float* output_norm_ = nullptr;
   std::unique_ptr<Linear> output_;
   std::unique_ptr<BpeTokenizer> tokenizer_;
-  ChatTemplate chat_template_ = ChatTemplate::kChatMl;
+  ChatTemplate chat_template_;
   std::vector<LayerWeights> layers_;
   size_t owned_weight_bytes_ = 0;
 };

@@ -121,6 +121,11 @@ int64_t ModelConfig::active_layer_params() const {
   return n_layer * (attention + ffn);
 }
 
+int64_t ModelConfig::layer_params() const {
+  if (!moe()) return active_layer_params();
+  return active_layer_params() + n_layer * 3 * n_embd * n_ff_exp * (n_expert - n_expert_used);
+}
+
 absl::string_view RopeTypeName(RopeType type) {
   return type == RopeType::kNorm ? "norm" : "neox";
 }

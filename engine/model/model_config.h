@@ -93,6 +93,8 @@ struct ModelConfig {
   // Weights one token's forward reads (embeddings and head excluded):
   // every layer's projections, and for MoE only the n_expert_used experts.
   int64_t active_layer_params() const;
+  // Every layer weight (MoE: every expert).
+  int64_t layer_params() const;
 };
 
 

@@ -1,17 +1,92 @@
-// The chat formats as string building. LLaDA's official template trims each
-// message (Jinja `| trim`) and starts with `bos_token`; Dream's (Qwen2.5's)
-// adds a default system turn; ChatML is llama.cpp's built-in form.
+// The chat formats as string building. The facts each one reproduces, from
+// the real templates (tests/data/chat_templates/README.md):
+// - LLaDA: `bos_token` before the first turn, `message['content'] | trim`
+//   (Python's str.strip(), so Unicode whitespace too), and the assistant
+//   header appended whatever add_generation_prompt says;
+// - Qwen2.5 / Dream: a leading system message is the system turn, otherwise
+//   the template's default one; every later message is a ChatML turn;
+// - Ling 2.0 (LLaDA-MoE): llama.cpp's "bailing2": a default system turn
+//   "detailed thinking off", roles upper-cased with user as HUMAN.
 #include "engine/tokenizer/chat_template.h"
+
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "engine/base/utf8.h"
 
 namespace dllm {
 namespace {
 
-constexpr absl::string_view kDreamDefaultSystem = "You are a helpful assistant.";
+constexpr absl::string_view kDreamSystem = "You are a helpful assistant.";
+constexpr absl::string_view kQwenSystem =
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+constexpr absl::string_view kLingSystem = "detailed thinking off";
+
+ChatTemplate Make(ChatFormat format, std::string name, std::string default_system = "") {
+  ChatTemplate t;
+  t.format = format;
+  t.name = std::move(name);
+  t.default_system = std::move(default_system);
+  return t;
+}
+
+ChatTemplate QwenStyle(std::string default_system) {
+  std::string name = default_system == kDreamSystem ? "dream"
+                     : default_system == kQwenSystem ? "qwen2.5"
+                                                     : "qwen";
+  return Make(ChatFormat::kQwen, std::move(name), std::move(default_system));
+}
+
+// Python's str.isspace() for the code points jinja2's `trim` strips.
+bool IsPythonSpace(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 ||
+         cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+         cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// jinja2's `| trim`: str.strip() of leading and trailing whitespace.
+absl::string_view PythonStrip(absl::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    const Utf8Char c = DecodeUtf8At(s, begin);
+    if (!IsPythonSpace(c.cp)) break;
+    begin += c.len;
+  }
+  size_t end = begin;  // just past the last character that is not whitespace
+  for (size_t pos = begin; pos < s.size();) {
+    const Utf8Char c = DecodeUtf8At(s, pos);
+    pos += c.len;
+    if (!IsPythonSpace(c.cp)) end = pos;
+  }
+  return s.substr(begin, end - begin);
+}
+
+// The default system turn of a Qwen2.5-style template: the text of its
+// `'<|im_start|>system\n...<|im_end|>\n'` literal (the one that is not
+// followed by the first message's content), unescaped.
+std::optional<std::string> QwenDefaultSystem(absl::string_view jinja) {
+  if (!absl::StrContains(jinja, "messages[0]['role'] == 'system'") &&
+      !absl::StrContains(jinja, "messages[0].role == 'system'")) {
+    return std::nullopt;
+  }
+  constexpr absl::string_view kOpen = "'<|im_start|>system\\n";
+  constexpr absl::string_view kClose = "<|im_end|>\\n'";
+  for (size_t at = jinja.find(kOpen); at != absl::string_view::npos;
+       at = jinja.find(kOpen, at + 1)) {
+    const size_t text = at + kOpen.size();
+    if (text >= jinja.size() || jinja[text] == '\'') continue;  // '<|im_start|>system\n' + ...
+    const size_t close = jinja.find(kClose, text);
+    if (close == absl::string_view::npos) continue;
+    const absl::string_view literal = jinja.substr(text, close - text);
+    if (absl::StrContains(literal, "'")) continue;  // not one plain literal
+    return absl::StrReplaceAll(literal, {{"\\n", "\n"}, {"\\\\", "\\"}});
+  }
+  return std::nullopt;
+}
 
 void AppendChatMl(absl::string_view role, absl::string_view content, std::string* out) {
   absl::StrAppend(out, "<|im_start|>", role, "\n", content, "<|im_end|>\n");
@@ -19,83 +94,94 @@ void AppendChatMl(absl::string_view role, absl::string_view content, std::string
 
 }  // namespace
 
-absl::string_view ChatTemplateName(ChatTemplate t) {
-  switch (t) {
-    case ChatTemplate::kPlain:
-      return "plain";
-    case ChatTemplate::kLladaInstruct:
-      return "llada";
-    case ChatTemplate::kDreamInstruct:
-      return "dream";
-    case ChatTemplate::kChatMl:
-      return "chatml";
-  }
-  return "?";
-}
+const char* ChatTemplateNames() { return "plain, llada, dream, qwen2.5, chatml, llada-moe"; }
 
 absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name) {
-  for (ChatTemplate t : {ChatTemplate::kPlain, ChatTemplate::kLladaInstruct,
-                         ChatTemplate::kDreamInstruct, ChatTemplate::kChatMl}) {
-    if (name == ChatTemplateName(t)) return t;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "chat template '", name, "' is not one of plain, llada, dream, chatml"));
+  if (name == "plain") return Make(ChatFormat::kPlain, "plain");
+  if (name == "llada") return Make(ChatFormat::kLlada, "llada");
+  if (name == "dream") return QwenStyle(std::string(kDreamSystem));
+  if (name == "qwen2.5") return QwenStyle(std::string(kQwenSystem));
+  if (name == "chatml") return Make(ChatFormat::kChatMl, "chatml");
+  if (name == "llada-moe") return Make(ChatFormat::kLing, "llada-moe");
+  return absl::InvalidArgumentError(absl::StrCat("chat template '", PrintableText(name),
+                                                 "' is not one of ", ChatTemplateNames()));
 }
 
 ChatTemplate DetectChatTemplate(absl::string_view jinja) {
   if (absl::StrContains(jinja, "<|start_header_id|>") &&
       absl::StrContains(jinja, "<|end_header_id|>")) {
-    return ChatTemplate::kLladaInstruct;
+    // LLaDA's template (the first Llama-3 one); later Llama-3.x templates
+    // (system dates, tools) render differently and are not recognised.
+    if (absl::StrContains(jinja, "bos_token") && absl::StrContains(jinja, "| trim") &&
+        !absl::StrContains(jinja, "Cutting Knowledge")) {
+      return Make(ChatFormat::kLlada, "llada");
+    }
+  } else if (absl::StrContains(jinja, "<role>HUMAN</role>") &&
+             absl::StrContains(jinja, "<role>ASSISTANT</role>") &&
+             absl::StrContains(jinja, "<|role_end|>")) {
+    return Make(ChatFormat::kLing, "llada-moe");
+  } else if (absl::StrContains(jinja, "<|im_start|>")) {
+    if (std::optional<std::string> system = QwenDefaultSystem(jinja)) {
+      return QwenStyle(std::move(*system));
+    }
+    return Make(ChatFormat::kChatMl, "chatml");
   }
-  if (absl::StrContains(jinja, "<|im_start|>") && absl::StrContains(jinja, kDreamDefaultSystem)) {
-    return ChatTemplate::kDreamInstruct;
-  }
-  return ChatTemplate::kChatMl;
+  ChatTemplate fallback = Make(ChatFormat::kChatMl, "chatml");
+  fallback.recognised = false;
+  return fallback;
 }
 
 ChatTemplate DetectChatTemplate(const GgufFile& file) {
   auto text = file.GetString("tokenizer.chat_template");
-  return text.ok() ? DetectChatTemplate(*text) : ChatTemplate::kChatMl;
+  return text.ok() ? DetectChatTemplate(*text) : Make(ChatFormat::kChatMl, "chatml");
 }
 
-ChatPrompt ApplyChatTemplate(ChatTemplate t, const std::vector<ChatMessage>& messages,
+ChatPrompt ApplyChatTemplate(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                              absl::string_view bos_text) {
   ChatPrompt p;
-  switch (t) {
-    case ChatTemplate::kPlain:
+  const bool leading_system = !messages.empty() && messages[0].role == "system";
+  switch (t.format) {
+    case ChatFormat::kPlain:
       for (size_t i = 0; i < messages.size(); ++i) {
         if (i > 0) p.text += "\n";
         p.text += messages[i].content;
       }
       break;
-    case ChatTemplate::kLladaInstruct:
+    case ChatFormat::kLlada:
       p.text = std::string(bos_text);
       p.add_special = bos_text.empty();
       for (const ChatMessage& m : messages) {
         absl::StrAppend(&p.text, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                        absl::StripAsciiWhitespace(m.content), "<|eot_id|>");
+                        PythonStrip(m.content), "<|eot_id|>");
       }
       p.text += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
-    case ChatTemplate::kDreamInstruct:
-    case ChatTemplate::kChatMl:
-      if (t == ChatTemplate::kDreamInstruct &&
-          (messages.empty() || messages[0].role != "system")) {
-        AppendChatMl("system", kDreamDefaultSystem, &p.text);
+    case ChatFormat::kQwen:
+    case ChatFormat::kChatMl:
+      if (t.format == ChatFormat::kQwen && !leading_system) {
+        AppendChatMl("system", t.default_system, &p.text);
       }
       for (const ChatMessage& m : messages) AppendChatMl(m.role, m.content, &p.text);
       p.text += "<|im_start|>assistant\n";
+      break;
+    case ChatFormat::kLing:
+      if (!leading_system) absl::StrAppend(&p.text, "<role>SYSTEM</role>", kLingSystem, "<|role_end|>");
+      for (const ChatMessage& m : messages) {
+        const std::string role = m.role == "user" ? "HUMAN" : absl::AsciiStrToUpper(m.role);
+        absl::StrAppend(&p.text, "<role>", role, "</role>", m.content, "<|role_end|>");
+      }
+      p.text += "<role>ASSISTANT</role>";
       break;
   }
   return p;
 }
 
-ChatPrompt ApplyChatTemplate(ChatTemplate t, absl::string_view user_prompt,
+ChatPrompt ApplyChatTemplate(const ChatTemplate& t, absl::string_view user_prompt,
                              absl::string_view bos_text) {
   return ApplyChatTemplate(t, {ChatMessage{"user", std::string(user_prompt)}}, bos_text);
 }
 
-std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, ChatTemplate t,
+std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, const ChatTemplate& t,
                                 const std::vector<ChatMessage>& messages) {
   const absl::string_view bos =
       tokenizer.bos() >= 0 ? absl::string_view(tokenizer.TokenText(tokenizer.bos())) : "";
@@ -103,7 +189,7 @@ std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, ChatTemplate t,
   return tokenizer.Encode(p.text, p.add_special, /*parse_special=*/true);
 }
 
-std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, ChatTemplate t,
+std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, const ChatTemplate& t,
                                   absl::string_view text, const PromptEncoding& how) {
   if (!how.chat) return tokenizer.Encode(text, how.special, how.special);
   std::vector<ChatMessage> messages;

@@ -1,9 +1,18 @@
-// Chat prompt formats for the diffusion models, written out by hand (no
-// Jinja): LLaDA-Instruct (Llama-3 headers), Dream-Instruct (ChatML with a
-// default system prompt), plain ChatML (llama.cpp's fallback, which
-// llama-diffusion-cli uses for GGUFs without a template) and no template.
-// The format is detected from `tokenizer.chat_template` by its markers, or
-// chosen explicitly.
+// Chat prompts, rendered as the model families' own Jinja templates render
+// them (no Jinja engine: each family's output is written out, and
+// tests/engine/tokenizer/chat_template_jinja_test.cc holds every one to
+// Python's jinja2 running the real template text):
+//
+// - LLaDA-8B-Instruct / LLaDA-1.5: Llama-3 headers, bos_token first, content
+//   trimmed, the assistant header always appended;
+// - Dream-v0-Instruct, DiffuCoder, and any Qwen2.5-style template: ChatML
+//   with the template's own default system turn when none leads;
+// - LLaDA-MoE (Ling 2.0 roles): as llama.cpp's built-in "bailing2" (the
+//   authors' Jinja text was not available to check against);
+// - plain ChatML: Qwen3-style templates (RND1) for plain turns, and
+//   llama.cpp's fallback for files without a template or with one dllm does
+//   not recognise.
+// The family is recognised from `tokenizer.chat_template` by its content.
 #ifndef DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
 #define DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
 
@@ -18,22 +27,44 @@
 
 namespace dllm {
 
-enum class ChatTemplate {
-  kPlain,          // the prompt as is
-  kLladaInstruct,  // <|start_header_id|>user<|end_header_id|>\n\n...<|eot_id|>
-  kDreamInstruct,  // ChatML, "You are a helpful assistant." unless a system message leads
-  kChatMl,         // <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
+enum class ChatFormat {
+  kPlain,   // the messages' contents joined by newlines, no markup
+  kLlada,   // <|start_header_id|>user<|end_header_id|>\n\n...<|eot_id|>
+  kQwen,    // ChatML after a default system turn (`default_system`)
+  kChatMl,  // <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
+  kLing,    // <role>HUMAN</role>...<|role_end|><role>ASSISTANT</role>
 };
 
-absl::string_view ChatTemplateName(ChatTemplate t);  // "plain", "llada", "dream", "chatml"
+struct ChatTemplate {
+  ChatFormat format = ChatFormat::kChatMl;
+  // kQwen: the system turn the template adds when the first message is not
+  // a system message, e.g. "You are a helpful assistant." (Dream).
+  std::string default_system;
+  // The name --chat-template takes and ModelInfo reports: "plain", "llada",
+  // "dream", "qwen2.5", "chatml", "llada-moe" ("qwen" for a Qwen-style
+  // template with another default system turn).
+  std::string name = "chatml";
+  // False when the file's template was not one of the families above (and
+  // ChatML is used instead); front ends warn once.
+  bool recognised = true;
+};
+
+// What front ends print, once, when a file's template is not recognised.
+inline constexpr char kUnrecognisedChatTemplateWarning[] =
+    "the file's chat template (tokenizer.chat_template) is not one of the families dllm "
+    "renders; chat prompts use ChatML, as llama.cpp's fallback does (--chat-template NAME "
+    "picks another)";
+
+// "plain, llada, dream, qwen2.5, chatml, llada-moe".
+const char* ChatTemplateNames();
+// A template by name (--chat-template, a request's chat_template).
 absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name);
 
-// From a Jinja template's text: Llama-3 header markers -> kLladaInstruct;
-// "<|im_start|>" with the default system prompt -> kDreamInstruct; other
-// "<|im_start|>" templates and anything unrecognised -> kChatMl.
+// The family of a Jinja template's text; unrecognised text gives ChatML with
+// `recognised` false.
 ChatTemplate DetectChatTemplate(absl::string_view jinja);
-// From `tokenizer.chat_template`; a file without one gets kChatMl, as in
-// llama-diffusion-cli.
+// From `tokenizer.chat_template`; a file without one gets ChatML (recognised:
+// that is llama-diffusion-cli's choice, not a guess).
 ChatTemplate DetectChatTemplate(const GgufFile& file);
 
 struct ChatMessage {
@@ -52,15 +83,15 @@ struct ChatPrompt {
 // Renders `messages` followed by the assistant's generation prompt.
 // `bos_text` is the BOS token's text ("<|startoftext|>" for LLaDA); when
 // empty, the LLaDA form leaves BOS to the tokenizer instead.
-ChatPrompt ApplyChatTemplate(ChatTemplate t, const std::vector<ChatMessage>& messages,
+ChatPrompt ApplyChatTemplate(const ChatTemplate& t, const std::vector<ChatMessage>& messages,
                              absl::string_view bos_text);
 // One user message.
-ChatPrompt ApplyChatTemplate(ChatTemplate t, absl::string_view user_prompt,
+ChatPrompt ApplyChatTemplate(const ChatTemplate& t, absl::string_view user_prompt,
                              absl::string_view bos_text);
 
 // Tokenizes a rendered prompt as llama-diffusion-cli does (special tokens
 // parsed); the BOS text comes from `tokenizer`.
-std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, ChatTemplate t,
+std::vector<int32_t> EncodeChat(const BpeTokenizer& tokenizer, const ChatTemplate& t,
                                 const std::vector<ChatMessage>& messages);
 
 // How a prompt's text becomes ids, for every front end (CLI, gRPC, HTTP).
@@ -73,7 +104,7 @@ struct PromptEncoding {
   // without --parse-special.
   bool special = true;
 };
-std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, ChatTemplate t,
+std::vector<int32_t> EncodePrompt(const BpeTokenizer& tokenizer, const ChatTemplate& t,
                                   absl::string_view text, const PromptEncoding& how);
 
 }  // namespace dllm

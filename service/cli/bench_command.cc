@@ -97,10 +97,13 @@ double Int8PeakPerThread(IsaLevel isa) {
 // Int8 multiply-add ops (2 per MAC) of one step's projections: every layer
 // over the whole canvas, except that the last layer's queries, output
 // projection and FFN, and the head, run only for the `rows` the sampler reads.
+// A MoE FFN counts the router and the active experts of each row.
 double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
-  const double d = c.n_embd, q = c.q_dim(), kv = c.kv_dim(), ff = c.n_ff;
+  const double d = c.n_embd, q = c.q_dim(), kv = c.kv_dim();
+  const double ffn_per_row = c.moe() ? d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used
+                                     : 3.0 * d * c.n_ff;
   const double per_row_kv = d * 2 * kv;
-  const double per_row_rest = d * q + q * d + 3 * d * ff;
+  const double per_row_rest = d * q + q * d + ffn_per_row;
   return 2.0 * (c.n_layer * canvas * per_row_kv + (c.n_layer - 1) * canvas * per_row_rest +
                 rows * per_row_rest + rows * d * c.n_vocab);
 }

@@ -20,7 +20,7 @@ namespace {
 const std::set<std::string> kValueFlags = {
     "model", "prompt", "tokens", "gen-length", "steps", "block-length", "alg", "temperature",
     "top-p", "top-k", "cfg", "threshold", "seed", "threads", "cpu-policy", "isa", "eps",
-    "alg-temp"};
+    "alg-temp", "chat-template"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -29,7 +29,8 @@ constexpr const char* kUsage =
     "         [--alg low_confidence|random|origin|maskgit_plus|topk_margin|entropy]\n"
     "         [--temperature T] [--top-p P] [--top-k K] [--alg-temp T] [--eps E] [--cfg S]\n"
     "         [--threshold TAU] [--seed S] [--threads N] [--cpu-policy auto|performance|all]\n"
-    "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n";
+    "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n"
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe] (with --chat)\n";
 
 int Fail(const absl::Status& s) { return FailCommand("generate", s); }
 
@@ -154,9 +155,23 @@ int RunGenerate(int argc, char** argv) {
   if (!threads.ok()) return Fail(threads.status());
   if (*threads < 0 || *threads > 4096) return Fail(absl::InvalidArgumentError("--threads out of range"));
 
+  ModelOptions model_options;
+  model_options.isa = *isa;
+  if (flags->Has("chat-template")) {
+    if (!flags->Has("chat")) {
+      return Fail(absl::InvalidArgumentError("--chat-template needs --chat"));
+    }
+    absl::StatusOr<ChatTemplate> templ = ParseChatTemplate(flags->Get("chat-template"));
+    if (!templ.ok()) return Fail(templ.status());
+    model_options.chat_template = *templ;
+  }
   const auto load_start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), {*isa});
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
+  if (flags->Has("chat") && !(*model)->chat_template().recognised) {
+    std::fprintf(stderr, "dllm generate: warning: %s\n", kUnrecognisedChatTemplateWarning);
+  }
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const ModelConfig& mc = (*model)->config();

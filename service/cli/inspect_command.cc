@@ -13,10 +13,20 @@
 #include "engine/model/model.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
+#include "engine/tokenizer/chat_template.h"
 #include "service/cli/flags.h"
 
 namespace dllm {
 namespace {
+
+std::string ChatTemplateSummary(const Json& tokenizer) {
+  const std::string family = tokenizer["chat_template_family"].as_string();
+  if (!tokenizer["chat_template"].as_bool()) return "absent (" + family + " is used)";
+  if (!tokenizer["chat_template_recognised"].as_bool()) {
+    return "present, not recognised (" + family + " is used)";
+  }
+  return "present (" + family + ")";
+}
 
 Json HyperparametersJson(const ModelConfig& c) {
   Json h = Json::MakeObject();
@@ -57,6 +67,9 @@ Json TokenizerJson(const GgufFile& f, const ModelConfig& c) {
   t.Set("mask_token_id", c.tokens.mask);
   t.Set("add_bos_token", c.tokens.add_bos);
   t.Set("chat_template", c.has_chat_template);
+  const ChatTemplate templ = DetectChatTemplate(f);
+  t.Set("chat_template_family", templ.name);
+  t.Set("chat_template_recognised", templ.recognised);
   return t;
 }
 
@@ -178,7 +191,7 @@ std::string RenderInspectReport(const Json& r) {
                           t["merges"].as_int(), t["bos_token_id"].as_int(),
                           t["eos_token_id"].as_int(), t["eot_token_id"].as_int(),
                           t["mask_token_id"].as_int(), t["add_bos_token"].as_bool() ? "yes" : "no",
-                          t["chat_template"].as_bool() ? "present" : "absent");
+                          ChatTemplateSummary(t));
   }
   absl::StrAppendFormat(&out, "\n%-32s %-6s %-16s %12s\n", "tensor", "type", "shape", "bytes");
   for (const Json& t : r["tensors"].as_array()) {

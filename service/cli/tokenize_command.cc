@@ -75,7 +75,7 @@ int RunTokenize(int argc, char** argv) {
   const bool json = flags->Has("json");
   Json out = Json::MakeArray();
   for (const std::string& text : texts) {
-    const std::vector<int32_t> ids = EncodePrompt(*tok, ChatTemplate::kPlain, text, how);
+    const std::vector<int32_t> ids = EncodePrompt(*tok, ChatTemplate{}, text, how);
     if (json) {
       Json e = Json::MakeObject();
       Json id_list = Json::MakeArray(), pieces = Json::MakeArray(), hex = Json::MakeArray();

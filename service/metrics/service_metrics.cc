@@ -154,6 +154,15 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   auto& weights = gauge("dllm_model_weights_bytes", "Bytes of model weights, by placement.");
   weights.Add({{"storage", "mmap"}}).Set(static_cast<double>(o.weights_mapped_bytes));
   weights.Add({{"storage", "heap"}}).Set(static_cast<double>(o.weights_repacked_bytes));
+  auto& params = gauge("dllm_model_parameters",
+                       "Layer weights of the model: all of them, and those one token reads "
+                       "(MoE: the routed experts only).");
+  params.Add({{"kind", "total"}}).Set(static_cast<double>(o.layer_parameters));
+  params.Add({{"kind", "active"}}).Set(static_cast<double>(o.active_layer_parameters));
+  auto& experts = gauge("dllm_model_experts",
+                        "Experts per MoE layer, and experts each token is routed to (0: dense).");
+  experts.Add({{"kind", "total"}}).Set(o.experts);
+  experts.Add({{"kind", "active"}}).Set(o.experts_used);
   activation_bytes = &gauge("dllm_activation_buffer_bytes",
                             "Activation scratch bytes reserved by admitted requests.")
                           .Add({});

@@ -28,6 +28,13 @@ struct MetricsOptions {
   int efficiency_cores = 0;
   uint64_t weights_mapped_bytes = 0;      // dllm_model_weights_bytes{storage="mmap"}
   uint64_t weights_repacked_bytes = 0;    // dllm_model_weights_bytes{storage="heap"}
+  // dllm_model_parameters{kind}: the layers' weights, all of them ("total")
+  // and those one token's forward reads ("active": MoE uses only the
+  // routed experts; embeddings and head excluded from both).
+  uint64_t layer_parameters = 0;
+  uint64_t active_layer_parameters = 0;
+  int experts = 0;       // dllm_model_experts{kind="total"}; 0 for dense models
+  int experts_used = 0;  // dllm_model_experts{kind="active"}
 };
 
 // Closed label sets, so series never explode.

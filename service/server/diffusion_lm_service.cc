@@ -276,7 +276,7 @@ grpc::ServerUnaryReactor* DiffusionLmService::GetModelInfo(grpc::CallbackServerC
   info->set_weight_bytes(weight_bytes);
   info->set_n_layer(static_cast<uint32_t>(c.n_layer));
   info->set_n_embd(static_cast<uint32_t>(c.n_embd));
-  info->set_chat_template(std::string(ChatTemplateName(model_->chat_template())));
+  info->set_chat_template(model_->chat_template().name);
   *info->mutable_default_diffusion() = DefaultDiffusionParams(c);
   *info->mutable_default_sampling() = DefaultSamplingParams(c);
   reactor->Finish(grpc::Status::OK);
@@ -325,13 +325,17 @@ grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerConte
     status = absl::InvalidArgumentError("system: needs apply_chat_template");
   } else if (request->no_special() && request->apply_chat_template()) {
     status = absl::InvalidArgumentError("no_special: not with apply_chat_template");
+  } else if (absl::StatusOr<ChatTemplate> templ =
+                 RequestChatTemplate(request->chat_template(), *model_, "chat_template");
+             !templ.ok()) {
+    status = templ.status();
   } else {
     PromptEncoding how;
     how.chat = request->apply_chat_template();
     how.system = request->system();
     how.special = !request->no_special();
     const std::vector<int32_t> ids =
-        EncodePrompt(model_->tokenizer(), model_->chat_template(), request->text(), how);
+        EncodePrompt(model_->tokenizer(), *templ, request->text(), how);
     for (int32_t id : ids) {
       response->add_ids(static_cast<uint32_t>(id));
       response->add_pieces(SanitizeUtf8(model_->tokenizer().TokenPiece(id)));

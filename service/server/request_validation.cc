@@ -128,12 +128,12 @@ bool NamesServedModel(absl::string_view model, const Model& served, absl::string
   return model == base;
 }
 
-std::vector<int32_t> EncodePrompt(const Model& model, absl::string_view text, bool chat,
-                                  absl::string_view system) {
-  PromptEncoding how;
-  how.chat = chat;
-  how.system = system;
-  return dllm::EncodePrompt(model.tokenizer(), model.chat_template(), text, how);
+absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const Model& model,
+                                                 absl::string_view field) {
+  if (name.empty()) return model.chat_template();
+  absl::StatusOr<ChatTemplate> t = ParseChatTemplate(name);
+  if (!t.ok()) return Invalid(field, t.status().message());
+  return t;
 }
 
 int64_t FirstInvalidUtf8(absl::string_view text) {
@@ -159,8 +159,16 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
       if (const int64_t bad = FirstInvalidUtf8(prompt.system()); bad >= 0) {
         return Invalid("prompt.system", absl::StrCat("invalid UTF-8 at byte ", bad));
       }
-      std::vector<int32_t> ids =
-          EncodePrompt(model, prompt.text(), prompt.apply_chat_template(), prompt.system());
+      if (!prompt.apply_chat_template() && !prompt.chat_template().empty()) {
+        return Invalid("prompt.chat_template", "needs apply_chat_template");
+      }
+      absl::StatusOr<ChatTemplate> templ =
+          RequestChatTemplate(prompt.chat_template(), model, "prompt.chat_template");
+      if (!templ.ok()) return templ.status();
+      PromptEncoding how;
+      how.chat = prompt.apply_chat_template();
+      how.system = prompt.system();
+      std::vector<int32_t> ids = EncodePrompt(model.tokenizer(), *templ, prompt.text(), how);
       if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
       return ids;
     }
@@ -171,6 +179,9 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
         return Invalid("prompt.apply_chat_template", "applies to prompt.text only");
       }
       if (!prompt.system().empty()) return Invalid("prompt.system", "applies to prompt.text only");
+      if (!prompt.chat_template().empty()) {
+        return Invalid("prompt.chat_template", "applies to prompt.text only");
+      }
       std::vector<int32_t> out;
       out.reserve(ids.size());
       for (int i = 0; i < ids.size(); ++i) {

@@ -54,11 +54,10 @@ uint64_t NewSeed();
 // general.name, or the GGUF file name with or without ".gguf".
 bool NamesServedModel(absl::string_view model, const Model& served, absl::string_view path);
 
-// The prompt as the CLI encodes it: plain text with special tokens parsed
-// (BOS per the tokenizer), or one user turn (plus an optional system turn)
-// in the model's chat template.
-std::vector<int32_t> EncodePrompt(const Model& model, absl::string_view text, bool chat,
-                                  absl::string_view system);
+// The template a request names (`field` for errors, e.g.
+// "prompt.chat_template"), or the served model's when `name` is empty.
+absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const Model& model,
+                                                 absl::string_view field);
 
 // Byte offset of the first invalid UTF-8 sequence in `text`, or -1.
 int64_t FirstInvalidUtf8(absl::string_view text);

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "engine/base/isa_option.h"
 #include "engine/scheduler/cpu_topology.h"
+#include "engine/base/utf8.h"
+#include "engine/tokenizer/chat_template.h"
 #include "service/cli/flags.h"
 #include "service/server/metrics_hooks.h"
 #include "service/server/server.h"
@@ -24,7 +26,8 @@ namespace {
 const std::set<std::string> kValueFlags = {
     "model",      "listen",        "metrics-listen", "max-running", "max-queue",
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
-    "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb"};
+    "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
+    "chat-template"};
 const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
@@ -32,10 +35,11 @@ constexpr const char* kUsage =
     "         [--max-running 1] [--max-queue 8] [--max-sessions 4] [--threads N]\n"
     "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
     "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
-    "         [--memory-budget-mb N] [--port-file FILE]\n";
+    "         [--memory-budget-mb N] [--port-file FILE]\n"
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n";
 
 int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "dllm-server: %s\n", std::string(s.message()).c_str());
+  std::fprintf(stderr, "dllm-server: %s\n", PrintableText(s.message()).c_str());
   return 2;
 }
 
@@ -116,10 +120,21 @@ int Run(int argc, char** argv) {
   options.facts.performance_cores = static_cast<int>(topology.performance_cpus.size());
   options.facts.efficiency_cores = static_cast<int>(topology.efficiency_cpus.size());
 
+  ModelOptions model_options;
+  model_options.isa = *isa;
+  if (flags->Has("chat-template")) {
+    absl::StatusOr<ChatTemplate> templ = ParseChatTemplate(flags->Get("chat-template"));
+    if (!templ.ok()) return Fail(templ.status());
+    model_options.chat_template = *templ;
+  }
   const auto load_start = std::chrono::steady_clock::now();
-  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(options.model_path, {*isa});
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      Model::Load(options.model_path, model_options);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& mc = (*model)->config();
+  if (!(*model)->chat_template().recognised) {
+    std::fprintf(stderr, "dllm-server: warning: %s\n", kUnrecognisedChatTemplateWarning);
+  }
   std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
                options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
                std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
@@ -147,6 +162,10 @@ int Run(int argc, char** argv) {
     mo.performance_cores = options.facts.performance_cores;
     mo.efficiency_cores = options.facts.efficiency_cores;
     mo.weights_mapped_bytes = (*model)->file().file_size();
+    mo.layer_parameters = static_cast<uint64_t>(mc.layer_params());
+    mo.active_layer_parameters = static_cast<uint64_t>(mc.active_layer_params());
+    mo.experts = static_cast<int>(mc.n_expert);
+    mo.experts_used = static_cast<int>(mc.n_expert_used);
     mo.weights_repacked_bytes = (*model)->owned_weight_bytes();
     absl::StatusOr<std::unique_ptr<ServiceMetrics>> created = ServiceMetrics::Create(mo);
     if (!created.ok()) return Fail(created.status());

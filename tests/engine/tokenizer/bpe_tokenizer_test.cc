@@ -326,7 +326,7 @@ TEST(BpeTokenizerTest, ReproducesDiffusionCliPrompts) {
     const BpeTokenizer* tok = Load(vocab_of.at(name.substr(0, name.find('.')))).tok.get();
     ASSERT_NE(tok, nullptr);
     const std::vector<int32_t> ids =
-        EncodeChat(*tok, ChatTemplate::kChatMl, {{"user", run["prompt"].as_string()}});
+        EncodeChat(*tok, ChatTemplate{}, {{"user", run["prompt"].as_string()}});
     EXPECT_EQ(ids, Ids(run["prompt_tokens"]));
     DecodeOptions llama;
     llama.clean_spaces = true;

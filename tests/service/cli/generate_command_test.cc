@@ -88,5 +88,29 @@ TEST(GenerateCommandTest, ShowCanvasOffATerminalPrintsProgress) {
   EXPECT_NE(r.err.find("8 steps"), std::string::npos) << r.err;
 }
 
+TEST(GenerateCommandTest, ChatTemplateFlagNamesAFamily) {
+  const std::string model = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
+  const testing::RunResult bad =
+      testing::RunDllm("generate --model " + model + " --prompt hi --chat --chat-template nope");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("chat template 'nope' is not one of plain, llada"), std::string::npos)
+      << bad.err;
+  const testing::RunResult no_chat =
+      testing::RunDllm("generate --model " + model + " --prompt hi --chat-template llada");
+  EXPECT_EQ(no_chat.exit_code, 2);
+  EXPECT_NE(no_chat.err.find("--chat-template needs --chat"), std::string::npos) << no_chat.err;
+  // A LLaDA prompt in LLaDA's own format: BOS once, from the template text.
+  const testing::RunResult ok = testing::RunDllm(
+      "generate --json --model " + model +
+      " --prompt hi --chat --chat-template llada --gen-length 8 --steps 8 --block-length 8");
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  auto out = Json::Parse(ok.out);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Json& ids = (*out)["prompt_ids"];
+  ASSERT_GT(ids.size(), 2u);
+  EXPECT_EQ(ids[0].as_int(), 8193);  // BOS
+  EXPECT_NE(ids[1].as_int(), 8193);
+}
+
 }  // namespace
 }  // namespace dllm

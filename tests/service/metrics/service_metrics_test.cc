@@ -61,6 +61,8 @@ const std::vector<std::string> kFamilies = {
     "dllm_stream_events_coalesced_total",
     "dllm_cancellation_latency_seconds",
     "dllm_model_weights_bytes",
+    "dllm_model_parameters",
+    "dllm_model_experts",
     "dllm_activation_buffer_bytes",
     "dllm_process_resident_anon_bytes",
     "dllm_process_resident_file_bytes",
@@ -147,6 +149,10 @@ MetricsOptions TestOptions() {
   o.efficiency_cores = 2;
   o.weights_mapped_bytes = 1000;
   o.weights_repacked_bytes = 2000;
+  o.layer_parameters = 64000;
+  o.active_layer_parameters = 12000;
+  o.experts = 64;
+  o.experts_used = 8;
   return o;
 }
 
@@ -227,6 +233,10 @@ TEST(ServiceMetricsTest, EverySeriesIsPresentAtStart) {
   EXPECT_EQ(Value(text, "dllm_engine_threads"), 3);
   EXPECT_EQ(Value(text, "dllm_model_weights_bytes", {{"storage", "mmap"}}), 1000);
   EXPECT_EQ(Value(text, "dllm_model_weights_bytes", {{"storage", "heap"}}), 2000);
+  EXPECT_EQ(Value(text, "dllm_model_parameters", {{"kind", "total"}}), 64000);
+  EXPECT_EQ(Value(text, "dllm_model_parameters", {{"kind", "active"}}), 12000);
+  EXPECT_EQ(Value(text, "dllm_model_experts", {{"kind", "total"}}), 64);
+  EXPECT_EQ(Value(text, "dllm_model_experts", {{"kind", "active"}}), 8);
 
   // Label children exist at zero before any event.
   for (const char* rpc : {"Generate", "Step"}) {

@@ -150,6 +150,12 @@ TEST(ServerBinaryTest, BadFlagsExitTwo) {
   EXPECT_EQ(std::system((bin + " --bogus 2>/dev/null").c_str()), 2 << 8);
   EXPECT_EQ(std::system((bin + " --model /nonexistent.gguf --metrics-listen none 2>/dev/null").c_str()),
             2 << 8);
+  const testing::RunResult bad_template = testing::RunBinary(
+      "service/dllm-server", "--model " + testing::TestDataDir() +
+                                 "/models/tiny-llada-k-q4_k_m.gguf --chat-template jinja");
+  EXPECT_EQ(bad_template.exit_code, 2);
+  EXPECT_NE(bad_template.err.find("chat template 'jinja' is not one of"), std::string::npos)
+      << bad_template.err;
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "engine/base/json.h"
 #include "engine/scheduler/denoise_session.h"
+#include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -582,6 +583,41 @@ TEST_F(ServerContractTest, TokenizeGivesLlamaCppsIds) {
   const grpc::Status s = stub_->Tokenize(&ctx, tr, &tokens);
   EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("no_special"), std::string::npos) << s.error_message();
+}
+
+// Prompt.chat_template / TokenizeRequest.chat_template: another family's
+// format for one request; a bad name is INVALID_ARGUMENT naming the field.
+TEST_F(ServerContractTest, RequestsMayNameAChatTemplate) {
+  const BpeTokenizer& tok = (*model_)->tokenizer();
+  for (const char* name : {"llada-moe", "dream", "llada"}) {
+    SCOPED_TRACE(name);
+    grpc::ClientContext ctx;
+    v1::TokenizeRequest tr;
+    tr.set_text("Name a prime.");
+    tr.set_apply_chat_template(true);
+    tr.set_system("Be brief.");
+    tr.set_chat_template(name);
+    v1::TokenizeResponse tokens;
+    ASSERT_TRUE(stub_->Tokenize(&ctx, tr, &tokens).ok());
+    PromptEncoding how;
+    how.chat = true;
+    how.system = "Be brief.";
+    EXPECT_EQ(Ids(tokens.ids()), EncodePrompt(tok, *ParseChatTemplate(name), tr.text(), how));
+  }
+  v1::GenerateRequest req;
+  req.mutable_prompt()->set_text("hi");
+  req.mutable_prompt()->set_apply_chat_template(true);
+  req.mutable_prompt()->set_chat_template("jinja2");
+  const CallResult bad = Generate(*stub_, req);
+  EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(bad.status.error_message().find("prompt.chat_template: chat template 'jinja2' is not one of"),
+            std::string::npos)
+      << bad.status.error_message();
+  req.mutable_prompt()->set_apply_chat_template(false);
+  req.mutable_prompt()->set_chat_template("dream");
+  const CallResult unused = Generate(*stub_, req);
+  EXPECT_EQ(unused.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(unused.status.error_message().find("needs apply_chat_template"), std::string::npos);
 }
 
 // ServerOptions::max_message_bytes (4 MiB): a larger request is refused by
