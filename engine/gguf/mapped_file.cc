@@ -15,7 +15,10 @@
 namespace dllm {
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer;
+  // anything but a regular file is refused below. It changes nothing for
+  // reading or mapping a regular file.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     std::string msg = absl::StrCat(path, ": cannot open: ", std::strerror(err));
@@ -29,7 +32,8 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": not a regular file (a model must be a GGUF file, not a pipe or a device)"));
   }
   if (st.st_size == 0) {
     ::close(fd);

@@ -456,7 +456,7 @@ size_t ForwardPass::activation_bytes() const {
 
 absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
                               std::span<const int32_t> logit_rows, float* logits,
-                              const std::atomic<bool>* cancel, ForwardStats* stats) {
+                              const LayerCheck* check, ForwardStats* stats) {
   Impl& s = *impl_;
   const Model& model = *s.model;
   const ModelConfig& c = model.config();
@@ -491,7 +491,9 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
 
   s.n_tokens = L;
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+    if (check != nullptr && check->poll) check->poll();
+    if (check != nullptr && check->cancel != nullptr &&
+        check->cancel->load(std::memory_order_relaxed)) {
       return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
     }
     const bool last = l == c.n_layer - 1;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct ForwardStats {
   }
 };
 
+// What a forward pass checks between layers, on the calling thread: first
+// `poll` (when set), then `cancel`; a set `cancel` ends the pass with
+// CANCELLED. The server's poll ends other requests' cancellations and
+// deadlines while this one runs, and sets `cancel` when this request's own
+// deadline passes, so neither waits behind a step.
+struct LayerCheck {
+  const std::atomic<bool>* cancel = nullptr;
+  std::function<void()> poll;
+};
+
 class ForwardPass {
  public:
   // Allocates buffers for canvases of up to `max_tokens` and builds the
@@ -51,10 +62,10 @@ class ForwardPass {
   // Runs the model over `tokens` and writes logits for the positions in
   // `logit_rows` (ascending, unique) to `logits` (logit_rows.size() x n_vocab,
   // row-major, unshifted: row i is the output at position i). CANCELLED when
-  // `cancel` is set (checked between layers); INVALID_ARGUMENT for bad tokens
-  // or rows. One thread at a time.
+  // `check` stops it (between layers); INVALID_ARGUMENT for bad tokens or
+  // rows. One thread at a time.
   absl::Status Run(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows,
-                   float* logits, const std::atomic<bool>* cancel = nullptr,
+                   float* logits, const LayerCheck* check = nullptr,
                    ForwardStats* stats = nullptr);
 
   int max_tokens() const;

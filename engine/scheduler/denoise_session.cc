@@ -69,7 +69,7 @@ DenoiseSession::DenoiseSession(std::shared_ptr<const Model> model, DenoiseSample
                                std::unique_ptr<ForwardPass> pass)
     : model_(std::move(model)), sampler_(std::move(sampler)), pass_(std::move(pass)) {}
 
-absl::StatusOr<StepReport> DenoiseSession::Advance(const std::atomic<bool>* cancel) {
+absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
   if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
   last_op_advanced_ = false;
   StepReport report;
@@ -80,13 +80,13 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const std::atomic<bool>* canc
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
     ForwardStats stats;
-    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), rows, logits_.data(), cancel, &stats));
+    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), rows, logits_.data(), check, &stats));
     report.forward += stats;
     ++report.forward_passes;
     logits = std::span<const float>(logits_.data(), n);
     if (sampler_.needs_unconditional()) {
       DLLM_RETURN_IF_ERROR(
-          pass_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), cancel, &stats));
+          pass_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), check, &stats));
       report.forward += stats;
       ++report.forward_passes;
       uncond = std::span<const float>(uncond_.data(), n);
@@ -162,7 +162,7 @@ absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(i
 }
 
 absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> positions, int k,
-                                                      const std::atomic<bool>* cancel) {
+                                                      const LayerCheck* check) {
   DLLM_RETURN_IF_ERROR(CheckTopK(k));
   const int gen = gen_length();
   const int prompt_len = sampler_.prompt_len();
@@ -201,11 +201,11 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
   ForwardStats stats;
-  DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), forward_rows_, logits_.data(), cancel, &stats));
+  DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), forward_rows_, logits_.data(), check, &stats));
   ++report.forward_passes;
   if (cfg) {
     DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.unconditional_canvas(), forward_rows_, uncond_.data(),
-                                    cancel, &stats));
+                                    check, &stats));
     ++report.forward_passes;
   }
   forward_passes_ += report.forward_passes;

@@ -73,9 +73,9 @@ class DenoiseSession {
 
   bool done() const { return sampler_.done(); }
   // Runs one denoising step and appends it to the history.
-  // FAILED_PRECONDITION when done(). CANCELLED if `cancel` is set during the
+  // FAILED_PRECONDITION when done(). CANCELLED if `check` stops the
   // forward (the session is then unusable).
-  absl::StatusOr<StepReport> Advance(const std::atomic<bool>* cancel = nullptr);
+  absl::StatusOr<StepReport> Advance(const LayerCheck* check = nullptr);
 
   // Candidates (1 <= k <= kMaxCandidates) for each position the last
   // Advance() committed, ascending, from the logits that step read (under
@@ -91,7 +91,7 @@ class DenoiseSession {
   // sampler's schedule as it was. Allowed after done(). INVALID_ARGUMENT
   // for a bad k or position.
   absl::StatusOr<ForwardReport> Forward(std::span<const int32_t> positions, int k,
-                                        const std::atomic<bool>* cancel = nullptr);
+                                        const LayerCheck* check = nullptr);
 
   // Writes client-chosen tokens[i] at positions[i] (generated region) as one
   // history entry that takes no scheduled step (DenoiseSampler::Commit says

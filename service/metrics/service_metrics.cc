@@ -53,8 +53,8 @@ const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,
 constexpr std::array<const char*, 2> kRpcNames = {"Generate", "Step"};
 constexpr std::array<const char*, 6> kRejectNames = {"queue_full", "sessions_full", "invalid",
                                                      "memory",     "draining",      "not_ready"};
-constexpr std::array<const char*, 5> kFinishNames = {"eos", "length", "cancelled", "deadline",
-                                                     "error"};
+constexpr std::array<const char*, 7> kFinishNames = {
+    "eos", "length", "cancelled", "deadline", "error", "closed", "unavailable"};
 // gRPC status code names, in code order (google.rpc.Code).
 constexpr std::array<const char*, 17> kGrpcCodes = {
     "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
@@ -243,6 +243,16 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
 }
 
+// civetweb serves a connection per worker thread and waits for its request
+// up to `request_timeout_ms`: with its defaults (2 threads, 30 s) two idle
+// TCP connections starve the scrape. Enough threads that a handful of idle
+// or slow clients leave scrapes room, each gets 5 s to send its request,
+// and no keep-alive holds a thread between scrapes.
+std::vector<std::string> ExposerOptions(const std::string& listen) {
+  return {"listening_ports", listen, "num_threads", std::to_string(kMetricsThreads),
+          "request_timeout_ms", "5000", "enable_keep_alive", "no"};
+}
+
 absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(
     const MetricsOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -251,7 +261,7 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(
     // civetweb reports a bad address or a port in use only by throwing; this
     // is the one place it can, so it is caught here and becomes a Status.
     try {
-      impl->exposer = std::make_unique<prometheus::Exposer>(options.listen, 2);
+      impl->exposer = std::make_unique<prometheus::Exposer>(ExposerOptions(options.listen));
     } catch (const std::exception& e) {
       return absl::UnavailableError(
           absl::StrCat("metrics: cannot listen on '", options.listen, "': ", e.what()));

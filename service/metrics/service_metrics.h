@@ -16,6 +16,10 @@
 
 namespace dllm {
 
+// Threads of the metrics HTTP server: idle or slow connections up to this
+// many, less one, cannot block a scrape (each is dropped after 5 s).
+inline constexpr int kMetricsThreads = 16;
+
 struct MetricsOptions {
   std::string listen = "127.0.0.1:9464";  // "" = no HTTP endpoint (tests scrape Serialize())
   std::string model_name;                 // constant label `model`
@@ -40,7 +44,10 @@ struct MetricsOptions {
 // Closed label sets, so series never explode.
 enum class RpcKind { kGenerate, kStep };
 enum class RejectReason { kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady };
-enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError };
+// How a request ended (dllm_requests_finished_total{finish_reason}). kClosed:
+// a Step session the client closed (or half-closed) before its canvas was
+// complete; kUnavailable: ended by the server shutting down.
+enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError, kClosed, kUnavailable };
 
 class ServiceMetrics {
  public:

@@ -92,11 +92,11 @@ class DiffusionLmService::GenerateReactor final
   void OnWriteDone(bool ok) override {
     // A failed write means the client is gone; gRPC may then skip OnCancel
     // (the call is finished from here), so stop the engine's work now.
-    if (!ok && job_ != nullptr) job_->Cancel();
+    if (!ok && job_ != nullptr) job_->Cancel(absl::CancelledError("the stream broke"));
     if (mailbox_ != nullptr) mailbox_->OnWriteDone(ok);
   }
   void OnCancel() override {
-    if (job_ != nullptr) job_->Cancel();
+    if (job_ != nullptr) job_->Cancel(WhyCancelled(*context_));
   }
   void OnDone() override {
     // Idempotent; a no-op when the job already ended.

@@ -31,24 +31,35 @@ void ReturnFreeHeapPages() {
 
 }  // namespace
 
+std::string BytesText(uint64_t bytes) {
+  if (bytes < (uint64_t{1} << 20)) return absl::StrCat(bytes, " bytes");
+  return absl::StrCat(bytes >> 20, " MiB");
+}
+
 EngineJob::EngineJob() : arrival_(EngineClock::now()) {}
 EngineJob::~EngineJob() = default;
 
-void EngineJob::Cancel() {
+void EngineJob::Cancel(absl::Status why) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancel_.exchange(true)) return;
+  cancel_status_ = why.ok() ? absl::CancelledError("cancelled") : std::move(why);
   cancel_time_ = EngineClock::now();
   if (worker_ != nullptr) worker_->Wake();
 }
 
-absl::StatusOr<bool> FunctionJob::RunStep(const std::atomic<bool>*) {
+absl::Status EngineJob::cancel_status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancel_status_;
+}
+
+absl::StatusOr<bool> FunctionJob::RunStep(const LayerCheck&) {
   if (fn_) fn_();
   fn_ = nullptr;
   return false;
 }
 
-void FunctionJob::Finish(const absl::Status& status) {
-  if (done_) done_(status);
+void FunctionJob::Deliver() {
+  if (done_) done_(status_);
 }
 
 EngineWorker::SessionLease::~SessionLease() {
@@ -162,9 +173,11 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
   if (!FitsLocked(reserved_bytes)) {
     MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
     return refuse(absl::ResourceExhaustedError(absl::StrCat(
-        "not enough memory: the request needs ", reserved_bytes >> 20, " MiB of activations, ",
-        (options_.memory_budget_bytes - std::min(reserved_bytes_, options_.memory_budget_bytes)) >> 20,
-        " MiB of the ", options_.memory_budget_bytes >> 20, " MiB budget are free")));
+        "not enough memory: the request needs ", BytesText(reserved_bytes),
+        " of activations and logits, ",
+        BytesText(options_.memory_budget_bytes -
+                  std::min(reserved_bytes_, options_.memory_budget_bytes)),
+        " of the ", BytesText(options_.memory_budget_bytes), " budget are free")));
   }
   reserved_bytes_ += reserved_bytes;
   queue_.push_back(std::move(job));
@@ -186,7 +199,10 @@ absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSe
   if (!FitsLocked(reserved_bytes)) {
     MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
     return absl::ResourceExhaustedError(absl::StrCat(
-        "not enough memory for the session: it needs ", reserved_bytes >> 20, " MiB"));
+        "not enough memory for the session: it needs ", BytesText(reserved_bytes), ", ",
+        BytesText(options_.memory_budget_bytes -
+                  std::min(reserved_bytes_, options_.memory_budget_bytes)),
+        " of the ", BytesText(options_.memory_budget_bytes), " budget are free"));
   }
   reserved_bytes_ += reserved_bytes;
   ++sessions_open_;
@@ -228,7 +244,7 @@ void EngineWorker::Wake() {
   wake_.notify_one();
 }
 
-void EngineWorker::CancelAll() {
+void EngineWorker::CancelAll(const absl::Status& why) {
   std::vector<std::shared_ptr<EngineJob>> jobs;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -236,7 +252,7 @@ void EngineWorker::CancelAll() {
     jobs.insert(jobs.end(), running_.begin(), running_.end());
     if (current_ != nullptr) jobs.push_back(current_);
   }
-  for (const auto& job : jobs) job->Cancel();
+  for (const auto& job : jobs) job->Cancel(why);
 }
 
 bool EngineWorker::WaitIdle(std::chrono::milliseconds timeout) {
@@ -250,10 +266,10 @@ void EngineWorker::Stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && !thread_.joinable()) return;
     stopping_ = true;
-    for (const auto& job : running_) job->cancel_.store(true);
-    if (current_ != nullptr) current_->cancel_.store(true);
     wake_.notify_one();
   }
+  // Jobs are cancelled outside the worker's lock (lock order: job, then worker).
+  CancelAll(absl::UnavailableError("server is shutting down"));
   if (thread_.joinable()) thread_.join();
 }
 
@@ -263,10 +279,16 @@ double EngineWorker::last_cancel_latency_seconds() const {
 }
 
 // Ends `job` (engine thread): Finish inside the arena, then release its
-// reservation and slot, so that a free slot means the job is fully over.
+// reservation and slot, so that a free slot means the job is fully over,
+// then Deliver: a client hears of the end only once it could come back.
 void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                              bool was_running) {
   RunInArena([&] { job->Finish(status); });
+  // Deliver (tell the client) only after the slot and the memory are free.
+  struct DeliverAtExit {
+    EngineJob* job;
+    ~DeliverAtExit() { job->Deliver(); }
+  } deliver{job.get()};
   const EngineClock::time_point now = EngineClock::now();
   EngineClock::time_point cancel_time{};
   {
@@ -286,6 +308,47 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
   }
   PublishLoadLocked();
   idle_cv_.notify_all();
+}
+
+absl::Status EngineWorker::EndStatus(const EngineJob& job, const absl::Status& status) {
+  if (job.cancelled()) return job.cancel_status();
+  if (job.deadline() <= EngineClock::now()) return absl::DeadlineExceededError("deadline passed");
+  return status;
+}
+
+void EngineWorker::PollBetweenLayers(EngineJob* current) {
+  const EngineClock::time_point now = EngineClock::now();
+  if (!current->cancelled() && current->deadline() <= now) {
+    current->Cancel(absl::DeadlineExceededError("deadline passed"));
+  }
+  std::vector<std::pair<std::shared_ptr<EngineJob>, bool>> ended;  // job, was running
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto stops = [now](const std::shared_ptr<EngineJob>& j) {
+      return j->cancelled() || j->deadline() <= now;
+    };
+    for (auto* list : {&queue_, &running_}) {
+      for (auto it = list->begin(); it != list->end();) {
+        if (stops(*it)) {
+          ended.emplace_back(std::move(*it), list == &running_);
+          it = list->erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  for (const auto& [j, was_running] : ended) {
+    // FinishJob's was_running also clears current_: not this one's to clear.
+    if (was_running && j->is_request_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_requests_;
+    }
+    const absl::Status late =
+        was_running ? absl::DeadlineExceededError("deadline passed")
+                    : absl::DeadlineExceededError("deadline passed while the request was queued");
+    FinishJob(j, j->cancelled() ? j->cancel_status() : late, /*was_running=*/false);
+  }
 }
 
 void EngineWorker::Loop() {
@@ -320,10 +383,9 @@ void EngineWorker::Loop() {
         const std::shared_ptr<EngineJob>& j = *it;
         if (stopping_ || j->cancelled() || j->deadline() <= now) {
           dropped.emplace_back(
-              j, stopping_ ? absl::UnavailableError("server is shutting down")
-                 : j->deadline() <= now
-                     ? absl::DeadlineExceededError("deadline passed while the request was queued")
-                     : absl::CancelledError("cancelled while queued"));
+              j, EndStatus(*j, stopping_ ? absl::UnavailableError("server is shutting down")
+                                         : absl::DeadlineExceededError(
+                                               "deadline passed while the request was queued")));
           it = queue_.erase(it);
         } else {
           ++it;
@@ -339,7 +401,6 @@ void EngineWorker::Loop() {
       if (!running_.empty()) {
         job = std::move(running_.front());
         running_.pop_front();
-        if (stopping_) job->cancel_.store(true);
         current_ = job;
       } else if (stopping_ && dropped.empty()) {
         return;
@@ -352,18 +413,16 @@ void EngineWorker::Loop() {
 
     absl::Status end;  // set when the job ends this turn
     bool more = false;
-    if (job->deadline() <= EngineClock::now()) {
-      end = absl::DeadlineExceededError("deadline passed");
-    } else if (job->cancelled()) {
-      end = absl::CancelledError(stopping_ ? "server is shutting down" : "cancelled");
+    if (job->cancelled() || job->deadline() <= EngineClock::now()) {
+      end = EndStatus(*job, absl::OkStatus());
     } else {
       absl::StatusOr<bool> step;
-      RunInArena([&] { step = job->RunStep(&job->cancel_); });
+      LayerCheck check;
+      check.cancel = &job->cancel_;
+      check.poll = [this, raw = job.get()] { PollBetweenLayers(raw); };
+      RunInArena([&] { step = job->RunStep(check); });
       if (!step.ok()) {
-        end = step.status();
-        if (end.code() == absl::StatusCode::kCancelled && job->deadline() <= EngineClock::now()) {
-          end = absl::DeadlineExceededError("deadline passed");
-        }
+        end = EndStatus(*job, step.status());
       } else {
         more = *step;
       }

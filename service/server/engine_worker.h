@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/model/forward.h"
 #include "engine/model/model.h"
 #include "engine/sampler/sampler_config.h"
 #include "engine/scheduler/cpu_topology.h"
@@ -47,6 +49,10 @@ struct EngineOptions {
   uint64_t memory_budget_bytes = 0;
   bool warm_up = true;   // run one denoising step before reporting ready
 };
+
+// "512 bytes" under a MiB, else whole MiB ("36 MiB"): so that a refusal
+// never reads "needs 0 MiB, 0 MiB free".
+std::string BytesText(uint64_t bytes);
 
 // Live numbers for GetServerInfo and the load gauges.
 struct EngineLoad {
@@ -70,19 +76,26 @@ class EngineJob {
 
   // One unit of work (one denoising step); the first call also sets up
   // (e.g. creates the DenoiseSession, inside the arena as it must be).
-  // Returns true while more units remain. Pass `cancel` down to
-  // DenoiseSession::Advance so a cancel stops the work within one layer.
-  virtual absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) = 0;
-  // Exactly once, after the last RunStep (OK) or instead of further ones:
-  // CANCELLED (Cancel()), DEADLINE_EXCEEDED (deadline passed, while queued
-  // or running), UNAVAILABLE (the worker stopped), or RunStep's error.
-  // Release arena-bound state (the DenoiseSession) here.
+  // Returns true while more units remain. Pass `check` down to
+  // DenoiseSession::Advance so that a cancel or a deadline stops the work
+  // within one layer (and other jobs' cancellations are served meanwhile).
+  virtual absl::StatusOr<bool> RunStep(const LayerCheck& check) = 0;
+  // Exactly once, after the last RunStep (OK) or instead of further ones,
+  // with how the job ended: OK, the reason it was stopped (Cancel()'s: the
+  // client's CANCELLED, DEADLINE_EXCEEDED, the server's UNAVAILABLE), or
+  // RunStep's error. Release arena-bound state (the DenoiseSession) here and
+  // keep what the client is to be told: the worker frees the job's slot and
+  // memory next, and only then calls Deliver(), so that a client who sees
+  // its call end can be admitted again at once.
   virtual void Finish(const absl::Status& status) = 0;
+  virtual void Deliver() {}
 
-  // Stops the job: a queued job is dropped, a running one stops within one
-  // layer. Idempotent.
-  void Cancel();
+  // Stops the job, for `why` (the first reason given is kept): a queued job
+  // is dropped, a running one stops within one layer. Idempotent.
+  void Cancel(absl::Status why = absl::CancelledError("cancelled by the client"));
   bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
+  // Cancel()'s reason; OK while not cancelled.
+  absl::Status cancel_status() const;
 
   // Set before submitting; EngineClock::time_point::max() = none.
   void set_deadline(EngineClock::time_point deadline) { deadline_ = deadline; }
@@ -96,13 +109,14 @@ class EngineJob {
   friend class EngineWorker;
 
   std::atomic<bool> cancel_{false};
+  absl::Status cancel_status_;  // guarded by mu_
   EngineClock::time_point arrival_;
   EngineClock::time_point deadline_ = EngineClock::time_point::max();
   double queue_seconds_ = 0;
 
   // Written by the worker; guarded by mu_ so Cancel() never wakes a worker
   // that has already finished this job.
-  std::mutex mu_;
+  mutable std::mutex mu_;
   EngineWorker* worker_ = nullptr;  // non-owning; set while admitted
   EngineClock::time_point cancel_time_{};
   EngineClock::time_point admitted_{};
@@ -117,12 +131,14 @@ class FunctionJob : public EngineJob {
  public:
   FunctionJob(std::function<void()> fn, std::function<void(const absl::Status&)> done = nullptr)
       : fn_(std::move(fn)), done_(std::move(done)) {}
-  absl::StatusOr<bool> RunStep(const std::atomic<bool>*) override;
-  void Finish(const absl::Status& status) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck&) override;
+  void Finish(const absl::Status& status) override { status_ = status; }
+  void Deliver() override;
 
  private:
   std::function<void()> fn_;
   std::function<void(const absl::Status&)> done_;
+  absl::Status status_;
 };
 
 class EngineWorker {
@@ -181,8 +197,8 @@ class EngineWorker {
   const EngineOptions& options() const { return options_; }
   int threads() const { return plan_.threads; }
 
-  // Cancels every admitted job (the end of a drain).
-  void CancelAll();
+  // Cancels every admitted job with `why` (the end of a drain: UNAVAILABLE).
+  void CancelAll(const absl::Status& why);
   // Waits until no request is queued or running; true when that happened
   // within `timeout`.
   bool WaitIdle(std::chrono::milliseconds timeout);
@@ -206,6 +222,13 @@ class EngineWorker {
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);
+  // Between the layers of `current`'s forward: sets its cancel flag when its
+  // deadline has passed, and ends every other admitted job that was
+  // cancelled or ran out of time, so none waits behind the running step.
+  void PollBetweenLayers(EngineJob* current);
+  // How a job that stopped ends: its cancel reason, DEADLINE_EXCEEDED past
+  // its deadline, else `status`.
+  static absl::Status EndStatus(const EngineJob& job, const absl::Status& status);
   void ReleaseLocked(uint64_t bytes);
   bool FitsLocked(uint64_t bytes) const;
   void PublishLoadLocked();

@@ -41,11 +41,11 @@ absl::Status GenerateJob::Begin() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> GenerateJob::RunStep(const std::atomic<bool>* cancel) {
+absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   if (session_ == nullptr) {
     if (absl::Status s = Begin(); !s.ok()) return s;
   }
-  absl::StatusOr<StepReport> report = session_->Advance(cancel);
+  absl::StatusOr<StepReport> report = session_->Advance(&check);
   if (!report.ok()) return report.status();
   ++steps_;
   step_seconds_total_ += report->step_seconds;
@@ -148,12 +148,11 @@ void GenerateJob::Finish(const absl::Status& status) {
   bool eos = false;
   int generated = 0;
   if (status.ok() && session_ != nullptr) {
-    const v1::Final final = BuildFinal();
-    eos = final.finish_reason() == v1::FINISH_REASON_EOS;
-    generated = static_cast<int>(final.token_ids_size());
-    mailbox_->PostFinal(final);
+    final_ = BuildFinal();
+    eos = final_->finish_reason() == v1::FINISH_REASON_EOS;
+    generated = static_cast<int>(final_->token_ids_size());
   } else {
-    mailbox_->Fail(status.ok() ? absl::InternalError("generation ended without a result") : status);
+    end_ = status.ok() ? absl::InternalError("generation ended without a result") : status;
   }
   const FinishKind kind = FinishKindOf(status, eos);
   DLLM_METRICS_CALL(metrics_, OnFinished(RpcKind::kGenerate, kind,
@@ -166,6 +165,14 @@ void GenerateJob::Finish(const absl::Status& status) {
                spec_.request_id.c_str(), steps_, total * 1e3, reason.c_str(), why.c_str());
   // The session's ForwardPass belongs to the arena: release it here, inside it.
   session_.reset();
+}
+
+void GenerateJob::Deliver() {
+  if (final_.has_value()) {
+    mailbox_->PostFinal(*final_);
+  } else {
+    mailbox_->Fail(end_);
+  }
 }
 
 }  // namespace dllm

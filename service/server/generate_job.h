@@ -29,8 +29,9 @@ class GenerateJob : public EngineJob {
               std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics = nullptr);
   ~GenerateJob() override;
 
-  absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck& check) override;
   void Finish(const absl::Status& status) override;
+  void Deliver() override;
 
   const GenerationSpec& spec() const { return spec_; }
   int planned_steps() const;
@@ -54,6 +55,9 @@ class GenerateJob : public EngineJob {
   // Waiting for the next StepEvent (stride, or DETAIL_TEXT without growth).
   v1::StepEvent pending_;
   int pending_steps_ = 0;
+  // What Deliver() tells the client: the Final, or the status it ended with.
+  std::optional<v1::Final> final_;
+  absl::Status end_;
 };
 
 }  // namespace dllm

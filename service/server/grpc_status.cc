@@ -10,4 +10,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::Status WhyCancelled(const grpc::CallbackServerContext& context) {
+  if (std::chrono::system_clock::now() >= context.deadline()) {
+    return absl::DeadlineExceededError("the call's deadline passed");
+  }
+  return absl::CancelledError("the client cancelled the call");
+}
+
 }  // namespace dllm

@@ -35,6 +35,8 @@ inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
       return FinishKind::kCancelled;
     case absl::StatusCode::kDeadlineExceeded:
       return FinishKind::kDeadline;
+    case absl::StatusCode::kUnavailable:
+      return FinishKind::kUnavailable;
     default:
       return FinishKind::kError;
   }

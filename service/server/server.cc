@@ -1,5 +1,11 @@
 #include "service/server/server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -38,6 +44,37 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const Serve
   return grpc::SslServerCredentials(ssl);
 }
 
+// Why binding `listen` ("host:port") failed, for the error message: the
+// bind is retried here with a plain socket, whose errno gRPC does not give.
+std::string WhyCannotBind(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return "not a host:port address";
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string port = listen.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found) != 0 ||
+      found == nullptr) {
+    return "the host or port cannot be resolved";
+  }
+  std::string why = "the address is not usable";
+  const int fd = socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+  if (fd >= 0) {
+    if (bind(fd, found->ai_addr, found->ai_addrlen) != 0) {
+      why = errno == EADDRINUSE ? "address already in use (is another dllm-server running?)"
+                                : std::strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<const Model> model,
@@ -69,9 +106,13 @@ absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<co
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10 * 1000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 5 * 60 * 1000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options.max_concurrent_streams);
+  // gRPC sets SO_REUSEPORT by default, so a second server on the same
+  // address would start and silently take half of the new connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen));
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", options.listen, ": ", WhyCannotBind(options.listen)));
   }
   s->SetReady(false);
   DllmServer* raw = s.get();
@@ -91,6 +132,7 @@ absl::StatusOr<std::unique_ptr<DllmServer>> DllmServer::Start(std::shared_ptr<co
 DllmServer::~DllmServer() { Shutdown(); }
 
 void DllmServer::SetReady(bool ready) {
+  if (server_ == nullptr) return;
   if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
     health->SetServingStatus(kReadinessService, ready);
   }
@@ -107,21 +149,44 @@ absl::Status DllmServer::WaitReady(std::chrono::milliseconds timeout) {
 void DllmServer::Drain(std::chrono::milliseconds grace) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (shut_down_) return;
+    if (shut_down_ || draining_) return;
+    draining_ = true;
   }
   // Readiness first: a probe that sees the server refuse calls must also see NOT_SERVING.
   SetReady(false);
   service_->StartDraining();
   const auto until = std::chrono::steady_clock::now() + grace;
-  const bool idle = service_->WaitNoStreams(grace) &&
-                    worker_->WaitIdle(std::chrono::duration_cast<std::chrono::milliseconds>(
-                        std::max(until - std::chrono::steady_clock::now(),
-                                 std::chrono::steady_clock::duration::zero())));
+  bool idle = false;
+  // In short slices, so that EndDrainNow() (a second SIGTERM) cuts it short.
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (end_drain_) break;
+    }
+    if (service_->WaitNoStreams(std::chrono::milliseconds(50)) &&
+        worker_->WaitIdle(std::chrono::milliseconds(0))) {
+      idle = true;
+      break;
+    }
+  }
   if (!idle) {
-    std::fprintf(stderr, "dllm-server: drain: cancelling %d stream(s) still running\n",
-                 service_->active_streams());
+    const int left = service_->active_streams();
+    std::fprintf(stderr, "dllm-server: drain: ending %d stream(s) still running (UNAVAILABLE)\n",
+                 left);
+    // UNAVAILABLE, not CANCELLED: clients (and balancers) retry it elsewhere.
+    worker_->CancelAll(absl::UnavailableError(absl::StrCat(
+        "server shutting down: the drain period of ", grace.count() / 1000,
+        " s ended before this request finished; retry on another replica")));
   }
   Shutdown();
+}
+
+void DllmServer::EndDrainNow() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_drain_ = true;
+  }
+  cv_.notify_all();
 }
 
 void DllmServer::Shutdown() {
@@ -131,13 +196,16 @@ void DllmServer::Shutdown() {
     shut_down_ = true;
   }
   service_->StartDraining();
-  worker_->CancelAll();
+  worker_->CancelAll(absl::UnavailableError("server is shutting down; retry on another replica"));
   // Cancelled streams end within a layer; give them a moment to write
   // their status before the transport goes.
   service_->WaitNoStreams(std::chrono::seconds(5));
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  // A server that never started listening (Start failed) has no transport.
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  }
   worker_->Stop();
-  server_->Wait();
+  if (server_ != nullptr) server_->Wait();
   cv_.notify_all();
 }
 

@@ -54,9 +54,12 @@ class DllmServer {
   absl::Status WaitReady(std::chrono::milliseconds timeout);
 
   // SIGTERM behaviour: readiness NOT_SERVING, new calls UNAVAILABLE,
-  // in-flight streams finish for up to `grace`, the rest are cancelled,
-  // then the server shuts down. Idempotent.
+  // in-flight streams finish for up to `grace` (or until EndDrainNow()),
+  // the rest end with UNAVAILABLE (clients retry it), then the server shuts
+  // down. Idempotent; blocks until done.
   void Drain(std::chrono::milliseconds grace);
+  // A second SIGTERM: a Drain() in progress stops waiting at once.
+  void EndDrainNow();
   // Stops at once (cancels everything).
   void Shutdown();
   // Blocks until Shutdown/Drain completed.
@@ -80,6 +83,8 @@ class DllmServer {
   std::condition_variable cv_;
   bool warm_done_ = false;
   absl::Status warm_status_;
+  bool draining_ = false;
+  bool end_drain_ = false;
   bool shut_down_ = false;
 };
 

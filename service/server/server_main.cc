@@ -6,6 +6,9 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -64,6 +67,46 @@ uint64_t DefaultMemoryBudget() {
   return available > margin ? available - margin : (64ull << 20);
 }
 
+// SIGTERM and SIGINT, taken by one thread: before the server serves they end
+// the process at once (non-zero: startup was interrupted); the first while
+// serving starts the drain, a second ends it without waiting.
+class ShutdownSignals {
+ public:
+  void Watch(const sigset_t& signals) {
+    for (;;) {
+      int sig = 0;
+      if (sigwait(&signals, &sig) != 0) continue;
+      std::unique_lock<std::mutex> lock(mu_);
+      if (server_ == nullptr) {
+        std::fprintf(stderr, "dllm-server: %s before the server was ready: exiting\n",
+                     sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        std::_Exit(128 + sig);
+      }
+      if (++count_ == 1) {
+        first_ = sig;
+        cv_.notify_all();
+      } else {
+        std::fprintf(stderr, "dllm-server: second signal: ending the drain now\n");
+        server_->EndDrainNow();
+      }
+    }
+  }
+  // Serves until the first signal; returns it.
+  int Serve(DllmServer* server) {
+    std::unique_lock<std::mutex> lock(mu_);
+    server_ = server;
+    cv_.wait(lock, [this] { return count_ > 0; });
+    return first_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  DllmServer* server_ = nullptr;
+  int count_ = 0;
+  int first_ = 0;
+};
+
 int Run(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc - 1, argv + 1, kValueFlags, kBoolFlags);
   if (!flags.ok()) return Fail(flags.status());
@@ -75,13 +118,16 @@ int Run(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  // Every thread started from here on inherits the blocked set; the main
-  // thread takes the signals with sigwait.
+  // Every thread started from here on inherits the blocked set; one thread
+  // takes the signals from the start, so that SIGTERM works while the model
+  // loads (a slow disk, a huge file) as well as while serving.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  static ShutdownSignals shutdown;
+  std::thread([&signals] { shutdown.Watch(signals); }).detach();
 
   ServerOptions options;
   options.model_path = flags->Get("model");
@@ -127,6 +173,7 @@ int Run(int argc, char** argv) {
     if (!templ.ok()) return Fail(templ.status());
     model_options.chat_template = *templ;
   }
+  std::fprintf(stderr, "dllm-server: loading %s\n", options.model_path.c_str());
   const auto load_start = std::chrono::steady_clock::now();
   absl::StatusOr<std::shared_ptr<const Model>> model =
       Model::Load(options.model_path, model_options);
@@ -202,13 +249,16 @@ int Run(int argc, char** argv) {
     }
   }
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "dllm-server: %s: draining (up to %d s)\n",
+  const int signal_number = shutdown.Serve(server->get());
+  std::fprintf(stderr, "dllm-server: %s: draining (up to %d s; a second signal ends it now)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.drain_seconds);
   (*server)->Drain(std::chrono::seconds(options.drain_seconds));
   server->reset();
   std::fprintf(stderr, "dllm-server: stopped\n");
+  // Not destroyed: civetweb's stop waits up to 2 s for its listener's poll
+  // to time out, and the process is exiting anyway (no scrape can be in
+  // flight once the server is gone, and the kernel closes the socket).
+  (void)metrics.release();
   return 0;
 }
 

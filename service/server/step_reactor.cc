@@ -38,7 +38,23 @@ void StepReactor::Close(const absl::Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     end_status_ = status;
   }
-  Finish(ToGrpcStatus(status));
+  // The session's slot and memory are freed before the client hears that
+  // the call ended, so that it may open the next one at once. The
+  // DenoiseSession belongs to the engine's arena: it goes there, then the
+  // lease; a stopping worker runs `done` without `fn`.
+  std::shared_ptr<StepSessionState> state = state_;
+  const auto release = [state] {
+    state->session.reset();
+    state->lease.reset();
+  };
+  const grpc::Status end = ToGrpcStatus(status);
+  const auto finish = [this, release, end](const absl::Status&) {
+    release();
+    Finish(end);
+  };
+  if (state->lease == nullptr || !service_->worker()->Post(release, finish).ok()) {
+    finish(absl::OkStatus());
+  }
 }
 
 void StepReactor::OnReadDone(bool ok) {
@@ -135,28 +151,31 @@ void StepReactor::Submit(const v1::StepRequest& request) {
   if (absl::Status s = service_->worker()->SubmitSessionWork(job); !s.ok()) outbox_->Fail(s);
 }
 
-void StepReactor::CancelJob() {
+void StepReactor::CancelJob(const absl::Status& why) {
   std::shared_ptr<EngineJob> job;
   {
     std::lock_guard<std::mutex> lock(mu_);
     job = job_;
   }
-  if (job != nullptr) job->Cancel();
+  if (job != nullptr) job->Cancel(why);
 }
 
 void StepReactor::OnWriteDone(bool ok) {
   // A failed write means the client is gone; stop the engine's work now.
-  if (!ok) CancelJob();
+  if (!ok) CancelJob(absl::CancelledError("the stream broke"));
   outbox_->OnWriteDone(ok);
 }
 
 void StepReactor::OnCancel() {
-  CancelJob();
-  outbox_->Fail(absl::CancelledError("the client cancelled the session"));
+  const absl::Status why = WhyCancelled(*context_);
+  CancelJob(why);
+  outbox_->Fail(why.code() == absl::StatusCode::kCancelled
+                    ? absl::CancelledError("the client cancelled the session")
+                    : why);
 }
 
 void StepReactor::OnDone() {
-  CancelJob();
+  CancelJob(absl::CancelledError("the call ended"));
   outbox_->Detach();
   // The DenoiseSession belongs to the engine's arena: destroy it there, then
   // free the slot, so a free slot means the session is fully gone. A job
@@ -177,11 +196,15 @@ void StepReactor::OnDone() {
   if (registered_) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-    if (!rejected_) {
+    // Only opened sessions finished a request; a client that ended its
+    // session before the canvas was complete closed it.
+    if (!rejected_ && state_->open) {
+      const FinishKind kind = status.ok() && !state_->completed
+                                  ? FinishKind::kClosed
+                                  : FinishKindOf(status, state_->eos);
       DLLM_METRICS_CALL(service_->metrics(),
-                        OnFinished(RpcKind::kStep, FinishKindOf(status, state_->eos),
-                                   absl::StatusCodeToString(status.code()), seconds,
-                                   state_->steps, state_->generated));
+                        OnFinished(RpcKind::kStep, kind, absl::StatusCodeToString(status.code()),
+                                   seconds, state_->steps, state_->generated));
     }
     const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
     std::fprintf(stderr, "dllm-server: session %s: %d steps, %.1f ms, %s%s\n",

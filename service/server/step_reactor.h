@@ -38,7 +38,7 @@ class StepReactor final : public grpc::ServerBidiReactor<v1::StepRequest, v1::St
  private:
   void HandleOpen(const v1::StepRequest& request);
   void Submit(const v1::StepRequest& request);
-  void CancelJob();
+  void CancelJob(const absl::Status& why);
 
   DiffusionLmService* service_;
   grpc::CallbackServerContext* context_;

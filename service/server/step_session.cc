@@ -198,7 +198,7 @@ int StepOutbox::events_sent() const {
 
 // ---- StepOpJob ----
 
-absl::StatusOr<bool> StepOpJob::RunStep(const std::atomic<bool>* cancel) {
+absl::StatusOr<bool> StepOpJob::RunStep(const LayerCheck& check) {
   if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen();
   if (state_->session == nullptr) {
     Error(absl::FailedPreconditionError("no session is open: send Open first"));
@@ -206,9 +206,9 @@ absl::StatusOr<bool> StepOpJob::RunStep(const std::atomic<bool>* cancel) {
   }
   switch (request_.op_case()) {
     case v1::StepRequest::kAdvance:
-      return RunAdvance(cancel);
+      return RunAdvance(check);
     case v1::StepRequest::kForward:
-      if (absl::Status s = RunForward(cancel); !s.ok()) return s;
+      if (absl::Status s = RunForward(check); !s.ok()) return s;
       return false;
     case v1::StepRequest::kCommit:
       RunCommit();
@@ -222,11 +222,11 @@ absl::StatusOr<bool> StepOpJob::RunStep(const std::atomic<bool>* cancel) {
   }
 }
 
-void StepOpJob::Finish(const absl::Status& status) {
-  if (status.ok()) {
+void StepOpJob::Deliver() {
+  if (status_.ok()) {
     state_->outbox->EndOp();
   } else {
-    state_->outbox->Fail(status);
+    state_->outbox->Fail(status_);
   }
 }
 
@@ -271,11 +271,12 @@ bool StepOpJob::MaybeFinal() {
   *r.mutable_final() = MakeFinal(*s.session, s.spec, s.text.text());
   s.generated = r.final().token_ids_size();
   s.eos = r.final().finish_reason() == v1::FINISH_REASON_EOS;
+  s.completed = true;
   Respond(std::move(r));
   return true;
 }
 
-absl::StatusOr<bool> StepOpJob::RunAdvance(const std::atomic<bool>* cancel) {
+absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
   StepSessionState& s = *state_;
   const v1::Advance& op = request_.advance();
   if (remaining_ < 0) {
@@ -290,9 +291,12 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const std::atomic<bool>* cancel) {
                                                     kMaxTopCandidates)));
       return false;
     }
-    remaining_ = std::max<uint32_t>(1, op.steps());
+    // The count is kept in a type that holds every uint32 (an int wrapped
+    // at 2^31 and ended the op without its Final); the loop ends at the
+    // canvas' completion however many steps were asked for.
+    remaining_ = std::max<int64_t>(1, op.steps());
   }
-  absl::StatusOr<StepReport> report = s.session->Advance(cancel);
+  absl::StatusOr<StepReport> report = s.session->Advance(&check);
   if (!report.ok()) {
     if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
     Error(report.status());
@@ -326,18 +330,29 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const std::atomic<bool>* cancel) {
   return --remaining_ > 0;
 }
 
-absl::Status StepOpJob::RunForward(const std::atomic<bool>* cancel) {
+absl::Status StepOpJob::RunForward(const LayerCheck& check) {
   StepSessionState& s = *state_;
   const v1::Forward& op = request_.forward();
-  const int k = op.top_candidates() == 0 ? 5 : static_cast<int>(std::min<uint32_t>(
-                                                    op.top_candidates(), 1u << 20));
+  if (op.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
+    Error(absl::InvalidArgumentError(absl::StrCat("forward.top_candidates: ", op.top_candidates(),
+                                                  " is more than ", kMaxTopCandidates)));
+    return absl::OkStatus();
+  }
+  const int k = op.top_candidates() == 0 ? 5 : static_cast<int>(op.top_candidates());
+  const uint32_t gen = static_cast<uint32_t>(s.session->gen_length());
   std::vector<int32_t> positions;
   positions.reserve(op.positions_size());
-  for (uint32_t p : op.positions()) {
-    // Out-of-range values stay out of range for the session's check.
-    positions.push_back(static_cast<int32_t>(std::min<uint32_t>(p, 1u << 30)));
+  for (int i = 0; i < op.positions_size(); ++i) {
+    const uint32_t p = op.positions(i);
+    if (p >= gen) {
+      Error(absl::InvalidArgumentError(absl::StrCat("forward.positions[", i, "]: ", p,
+                                                    " is outside the generated region [0, ",
+                                                    gen, ")")));
+      return absl::OkStatus();
+    }
+    positions.push_back(static_cast<int32_t>(p));
   }
-  absl::StatusOr<ForwardReport> report = s.session->Forward(positions, k, cancel);
+  absl::StatusOr<ForwardReport> report = s.session->Forward(positions, k, &check);
   if (!report.ok()) {
     if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
     Error(report.status());
@@ -355,9 +370,25 @@ absl::Status StepOpJob::RunForward(const std::atomic<bool>* cancel) {
 void StepOpJob::RunCommit() {
   StepSessionState& s = *state_;
   std::vector<int32_t> positions, tokens;
-  for (const v1::CommittedToken& t : request_.commit().tokens()) {
-    positions.push_back(static_cast<int32_t>(std::min<uint32_t>(t.position(), 1u << 30)));
-    tokens.push_back(static_cast<int32_t>(std::min<uint32_t>(t.token_id(), 1u << 30)));
+  const uint32_t gen = static_cast<uint32_t>(s.session->gen_length());
+  const uint32_t vocab = static_cast<uint32_t>(s.model->config().n_vocab);
+  for (int i = 0; i < request_.commit().tokens_size(); ++i) {
+    const v1::CommittedToken& t = request_.commit().tokens(i);
+    if (t.position() >= gen) {
+      Error(absl::InvalidArgumentError(absl::StrCat("commit.tokens[", i, "].position: ",
+                                                    t.position(),
+                                                    " is outside the generated region [0, ", gen,
+                                                    ")")));
+      return;
+    }
+    if (t.token_id() >= vocab) {
+      Error(absl::InvalidArgumentError(absl::StrCat("commit.tokens[", i, "].token_id: ",
+                                                    t.token_id(),
+                                                    " is outside the vocabulary of ", vocab)));
+      return;
+    }
+    positions.push_back(static_cast<int32_t>(t.position()));
+    tokens.push_back(static_cast<int32_t>(t.token_id()));
   }
   if (absl::Status status = s.session->Commit(positions, tokens); !status.ok()) {
     Error(status);
@@ -391,6 +422,7 @@ void StepOpJob::RunRewind() {
   }
   // The text starts over: the next StepEvent's delta covers the whole stable prefix.
   s.text.Reset();
+  s.completed = s.session->done();
   v1::StepResponse r;
   r.mutable_rewound()->set_step(s.session->history_size());
   r.mutable_rewound()->set_masked_remaining(s.session->masked_remaining());

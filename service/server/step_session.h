@@ -138,6 +138,7 @@ struct StepSessionState {
   std::atomic<int> steps{0};       // Advance steps run
   std::atomic<int> generated{0};   // tokens in the last Final
   std::atomic<bool> eos{false};    // the last Final ended with end-of-text
+  std::atomic<bool> completed{false};  // a Final was sent (the canvas is complete)
 };
 
 // One op of a session on the engine thread. Finish ends the op (OK) or the
@@ -147,13 +148,14 @@ class StepOpJob : public EngineJob {
   StepOpJob(std::shared_ptr<StepSessionState> state, v1::StepRequest request)
       : state_(std::move(state)), request_(std::move(request)) {}
 
-  absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) override;
-  void Finish(const absl::Status& status) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck& check) override;
+  void Finish(const absl::Status& status) override { status_ = status; }
+  void Deliver() override;
 
  private:
   bool RunOpen();
-  absl::StatusOr<bool> RunAdvance(const std::atomic<bool>* cancel);
-  absl::Status RunForward(const std::atomic<bool>* cancel);
+  absl::StatusOr<bool> RunAdvance(const LayerCheck& check);
+  absl::Status RunForward(const LayerCheck& check);
   void RunCommit();
   void RunRewind();
   // A StepEvent for the session's latest history entry.
@@ -167,7 +169,8 @@ class StepOpJob : public EngineJob {
 
   std::shared_ptr<StepSessionState> state_;
   v1::StepRequest request_;
-  int remaining_ = -1;  // Advance steps left; -1 before the first turn
+  int64_t remaining_ = -1;  // Advance steps left; -1 before the first turn
+  absl::Status status_;     // Finish's, for Deliver
 };
 
 }  // namespace dllm

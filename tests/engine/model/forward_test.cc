@@ -183,7 +183,9 @@ TEST(ForwardTest, RejectsBadInputAndHonoursCancel) {
   EXPECT_THAT((*pass)->Run(tokens, std::vector<int32_t>{1, 1}, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "not ascending"));
   std::atomic<bool> cancel{true};
-  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data(), &cancel),
+  LayerCheck check;
+  check.cancel = &cancel;
+  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data(), &check),
               testing::StatusIs(absl::StatusCode::kCancelled, "before layer 0"));
 }
 

@@ -408,6 +408,43 @@ TEST(ServiceMetricsTest, HttpScrapeServesTheSameFamilies) {
   EXPECT_EQ(Value(body, "dllm_steps_total"), 1);
 }
 
+// A connected socket to 127.0.0.1:port that sends `prefix` and then nothing.
+int StalledConnection(int port, const std::string& prefix) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  if (!prefix.empty()) EXPECT_GT(write(fd, prefix.data(), prefix.size()), 0);
+  return fd;
+}
+
+// Idle connections and slowloris clients (headers that never end) must not
+// starve Prometheus: each holds one of kMetricsThreads for at most 5 s.
+TEST(ServiceMetricsTest, IdleAndSlowConnectionsDoNotBlockAScrape) {
+  MetricsOptions o = TestOptions();
+  o.listen = "127.0.0.1:0";
+  auto m = MakeMetrics(o);
+  ASSERT_NE(m, nullptr);
+  std::vector<int> stalled;
+  for (int i = 0; i < kMetricsThreads / 2 - 1; ++i) {
+    stalled.push_back(StalledConnection(m->port(), ""));
+    stalled.push_back(StalledConnection(m->port(), "GET /metrics HTTP/1.1\r\nHost: x"));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string response = HttpGet(m->port(), "/metrics");
+  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 200"));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  // The server drops a connection that sent no complete request in time.
+  timeval timeout{8, 0};
+  setsockopt(stalled[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char byte;
+  EXPECT_EQ(read(stalled[0], &byte, 1), 0) << "the idle connection was not closed";
+  for (int fd : stalled) close(fd);
+}
+
 TEST(ServiceMetricsTest, PromtoolAcceptsTheScrape) {
   const std::string promtool = FindOnPath("promtool");
   if (promtool.empty()) {

@@ -3,6 +3,7 @@
 // deadlines and cancellation.
 #include "service/server/engine_worker.h"
 
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -22,9 +23,14 @@ class ScriptedJob : public EngineJob {
   ScriptedJob(std::string name, int steps, std::vector<std::string>* log, std::mutex* mu)
       : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {}
 
-  absl::StatusOr<bool> RunStep(const std::atomic<bool>* cancel) override {
-    while (hold.load() && !cancel->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (cancel->load()) return absl::CancelledError("cancelled mid-step");
+  // A held step behaves like a forward pass with many layers: it polls
+  // between them and stops when cancelled.
+  absl::StatusOr<bool> RunStep(const LayerCheck& check) override {
+    while (hold.load() && !check.cancel->load()) {
+      if (check.poll) check.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (check.cancel->load()) return absl::CancelledError("cancelled mid-step");
     {
       std::lock_guard<std::mutex> lock(*mu_);
       log_->push_back(name_);
@@ -37,7 +43,11 @@ class ScriptedJob : public EngineJob {
     finish_status = status;
     finish_thread = std::this_thread::get_id();
   }
+  void Deliver() override {
+    if (on_deliver) on_deliver();
+  }
 
+  std::function<void()> on_deliver;  // runs when the client would be told
   std::atomic<bool> hold{false};
   bool finished = false;
   absl::Status finish_status;
@@ -76,6 +86,81 @@ class EngineWorkerTest : public ::testing::Test {
   std::vector<std::string> log_;
   std::mutex mu_;
 };
+
+// A cancelled request does not wait behind another request's step: the
+// running step's between-layer poll ends it (issue: p99 cancel latency was a
+// step of the other job).
+TEST_F(EngineWorkerTest, CancellationPreemptsTheRunningStep) {
+  EngineOptions o;
+  o.max_running = 2;
+  auto w = Start(o);
+  auto a = Job("a", 3), b = Job("b", 3), c = Job("c", 3);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  while (log_.empty() && !a->hold) {}
+  ASSERT_THAT(w->Submit(b, 0), IsOk());  // runs next, behind a's held step
+  ASSERT_THAT(w->Submit(c, 0), IsOk());  // queued (max_running 2)
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  b->Cancel();
+  c->Cancel(absl::UnavailableError("server is shutting down"));
+  WaitFinished(b);
+  WaitFinished(c);
+  EXPECT_FALSE(Finished(a));  // still in its step
+  EXPECT_THAT(b->finish_status, StatusIs(absl::StatusCode::kCancelled, "cancelled by the client"));
+  EXPECT_THAT(c->finish_status, StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
+  EXPECT_LT(w->last_cancel_latency_seconds(), 0.5);
+  a->hold = false;
+  WaitFinished(a);
+  EXPECT_THAT(a->finish_status, IsOk());
+}
+
+// The running job's own deadline stops it between layers, as
+// DEADLINE_EXCEEDED (not CANCELLED).
+TEST_F(EngineWorkerTest, DeadlineStopsTheRunningStep) {
+  auto w = Start({});
+  auto a = Job("a", 3);
+  a->hold = true;
+  a->set_deadline(EngineClock::now() + std::chrono::milliseconds(50));
+  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  WaitFinished(a);
+  EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kDeadlineExceeded, "deadline"));
+}
+
+// The slot and the memory are free before the client hears the end, so a
+// client that starts its next request then is never refused.
+TEST_F(EngineWorkerTest, SlotIsFreeWhenTheClientHearsTheEnd) {
+  EngineOptions o;
+  o.max_running = 1;
+  o.max_queue = 0;
+  o.memory_budget_bytes = 1000;
+  auto w = Start(o);
+  for (int i = 0; i < 20; ++i) {
+    auto first = Job("first", 1);
+    absl::Status second_admitted = absl::UnknownError("not tried");
+    auto second = Job("second", 1);
+    first->on_deliver = [&] { second_admitted = w->Submit(second, 900); };
+    ASSERT_THAT(w->Submit(first, 900), IsOk());
+    WaitFinished(second);
+    EXPECT_THAT(second_admitted, IsOk()) << "round " << i;
+  }
+}
+
+TEST_F(EngineWorkerTest, RefusalsReportBytesUnderAMiB) {
+  EngineOptions o;
+  o.memory_budget_bytes = 1 << 20;
+  auto w = Start(o);
+  EXPECT_THAT(w->Submit(Job("big", 1), (1 << 20) + 1),
+              StatusIs(absl::StatusCode::kResourceExhausted, "needs 1 MiB"));
+  auto held = Job("held", 1);
+  held->hold = true;
+  ASSERT_THAT(w->Submit(held, 1000000), IsOk());
+  EXPECT_THAT(w->Submit(Job("small", 1), 100000),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       "needs 100000 bytes of activations and logits, 48576 bytes of the 1 MiB "
+                       "budget are free"));
+  held->hold = false;
+  WaitFinished(held);
+}
 
 TEST_F(EngineWorkerTest, QueueCapIsResourceExhausted) {
   EngineOptions o;
@@ -146,9 +231,12 @@ TEST_F(EngineWorkerTest, QueuedDeadlineAndCancelNeverRun) {
   ASSERT_THAT(w->Submit(gone, 0), IsOk());
   gone->Cancel();
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
-  a->hold = false;
+  // Both end during a's step (its between-layer poll), not after it.
   WaitFinished(gone);
   WaitFinished(late);
+  EXPECT_FALSE(Finished(a));
+  a->hold = false;
+  WaitFinished(a);
   EXPECT_THAT(gone->finish_status, StatusIs(absl::StatusCode::kCancelled, ""));
   EXPECT_THAT(late->finish_status, StatusIs(absl::StatusCode::kDeadlineExceeded, "queued"));
   std::lock_guard<std::mutex> lock(mu_);
@@ -212,7 +300,8 @@ TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
   while (w->load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   w->Stop();
   EXPECT_TRUE(Finished(a) && Finished(b));
-  EXPECT_EQ(a->finish_status.code(), absl::StatusCode::kCancelled);
+  // Both UNAVAILABLE (clients retry it elsewhere), the running one too.
+  EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
   EXPECT_EQ(b->finish_status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(w->Submit(Job("c", 1), 0), StatusIs(absl::StatusCode::kUnavailable, ""));
 }

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,21 +26,42 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A dllm-server child process; killed (SIGKILL) if the test leaves it running.
+std::string TinyModel() { return testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf"; }
+
+// A dllm-server child process, its stderr in a file; killed (SIGKILL) if the
+// test leaves it running.
 class ServerProcess {
  public:
-  explicit ServerProcess(const std::vector<std::string>& extra) {
-    port_file_ = testing::TempDir() + "/ports.json";
+  explicit ServerProcess(const std::vector<std::string>& extra, std::string model = TinyModel(),
+                         std::string listen = "127.0.0.1:0") {
+    static int instance = 0;
+    const std::string tag = std::to_string(instance++);
+    port_file_ = testing::TempDir() + "/ports" + tag + ".json";
+    stderr_file_ = testing::TempDir() + "/stderr" + tag + ".txt";
     std::vector<std::string> args = {testing::BinaryDir() + "/service/dllm-server",
-                                     "--model",
-                                     testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
-                                     "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+                                     "--model", model,
+                                     "--listen", listen, "--metrics-listen", "127.0.0.1:0",
                                      "--threads", "1", "--port-file", port_file_};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, stderr_file_.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    EXPECT_EQ(posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  std::string Stderr() const { return testing::ReadFileOrDie(stderr_file_); }
+  // Waits until the server printed `text` on stderr.
+  bool WaitStderr(const std::string& text, std::chrono::seconds timeout) {
+    const auto until = Clock::now() + timeout;
+    while (Clock::now() < until) {
+      if (Stderr().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
   }
   ~ServerProcess() {
     if (pid_ > 0) {
@@ -81,7 +104,52 @@ class ServerProcess {
  private:
   pid_t pid_ = -1;
   std::string port_file_;
+  std::string stderr_file_;
 };
+
+// One Generate call on its own thread, long enough to be in flight when the
+// test signals the server.
+class LongCall {
+ public:
+  explicit LongCall(v1::DiffusionLM::Stub* stub) {
+    v1::GenerateRequest req;
+    req.mutable_prompt()->set_text("in flight");
+    req.mutable_diffusion()->set_gen_length(960);
+    req.mutable_diffusion()->set_steps(960);
+    req.mutable_diffusion()->set_block_length(960);
+    req.mutable_diffusion()->set_early_exit(false);
+    thread_ = std::thread([this, stub, req] {
+      auto reader = stub->Generate(&ctx_, req);
+      v1::GenerateEvent e;
+      while (reader->Read(&e)) {
+        if (e.has_started()) started_ = true;
+      }
+      status_ = reader->Finish();
+      ended_ = Clock::now();
+    });
+    while (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~LongCall() {
+    if (thread_.joinable()) thread_.join();
+  }
+  grpc::Status Join() {
+    thread_.join();
+    return status_;
+  }
+  Clock::time_point ended() const { return ended_; }
+
+ private:
+  grpc::ClientContext ctx_;
+  std::atomic<bool> started_{false};
+  grpc::Status status_;
+  Clock::time_point ended_;
+  std::thread thread_;
+};
+
+std::unique_ptr<v1::DiffusionLM::Stub> Stub(int port) {
+  return v1::DiffusionLM::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                                      grpc::InsecureChannelCredentials()));
+}
 
 TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
   ServerProcess server({"--drain-seconds", "60"});
@@ -135,6 +203,80 @@ TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
   EXPECT_TRUE(in_flight_status.ok()) << in_flight_status.error_message();
   EXPECT_EQ(finals, 1);
   EXPECT_EQ(server.Wait(std::chrono::seconds(60)), 0);
+}
+
+// Past --drain-seconds, a stream still running ends with UNAVAILABLE (which
+// clients retry) and a message saying why, and the process exits promptly.
+TEST(ServerBinaryTest, DrainDeadlineEndsStreamsUnavailable) {
+  ServerProcess server({"--drain-seconds", "1"});
+  const int port = server.WaitGrpcPort(std::chrono::seconds(60));
+  ASSERT_GT(port, 0);
+  auto stub = Stub(port);
+  LongCall call(stub.get());
+  const Clock::time_point signalled = Clock::now();
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  const grpc::Status status = call.Join();
+  EXPECT_EQ(status.error_code(), grpc::UNAVAILABLE) << status.error_message();
+  EXPECT_NE(status.error_message().find("drain period of 1 s ended"), std::string::npos)
+      << status.error_message();
+  EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0);
+  const double exit_after = std::chrono::duration<double>(Clock::now() - signalled).count();
+  EXPECT_LT(exit_after, 1.0 + 1.5) << "exit came " << exit_after << " s after SIGTERM";
+}
+
+// A second SIGTERM ends the drain at once.
+TEST(ServerBinaryTest, SecondSigtermEndsTheDrain) {
+  ServerProcess server({"--drain-seconds", "600"});
+  const int port = server.WaitGrpcPort(std::chrono::seconds(60));
+  ASSERT_GT(port, 0);
+  auto stub = Stub(port);
+  LongCall call(stub.get());
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  ASSERT_TRUE(server.WaitStderr("draining", std::chrono::seconds(10)));
+  const Clock::time_point second = Clock::now();
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  EXPECT_EQ(call.Join().error_code(), grpc::UNAVAILABLE);
+  EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0);
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - second).count(), 3.0);
+  EXPECT_NE(server.Stderr().find("second signal: ending the drain now"), std::string::npos);
+}
+
+// SIGTERM while the model loads ends the process at once, non-zero.
+TEST(ServerBinaryTest, SigtermWhileLoadingExits) {
+  const std::string model = testing::TempDir() + "/slow-to-load.gguf";
+  ASSERT_EQ(testing::RunDllm("synth --arch llada --shape custom:d=1024,l=4,h=8,ff=2816,v=8256 "
+                             "--type q8_0 --quiet --out " + model).exit_code, 0);
+  ServerProcess server({}, model);
+  ASSERT_TRUE(server.WaitStderr("dllm-server: loading", std::chrono::seconds(30)));
+  ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
+  EXPECT_EQ(server.Wait(std::chrono::seconds(10)), 128 + SIGTERM);
+  EXPECT_NE(server.Stderr().find("SIGTERM before the server was ready: exiting"),
+            std::string::npos)
+      << server.Stderr();
+}
+
+// A FIFO (or any non-regular file) as --model is refused at once instead of
+// blocking the open; `dllm inspect` likewise.
+TEST(ServerBinaryTest, NonRegularModelFileIsRefused) {
+  const std::string fifo = testing::TempDir() + "/model.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ServerProcess server({}, fifo);
+  EXPECT_EQ(server.Wait(std::chrono::seconds(10)), 2);
+  EXPECT_NE(server.Stderr().find("not a regular file"), std::string::npos) << server.Stderr();
+  const testing::RunResult inspect = testing::RunDllm("inspect " + fifo);
+  EXPECT_EQ(inspect.exit_code, 2);
+  EXPECT_NE(inspect.err.find("not a regular file"), std::string::npos);
+}
+
+// No SO_REUSEPORT: a second server on a taken port fails instead of
+// silently sharing it.
+TEST(ServerBinaryTest, SecondServerOnTheSamePortFails) {
+  ServerProcess first({});
+  const int port = first.WaitGrpcPort(std::chrono::seconds(60));
+  ASSERT_GT(port, 0);
+  ServerProcess second({}, TinyModel(), "127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(second.Wait(std::chrono::seconds(30)), 2);
+  EXPECT_NE(second.Stderr().find("address already in use"), std::string::npos) << second.Stderr();
 }
 
 TEST(ServerBinaryTest, HelpPrintsUsageAndExitsZero) {
