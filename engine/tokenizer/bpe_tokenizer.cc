@@ -279,6 +279,10 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
         break;
     }
   }
+  // Special tokens match their text, so they count by it too.
+  for (size_t i = 0; i < n; ++i) {
+    t.max_token_bytes_ = std::max({t.max_token_bytes_, t.pieces_[i].size(), t.tokens_[i].size()});
+  }
 
   // Merges: rank = index; the first of repeated pairs wins, as in llama.cpp.
   DLLM_ASSIGN_OR_RETURN(std::vector<absl::string_view> merges,

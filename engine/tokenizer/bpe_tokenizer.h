@@ -93,6 +93,10 @@ class BpeTokenizer {
   bool add_bos() const { return add_bos_; }
   bool add_eos() const { return add_eos_; }
   PreTokenizer pre_tokenizer() const { return pre_; }
+  // The most bytes of text one token covers: a text of more than
+  // n * max_token_bytes() bytes encodes to more than n tokens, which bounds
+  // a prompt by its length before encoding it.
+  size_t max_token_bytes() const { return max_token_bytes_; }
   size_t n_merges() const { return merges_.size(); }
 
  private:
@@ -114,6 +118,7 @@ class BpeTokenizer {
   std::array<int32_t, 256> byte_token_{};  // id of each byte's character, or -1
   std::vector<int32_t> special_;  // matched before BPE, longest text first
 
+  size_t max_token_bytes_ = 1;
   PreTokenizer pre_ = PreTokenizer::kGpt2;
   bool ignore_merges_ = false;  // llama3: a word that is a token is emitted whole
   bool clean_spaces_ = false;   // the vocabulary asks for clean_spaces

@@ -50,9 +50,10 @@ const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,
                                                     1024, 2048, 4096, 8192, 16384};
 
 // Label values, indexed by the enums of service_metrics.h.
-constexpr std::array<const char*, 2> kRpcNames = {"Generate", "Step"};
-constexpr std::array<const char*, 6> kRejectNames = {"queue_full", "sessions_full", "invalid",
-                                                     "memory",     "draining",      "not_ready"};
+// RpcKind order; "Unary": GetModelInfo, GetServerInfo and Tokenize together.
+constexpr std::array<const char*, 3> kRpcNames = {"Generate", "Step", "Unary"};
+constexpr std::array<const char*, 7> kRejectNames = {
+    "queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready", "malformed"};
 constexpr std::array<const char*, 7> kFinishNames = {
     "eos", "length", "cancelled", "deadline", "error", "closed", "unavailable"};
 // gRPC status code names, in code order (google.rpc.Code).
@@ -342,6 +343,10 @@ void ServiceMetrics::OnFinished(RpcKind rpc, FinishKind finish, absl::string_vie
   impl_->request_duration[r]->Observe(duration_seconds);
   impl_->request_steps->Observe(steps);
   impl_->generated_tokens->Increment(generated_tokens);
+}
+
+void ServiceMetrics::OnCallEnded(RpcKind rpc, absl::string_view grpc_code) {
+  impl_->requests[static_cast<size_t>(rpc)][GrpcCodeIndex(grpc_code)]->Increment();
 }
 
 void ServiceMetrics::OnCancelled(double cancel_to_idle_seconds) {

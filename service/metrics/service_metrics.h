@@ -42,8 +42,12 @@ struct MetricsOptions {
 };
 
 // Closed label sets, so series never explode.
-enum class RpcKind { kGenerate, kStep };
-enum class RejectReason { kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady };
+// kOther: the unary RPCs (GetModelInfo, GetServerInfo, Tokenize).
+enum class RpcKind { kGenerate, kStep, kOther };
+// kMalformed: request bytes that do not parse as the method's message.
+enum class RejectReason {
+  kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady, kMalformed
+};
 // How a request ended (dllm_requests_finished_total{finish_reason}). kClosed:
 // a Step session the client closed (or half-closed) before its canvas was
 // complete; kUnavailable: ended by the server shutting down.
@@ -77,6 +81,9 @@ class ServiceMetrics {
   void OnFirstToken(double seconds_since_arrival);
   void OnFinished(RpcKind rpc, FinishKind finish, absl::string_view grpc_code,
                   double duration_seconds, int steps, int generated_tokens);
+  // An RPC that ran no request (a Step stream that never opened a session):
+  // dllm_requests_total{rpc,code} only.
+  void OnCallEnded(RpcKind rpc, absl::string_view grpc_code);
   void OnCancelled(double cancel_to_idle_seconds);
   void OnEventsSent(RpcKind rpc, int sent, int coalesced);
 

@@ -5,10 +5,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/base/utf8.h"
 #include "kernels/ggml_types.h"
 #include "service/server/generate_job.h"
 #include "service/server/grpc_status.h"
 #include "service/server/metrics_hooks.h"
+#include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 #include "service/server/step_reactor.h"
 #include "engine/tokenizer/chat_template.h"
@@ -22,6 +24,11 @@
 
 namespace dllm {
 namespace {
+
+// The longest text Tokenize takes: its reply (each token an id of up to 5
+// bytes and its piece with 2 bytes of framing, the pieces adding up to the
+// text) stays under 8 x 512 KiB = the 4 MiB message limit.
+constexpr size_t kMaxTokenizeTextBytes = 512 << 10;
 
 // How long a refused client should wait before trying again, in the
 // trailing metadata of RESOURCE_EXHAUSTED (serving.md 1.7).
@@ -69,13 +76,19 @@ std::string WeightFormat(const Model& model) {
 // One Generate call: validates and admits in its constructor, then relays
 // the mailbox's writes. Deletes itself in OnDone.
 class DiffusionLmService::GenerateReactor final
-    : public grpc::ServerWriteReactor<v1::GenerateEvent>,
+    : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
       public EventSink {
  public:
   GenerateReactor(DiffusionLmService* service, grpc::CallbackServerContext* context,
-                  const v1::GenerateRequest& request)
+                  const grpc::ByteBuffer& bytes)
       : service_(service), context_(context) {
-    absl::Status status = Admit(request);
+    v1::GenerateRequest request;
+    absl::Status status = DecodeRequest(bytes, &request);
+    if (!status.ok()) {
+      service_->OnMalformed(*context_, RpcKind::kGenerate, "Generate", status);
+    } else {
+      status = Admit(request);
+    }
     if (!status.ok()) {
       if (status.code() == absl::StatusCode::kResourceExhausted) {
         context_->AddTrailingMetadata("retry-after-ms", kRetryAfterMs);
@@ -86,7 +99,11 @@ class DiffusionLmService::GenerateReactor final
     }
   }
 
-  void Write(const v1::GenerateEvent* event) override { StartWrite(event); }
+  // One write in flight (the mailbox's contract), so one buffer does.
+  void Write(const v1::GenerateEvent* event) override {
+    buffer_ = EncodeMessage(*event);
+    StartWrite(&buffer_);
+  }
   void Close(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
 
   void OnWriteDone(bool ok) override {
@@ -147,7 +164,29 @@ class DiffusionLmService::GenerateReactor final
   grpc::CallbackServerContext* context_;
   std::shared_ptr<GenerateMailbox> mailbox_;
   std::shared_ptr<GenerateJob> job_;
+  grpc::ByteBuffer buffer_;  // the event being written
 };
+
+// A unary method on raw bytes: parse `bytes` into Request, run `fn`, and
+// serialize its Response into `out`.
+template <typename Request, typename Response, typename Fn>
+grpc::ServerUnaryReactor* RawUnary(DiffusionLmService* service,
+                                   grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* bytes, grpc::ByteBuffer* out,
+                                   const char* method, Fn fn) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  Request request;
+  Response response;
+  absl::Status status = DecodeRequest(*bytes, &request);
+  if (!status.ok()) {
+    service->OnMalformed(*context, RpcKind::kOther, method, status);
+  } else {
+    status = fn(request, &response);
+  }
+  if (status.ok()) *out = EncodeMessage(response);
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
 
 DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::string model_path,
                                        EngineWorker* worker, ServerFacts facts,
@@ -238,24 +277,63 @@ void DiffusionLmService::TickerLoop() {
   }
 }
 
-grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>* DiffusionLmService::Step(
+void DiffusionLmService::OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
+                                     const char* method, const absl::Status& status) {
+  MetricsRejected(metrics_, rpc, RejectReason::kMalformed, "INVALID_ARGUMENT");
+  const std::string peer = context.peer();
+  const auto now = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(malformed_mu_);
+    auto [it, inserted] = malformed_logged_.try_emplace(peer, now);
+    if (!inserted && now - it->second < std::chrono::minutes(1)) return;
+    it->second = now;
+    // Bounded: a client that changes ports cannot grow the table without end.
+    if (malformed_logged_.size() > 4096) malformed_logged_.clear();
+  }
+  std::fprintf(stderr,
+               "dllm-server: malformed %s request from %s: %s (more from this client are "
+               "counted, not logged, for a minute)\n",
+               method, PrintableText(peer).c_str(), PrintableText(status.message()).c_str());
+}
+
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* DiffusionLmService::Step(
     grpc::CallbackServerContext* context) {
   return new StepReactor(this, context);
 }
 
-grpc::ServerWriteReactor<v1::GenerateEvent>* DiffusionLmService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* DiffusionLmService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) {
   return new GenerateReactor(this, context, *request);
 }
 
 grpc::ServerUnaryReactor* DiffusionLmService::GetModelInfo(grpc::CallbackServerContext* context,
-                                                           const v1::GetModelInfoRequest*,
-                                                           v1::ModelInfo* info) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (draining_) {
-    reactor->Finish(ToGrpcStatus(absl::UnavailableError("server is draining")));
-    return reactor;
-  }
+                                                           const grpc::ByteBuffer* request,
+                                                           grpc::ByteBuffer* response) {
+  return RawUnary<v1::GetModelInfoRequest, v1::ModelInfo>(
+      this, context, request, response, "GetModelInfo",
+      [this](const v1::GetModelInfoRequest&, v1::ModelInfo* info) { return ModelInfo(info); });
+}
+
+grpc::ServerUnaryReactor* DiffusionLmService::GetServerInfo(grpc::CallbackServerContext* context,
+                                                            const grpc::ByteBuffer* request,
+                                                            grpc::ByteBuffer* response) {
+  return RawUnary<v1::GetServerInfoRequest, v1::ServerInfo>(
+      this, context, request, response, "GetServerInfo",
+      [this](const v1::GetServerInfoRequest&, v1::ServerInfo* info) { return ServerInfo(info); });
+}
+
+grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  return RawUnary<v1::TokenizeRequest, v1::TokenizeResponse>(
+      this, context, request, response, "Tokenize",
+      [this](const v1::TokenizeRequest& r, v1::TokenizeResponse* out) {
+        return TokenizeText(r, out);
+      });
+}
+
+absl::Status DiffusionLmService::ModelInfo(v1::ModelInfo* info) const {
+  if (draining_) return absl::UnavailableError("server is draining");
   const ModelConfig& c = model_->config();
   const BpeTokenizer& tok = model_->tokenizer();
   info->set_name(c.name);
@@ -279,14 +357,10 @@ grpc::ServerUnaryReactor* DiffusionLmService::GetModelInfo(grpc::CallbackServerC
   info->set_chat_template(model_->chat_template().name);
   *info->mutable_default_diffusion() = DefaultDiffusionParams(c);
   *info->mutable_default_sampling() = DefaultSamplingParams(c);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* DiffusionLmService::GetServerInfo(grpc::CallbackServerContext* context,
-                                                            const v1::GetServerInfoRequest*,
-                                                            v1::ServerInfo* info) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+absl::Status DiffusionLmService::ServerInfo(v1::ServerInfo* info) const {
   const EngineLoad load = worker_->load();
   const EngineOptions& o = worker_->options();
   info->set_version(DLLM_VERSION);
@@ -306,17 +380,19 @@ grpc::ServerUnaryReactor* DiffusionLmService::GetServerInfo(grpc::CallbackServer
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
   info->set_draining(draining_);
   info->set_git_sha(DLLM_GIT_SHA);
-  reactor->Finish(grpc::Status::OK);
-  return reactor;
+  return absl::OkStatus();
 }
 
-grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerContext* context,
-                                                       const v1::TokenizeRequest* request,
-                                                       v1::TokenizeResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+absl::Status DiffusionLmService::TokenizeText(const v1::TokenizeRequest& r,
+                                              v1::TokenizeResponse* response) {
+  const v1::TokenizeRequest* request = &r;
   absl::Status status;
   if (draining_) {
     status = absl::UnavailableError("server is draining");
+  } else if (request->text().size() > kMaxTokenizeTextBytes) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "text: ", request->text().size(), " bytes exceed Tokenize's limit of ",
+        kMaxTokenizeTextBytes, " (its reply, ids and pieces, must fit the message limit)"));
   } else if (const int64_t bad = FirstInvalidUtf8(request->text()); bad >= 0) {
     status = absl::InvalidArgumentError(absl::StrCat("text: invalid UTF-8 at byte ", bad));
   } else if (const int64_t bad_system = FirstInvalidUtf8(request->system()); bad_system >= 0) {
@@ -341,8 +417,7 @@ grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerConte
       response->add_pieces(SanitizeUtf8(model_->tokenizer().TokenPiece(id)));
     }
   }
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return status;
 }
 
 }  // namespace dllm

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,7 @@
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "engine/model/model.h"
 #include "service/server/engine_worker.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/generate_stream.h"
 #include "service/server/step_session.h"
 
@@ -40,27 +42,40 @@ struct ServerFacts {
 // e.g. "Q4_K" (ModelInfo.weight_format, the metrics' build info).
 std::string WeightFormat(const Model& model);
 
+// Every method takes its request as bytes (gRPC's raw callback methods) and
+// parses it with DecodeRequest, so malformed bytes are INVALID_ARGUMENT
+// naming what could not be parsed (request_decoder.h).
+using RawDiffusionLmService = v1::DiffusionLM::WithRawCallbackMethod_Generate<
+    v1::DiffusionLM::WithRawCallbackMethod_Step<v1::DiffusionLM::WithRawCallbackMethod_GetModelInfo<
+        v1::DiffusionLM::WithRawCallbackMethod_GetServerInfo<
+            v1::DiffusionLM::WithRawCallbackMethod_Tokenize<v1::DiffusionLM::Service>>>>>;
+
 // Thread-safe; outlives the grpc::Server it is registered with.
-class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
+class DiffusionLmService final : public RawDiffusionLmService {
  public:
   // Non-owning: `worker` and `metrics` (may be null) outlive the service.
   DiffusionLmService(std::shared_ptr<const Model> model, std::string model_path,
                      EngineWorker* worker, ServerFacts facts, ServiceMetrics* metrics);
   ~DiffusionLmService() override;
 
-  grpc::ServerWriteReactor<v1::GenerateEvent>* Generate(grpc::CallbackServerContext* context,
-                                                        const v1::GenerateRequest* request) override;
-  grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>* Step(
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Step(
       grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
-                                         const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetServerInfo(grpc::CallbackServerContext* context,
-                                          const v1::GetServerInfoRequest* request,
-                                          v1::ServerInfo* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
+
+  // A request whose bytes did not parse: counted as rejected (malformed) and
+  // logged, at most once a minute per client.
+  void OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
+                   const char* method, const absl::Status& status);
 
   // Refuse new calls from now on (UNAVAILABLE); Step sessions end after
   // their current op.
@@ -96,6 +111,11 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   class GenerateReactor;
   friend class GenerateReactor;
 
+  // The unary methods on parsed messages.
+  absl::Status ModelInfo(v1::ModelInfo* info) const;
+  absl::Status ServerInfo(v1::ServerInfo* info) const;
+  absl::Status TokenizeText(const v1::TokenizeRequest& request, v1::TokenizeResponse* response);
+
   // Heartbeats for `mailbox` until its stream ends.
   void WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox);
   // The ticker: heartbeats, session idle timeouts, drain.
@@ -118,6 +138,10 @@ class DiffusionLmService final : public v1::DiffusionLM::CallbackService {
   bool stop_ = false;
   std::condition_variable stop_cv_;  // stop, or draining started
   std::thread ticker_thread_;
+
+  std::mutex malformed_mu_;
+  // When each client (peer address) last had a malformed request logged.
+  std::map<std::string, std::chrono::steady_clock::time_point> malformed_logged_;
 };
 
 }  // namespace dllm

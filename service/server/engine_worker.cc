@@ -382,10 +382,12 @@ void EngineWorker::Loop() {
       for (auto it = queue_.begin(); it != queue_.end();) {
         const std::shared_ptr<EngineJob>& j = *it;
         if (stopping_ || j->cancelled() || j->deadline() <= now) {
+          // The cancel reason is read after unlocking (it takes the job's
+          // lock, which comes before the worker's).
           dropped.emplace_back(
-              j, EndStatus(*j, stopping_ ? absl::UnavailableError("server is shutting down")
-                                         : absl::DeadlineExceededError(
-                                               "deadline passed while the request was queued")));
+              j, stopping_ ? absl::UnavailableError("server is shutting down")
+                           : absl::DeadlineExceededError(
+                                 "deadline passed while the request was queued"));
           it = queue_.erase(it);
         } else {
           ++it;
@@ -407,7 +409,9 @@ void EngineWorker::Loop() {
       }
       PublishLoadLocked();
     }
-    for (const auto& [j, status] : dropped) FinishJob(j, status, /*was_running=*/false);
+    for (const auto& [j, status] : dropped) {
+      FinishJob(j, j->cancelled() ? j->cancel_status() : status, /*was_running=*/false);
+    }
     if (job == nullptr) continue;
     worked_since_trim = true;
 

@@ -150,6 +150,17 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
   switch (prompt.input_case()) {
     case v1::Prompt::kText: {
       if (prompt.text().empty()) return Invalid("prompt.text", "empty");
+      // Bounded by its length first: a text longer than the context times
+      // the longest token cannot fit, and tokenizing megabytes would hold
+      // this gRPC thread for most of a second.
+      const size_t max_bytes =
+          static_cast<size_t>(c.n_ctx_train) * model.tokenizer().max_token_bytes();
+      if (prompt.text().size() > max_bytes) {
+        return Invalid("prompt.text",
+                       absl::StrCat(prompt.text().size(), " bytes cannot fit the model's context of ",
+                                    c.n_ctx_train, " tokens (no token covers more than ",
+                                    model.tokenizer().max_token_bytes(), " bytes)"));
+      }
       if (const int64_t bad = FirstInvalidUtf8(prompt.text()); bad >= 0) {
         return Invalid("prompt.text", absl::StrCat("invalid UTF-8 at byte ", bad));
       }

@@ -8,6 +8,7 @@
 #include "service/server/diffusion_lm_service.h"
 #include "service/server/grpc_status.h"
 #include "service/server/metrics_hooks.h"
+#include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 
 namespace dllm {
@@ -57,6 +58,11 @@ void StepReactor::Close(const absl::Status& status) {
   }
 }
 
+void StepReactor::Write(const v1::StepResponse* response) {
+  write_buffer_ = EncodeMessage(*response);
+  StartWrite(&write_buffer_);
+}
+
 void StepReactor::OnReadDone(bool ok) {
   if (!ok) {
     if (context_->IsCancelled()) {
@@ -67,7 +73,12 @@ void StepReactor::OnReadDone(bool ok) {
     }
     return;
   }
-  const v1::StepRequest request = std::move(request_);
+  v1::StepRequest request;
+  if (absl::Status s = DecodeRequest(read_buffer_, &request); !s.ok()) {
+    service_->OnMalformed(*context_, RpcKind::kStep, "Step", s);
+    outbox_->Fail(s);
+    return;
+  }
   const uint64_t seq = request.seq();
   outbox_->BeginOp();
   switch (request.op_case()) {
@@ -205,6 +216,9 @@ void StepReactor::OnDone() {
       DLLM_METRICS_CALL(service_->metrics(),
                         OnFinished(RpcKind::kStep, kind, absl::StatusCodeToString(status.code()),
                                    seconds, state_->steps, state_->generated));
+    } else if (!rejected_) {
+      DLLM_METRICS_CALL(service_->metrics(),
+                        OnCallEnded(RpcKind::kStep, absl::StatusCodeToString(status.code())));
     }
     const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
     std::fprintf(stderr, "dllm-server: session %s: %d steps, %.1f ms, %s%s\n",

@@ -20,14 +20,17 @@ namespace dllm {
 class DiffusionLmService;
 
 // Deletes itself in OnDone.
-class StepReactor final : public grpc::ServerBidiReactor<v1::StepRequest, v1::StepResponse>,
+// Reads and writes bytes (the service's raw methods): each op is parsed by
+// DecodeRequest, and an op that does not parse ends the call with
+// INVALID_ARGUMENT naming what could not be read.
+class StepReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>,
                           public StepSink {
  public:
   StepReactor(DiffusionLmService* service, grpc::CallbackServerContext* context);
 
-  // StepSink.
-  void Write(const v1::StepResponse* response) override { StartWrite(response); }
-  void Read() override { StartRead(&request_); }
+  // StepSink. One write and one read in flight at most (StepOutbox's contract).
+  void Write(const v1::StepResponse* response) override;
+  void Read() override { StartRead(&read_buffer_); }
   void Close(const absl::Status& status) override;
 
   void OnReadDone(bool ok) override;
@@ -43,7 +46,8 @@ class StepReactor final : public grpc::ServerBidiReactor<v1::StepRequest, v1::St
   DiffusionLmService* service_;
   grpc::CallbackServerContext* context_;
   const std::chrono::steady_clock::time_point started_;
-  v1::StepRequest request_;  // the read buffer
+  grpc::ByteBuffer read_buffer_;
+  grpc::ByteBuffer write_buffer_;
   std::shared_ptr<StepOutbox> outbox_;
   std::shared_ptr<StepSessionState> state_;
   bool registered_ = false;  // counted by CallStarted

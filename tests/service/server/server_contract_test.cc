@@ -3,6 +3,7 @@
 // order, text deltas, results identical to DenoiseSession, validation
 // before compute, admission limits, cancellation (latency logged),
 // deadlines, concurrent streams, health, reflection, drain and TLS.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <tbb/task_arena.h>
 
@@ -16,6 +17,9 @@
 #include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
+#include "service/metrics/service_metrics.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
@@ -465,6 +469,85 @@ TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
   EXPECT_TRUE(r.events.empty());
 }
 
+// A strictly sequential client (each request after the previous stream
+// ended) is never refused, even with no queue and a budget of exactly one
+// request: the slot and the memory are free before the Final is sent.
+TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
+  const v1::GenerateRequest req = Request("hello", 32, 32, 32);
+  const uint64_t one = EngineWorker::ReservationBytes(
+      (*model_)->config(), *SamplerConfigFromProto(req.diffusion(), req.sampling(),
+                                                    (*model_)->config()),
+      static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()));
+  EngineOptions engine;
+  engine.max_running = 1;
+  engine.max_queue = 0;
+  engine.memory_budget_bytes = one;
+  auto server = StartServer(*model_, kLlada, engine);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  int refused = 0;
+  for (int i = 0; i < 60; ++i) {
+    const CallResult r = Generate(*stub, req);
+    refused += r.status.error_code() == grpc::RESOURCE_EXHAUSTED;
+    EXPECT_TRUE(r.status.ok()) << i << ": " << r.status.error_message();
+  }
+  EXPECT_EQ(refused, 0);
+}
+
+// Under load, every call whose client saw DEADLINE_EXCEEDED is counted as a
+// deadline (not a cancel) in the metrics, and every cancel as a cancel.
+TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
+  MetricsOptions mo;
+  mo.listen = "";
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  ASSERT_TRUE(metrics.ok());
+  ServerOptions o;
+  o.model_path = ModelPath(kLlada);
+  o.listen = "127.0.0.1:0";
+  o.engine.max_running = 4;
+  o.engine.max_queue = 32;
+  o.plan.threads = 1;
+  o.metrics = metrics->get();
+  auto server = DllmServer::Start(*model_, o);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
+  auto stub = v1::DiffusionLM::NewStub(Connect((*server)->port()));
+  constexpr int kCalls = 24;
+  std::vector<grpc::StatusCode> codes(kCalls);
+  std::vector<std::thread> calls;
+  for (int i = 0; i < kCalls; ++i) {
+    calls.emplace_back([&, i] {
+      if (i % 3 == 0) {  // cancelled by the client after its first event
+        codes[i] = Generate(*stub, LongRequest(), std::chrono::milliseconds(0),
+                            [](grpc::ClientContext* ctx, const v1::GenerateEvent&) {
+                              ctx->TryCancel();
+                            })
+                       .status.error_code();
+      } else {  // deadlines that pass while queued or while running
+        codes[i] = Generate(*stub, LongRequest(), std::chrono::milliseconds(50 + 40 * i))
+                       .status.error_code();
+      }
+    });
+  }
+  for (std::thread& t : calls) t.join();
+  ASSERT_TRUE((*server)->worker().WaitIdle(std::chrono::seconds(30)));
+  const int deadlines = static_cast<int>(std::count(codes.begin(), codes.end(), grpc::DEADLINE_EXCEEDED));
+  const int cancels = static_cast<int>(std::count(codes.begin(), codes.end(), grpc::CANCELLED));
+  EXPECT_EQ(deadlines + cancels, kCalls);
+  const std::string text = (*metrics)->Serialize();
+  const auto series = [&](const std::string& labels) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      if (absl::StartsWith(line, "dllm_requests_total{") && absl::StrContains(line, labels)) {
+        return std::stoi(std::string(line.substr(line.rfind(' ') + 1)));
+      }
+    }
+    return -1;
+  };
+  EXPECT_EQ(series("code=\"DEADLINE_EXCEEDED\",rpc=\"Generate\""), deadlines) << text;
+  EXPECT_EQ(series("code=\"CANCELLED\",rpc=\"Generate\""), cancels) << text;
+}
+
 TEST_F(ServerContractTest, DeadlineExceeded) {
   WaitEngineIdle();
   const CallResult running = Generate(*stub_, LongRequest(), std::chrono::milliseconds(300));
@@ -618,6 +701,100 @@ TEST_F(ServerContractTest, RequestsMayNameAChatTemplate) {
   const CallResult unused = Generate(*stub_, req);
   EXPECT_EQ(unused.status.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(unused.status.error_message().find("needs apply_chat_template"), std::string::npos);
+}
+
+// Sends `bytes` as the request of `method` ("/dllm.v1.DiffusionLM/Generate")
+// with gRPC's generic API, reads whatever comes back, and returns the status.
+grpc::Status RawCall(grpc::Channel* channel, const std::string& method, const std::string& bytes) {
+  grpc::GenericStub stub(channel->shared_from_this());
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto call = stub.PrepareCall(&ctx, method, &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  call->WritesDone(reinterpret_cast<void*>(3));
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer response;
+  do {
+    call->Read(&response, reinterpret_cast<void*>(4));
+    cq.Next(&tag, &ok);
+  } while (ok);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  cq.Next(&tag, &ok);
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return status;
+}
+
+// Request bytes that do not parse (invalid UTF-8 in a string, a truncated
+// varint, a wire type that does not exist, endless groups) are
+// INVALID_ARGUMENT naming what could not be read, on every method, and the
+// server goes on answering.
+TEST_F(ServerContractTest, MalformedRequestBytesAreInvalidArgument) {
+  // GenerateRequest.prompt (3) { Prompt.text (1) = "hi\xff" }
+  const std::string bad_utf8 = std::string("\x1a\x05\x0a\x03hi\xff", 7);
+  std::string groups;
+  for (int i = 0; i < 10000; ++i) groups += "\xe3\x03";  // field 60, start group
+  struct Case {
+    const char* method;
+    std::string bytes;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"Generate", bad_utf8, "dllm.v1.GenerateRequest: prompt.text: invalid UTF-8"},
+      {"Generate", std::string("\x20\x80", 2), "truncated varint"},
+      {"Generate", std::string("\x27", 1), "wire type 7 does not exist"},
+      {"Generate", groups, "nested deeper than 32 levels"},
+      {"Tokenize", std::string("\x0a\x01\xc3", 3), "dllm.v1.TokenizeRequest: text: invalid UTF-8"},
+      {"GetModelInfo", std::string("\x08\x80", 2), "truncated varint"},
+      {"Step", std::string("\x08", 1), "dllm.v1.StepRequest: seq: truncated varint"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.method) + " " + c.message);
+    const grpc::Status s =
+        RawCall(channel_.get(), std::string("/dllm.v1.DiffusionLM/") + c.method, c.bytes);
+    EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << s.error_message();
+    EXPECT_NE(s.error_message().find(c.message), std::string::npos) << s.error_message();
+  }
+  grpc::ClientContext ctx;
+  v1::ModelInfo info;
+  EXPECT_TRUE(stub_->GetModelInfo(&ctx, {}, &info).ok());
+}
+
+// A prompt too long for the context is refused by its length, before it is
+// tokenized; Tokenize's own limit keeps its reply under the message limit.
+TEST_F(ServerContractTest, OversizedTextIsRefusedBeforeTokenizing) {
+  v1::GenerateRequest req;
+  req.mutable_prompt()->set_text(std::string(3900000, 'a'));
+  const auto start = std::chrono::steady_clock::now();
+  const CallResult r = Generate(*stub_, req);
+  EXPECT_EQ(r.status.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(r.status.error_message().find("prompt.text: 3900000 bytes cannot fit the model's "
+                                          "context of 1024 tokens"),
+            std::string::npos)
+      << r.status.error_message();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.2);
+  grpc::ClientContext ctx;
+  v1::TokenizeRequest tr;
+  tr.set_text(std::string(3900000, 'a'));
+  v1::TokenizeResponse tokens;
+  const grpc::Status t = stub_->Tokenize(&ctx, tr, &tokens);
+  EXPECT_EQ(t.error_code(), grpc::INVALID_ARGUMENT);
+  EXPECT_NE(t.error_message().find("bytes exceed Tokenize's limit of 524288"), std::string::npos)
+      << t.error_message();
+  // At the limit the reply fits (every byte its own token here).
+  grpc::ClientContext ctx2;
+  tr.set_text(std::string(512 << 10, '\x01'));
+  EXPECT_TRUE(stub_->Tokenize(&ctx2, tr, &tokens).ok());
 }
 
 // ServerOptions::max_message_bytes (4 MiB): a larger request is refused by

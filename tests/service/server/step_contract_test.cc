@@ -73,12 +73,12 @@ class Session {
   // Sends `request` with the next seq and reads its responses: up to a
   // terminal one, or `steps` StepEvents when the canvas is not complete
   // (a completed canvas is followed by Final). Fewer when the stream ends.
-  std::vector<v1::StepResponse> Run(v1::StepRequest request, int steps = 1) {
+  std::vector<v1::StepResponse> Run(v1::StepRequest request, int64_t steps = 1) {
     request.set_seq(++seq_);
     std::vector<v1::StepResponse> out;
     if (!stream_->Write(request)) return out;
     v1::StepResponse r;
-    int seen = 0;
+    int64_t seen = 0;
     while (stream_->Read(&r)) {
       EXPECT_EQ(r.seq(), seq_);
       out.push_back(r);
@@ -99,7 +99,7 @@ class Session {
     *r.mutable_open() = open;
     return One(r);
   }
-  std::vector<v1::StepResponse> Advance(int steps, bool canvas = false, int top = 0) {
+  std::vector<v1::StepResponse> Advance(uint32_t steps, bool canvas = false, int top = 0) {
     v1::StepRequest r;
     r.mutable_advance()->set_steps(steps);
     r.mutable_advance()->set_include_canvas(canvas);
@@ -379,6 +379,39 @@ TEST_F(StepContractTest, OpErrorsKeepTheSessionAlive) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// Counts from the wire keep their value: a uint32 step count runs to the
+// Final (an int wrapped and ended the op without one), and positions and
+// token ids past any limit are reported as sent, not clamped.
+TEST_F(StepContractTest, WireCountsAreCheckedInTheirOwnType) {
+  Session s(*stub_);
+  ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+  const uint32_t huge = 4294967295u;
+  ExpectOpError(s.Commit({{huge, 7}})[0], grpc::INVALID_ARGUMENT);
+  const v1::StepResponse bad_position = s.Commit({{huge, 7}})[0];
+  EXPECT_NE(bad_position.error().message().find(
+                "commit.tokens[0].position: 4294967295 is outside the generated region [0, 32)"),
+            std::string::npos)
+      << bad_position.DebugString();
+  const v1::StepResponse bad_token = s.Commit({{3, huge}})[0];
+  EXPECT_NE(bad_token.error().message().find("commit.tokens[0].token_id: 4294967295 is outside "
+                                              "the vocabulary of 8256"),
+            std::string::npos)
+      << bad_token.DebugString();
+  const v1::StepResponse bad_forward = s.Forward(3, {huge});
+  EXPECT_NE(bad_forward.error().message().find("forward.positions[0]: 4294967295"),
+            std::string::npos)
+      << bad_forward.DebugString();
+  v1::StepRequest k;
+  k.mutable_forward()->set_top_candidates(huge);
+  EXPECT_NE(s.One(k).error().message().find("forward.top_candidates: 4294967295 is more than 8"),
+            std::string::npos);
+  const std::vector<v1::StepResponse> rs = s.Advance(huge);
+  ASSERT_FALSE(rs.empty());
+  EXPECT_TRUE(rs.back().has_final()) << rs.back().DebugString();
+  EXPECT_EQ(rs.size(), 17u);  // 16 steps, then the Final
+  EXPECT_TRUE(s.Close().ok());
+}
+
 TEST_F(StepContractTest, CommitThatCompletesTheCanvasIsFollowedByFinal) {
   Session s(*stub_);
   ASSERT_TRUE(s.Open(OpenOp()).has_opened());
@@ -558,6 +591,33 @@ TEST_F(StepContractTest, SessionMetrics) {
   EXPECT_EQ(Series(text, "dllm_steps_total", {}), 3);
   // Opened, three StepEvents, Closed.
   EXPECT_EQ(Series(text, "dllm_stream_events_sent_total", {"rpc=\"Step\""}), 5);
+  // Closed before the canvas was complete: "closed", not "length".
+  EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"closed\""}), 1);
+  EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"length\""}), 0);
+
+  // A stream that never opens a session ran no request: not counted as one.
+  {
+    Session s(*stub);
+    EXPECT_TRUE(s.Close().ok());
+  }
+  // A session run to its Final: "length" (or "eos").
+  {
+    Session s(*stub);
+    ASSERT_TRUE(s.Open(OpenOp()).has_opened());
+    const std::vector<v1::StepResponse> rs = s.Advance(1000);
+    ASSERT_FALSE(rs.empty());
+    EXPECT_TRUE(rs.back().has_final());
+    EXPECT_TRUE(s.Close().ok());
+  }
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    text = (*metrics)->Serialize();
+  } while (Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}) != 3 &&
+           std::chrono::steady_clock::now() < until);
+  EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"closed\""}), 1);
+  EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"length\""}) +
+                Series(text, "dllm_requests_finished_total", {"finish_reason=\"eos\""}),
+            1);
   server.reset();
   EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 0);
 }
