@@ -102,8 +102,9 @@ absl::StatusOr<std::vector<v1::StepResponse>> StepSession::Advance(const v1::Adv
     if (r.has_final()) return true;
     if (!r.has_step()) return false;
     ++seen;
-    // A completed canvas is always followed by Final: wait for it.
-    return seen >= wanted && r.step().masked_remaining() > 0;
+    // A step that ends the session (canvas complete or early exit) is
+    // followed by the Final: wait for it.
+    return seen >= wanted && !r.step().final_follows();
   });
 }
 
@@ -119,9 +120,9 @@ absl::StatusOr<v1::ForwardResult> StepSession::Forward(const v1::Forward& forwar
 absl::StatusOr<std::vector<v1::StepResponse>> StepSession::Commit(const v1::Commit& commit) {
   v1::StepRequest request;
   *request.mutable_commit() = commit;
-  // Like Advance: a commit that completes the canvas is followed by Final.
+  // Like Advance: a commit that ends the session is followed by Final.
   return Run(std::move(request), [](const v1::StepResponse& r) {
-    return r.has_final() || (r.has_step() && r.step().masked_remaining() > 0);
+    return r.has_final() || (r.has_step() && !r.step().final_follows());
   });
 }
 

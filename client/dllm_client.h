@@ -56,11 +56,9 @@ class StepSession {
   bool finished() const { return finished_; }
 
   // Runs `steps` (>= 1) sampler steps: one StepEvent each, then a Final if
-  // the canvas completed. A Final that the server sends after the last
-  // requested step without the client being able to tell it is coming (an
-  // early exit on exactly that step, positions still masked) arrives during
-  // the next operation: the observer sees it then, and `finished()` turns
-  // true; it is returned with that operation's responses when it succeeds.
+  // the session ended (canvas complete, or an early exit with positions
+  // still masked; the last StepEvent says so with final_follows). The Final
+  // is among the returned responses.
   absl::StatusOr<std::vector<v1::StepResponse>> Advance(const v1::Advance& advance);
   // One forward pass without committing anything.
   absl::StatusOr<v1::ForwardResult> Forward(const v1::Forward& forward);

@@ -1,13 +1,19 @@
 // `dllm-client`: the command-line client of dllm-server (generate, step,
-// info, health, tokenize). Talks gRPC only, through DllmClient. Failures
-// print "error: CODE: message" (the gRPC status code name) and exit 1;
-// usage errors exit 2.
+// info, health, tokenize). Talks gRPC only, through DllmClient.
+//
+// The flag convention of all three clients (this one, Python's and Node's):
+// flags go before or after the command, as `--name value` or `--name=value`;
+// `--` ends the flags. Usage errors (unknown flags, values that are not what
+// the flag takes) print "dllm-client: what is wrong" and the usage, exit 2;
+// failures print "error: CODE: message" (the gRPC status code name), exit 1.
 #include <google/protobuf/util/json_util.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -31,7 +37,7 @@ namespace dllm {
 namespace {
 
 constexpr const char* kUsage =
-    "usage: dllm-client COMMAND [options] [ARG]\n"
+    "usage: dllm-client COMMAND [options] [ARG]   (options before or after COMMAND)\n"
     "commands:\n"
     "  generate [generation options] [--show-canvas] [--json] PROMPT\n"
     "      streams the text as it stabilizes (--json: one JSON event per line)\n"
@@ -107,16 +113,29 @@ class Flags {
   absl::Status GetNumber(const std::string& name, T* out) const {
     if (!Has(name)) return absl::OkStatus();
     const std::string value = Get(name);
-    bool ok;
     if constexpr (std::is_floating_point_v<T>) {
       double d;
-      ok = absl::SimpleAtod(value, &d);
+      if (!absl::SimpleAtod(value, &d) || !std::isfinite(d)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--", name, ": '", value, "' is not a finite number"));
+      }
       *out = static_cast<T>(d);
-    } else {
-      ok = absl::SimpleAtoi(value, out);
+    } else if (!absl::SimpleAtoi(value, out)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", value,
+                                                     "' is not a whole number in [",
+                                                     std::numeric_limits<T>::min(), ", ",
+                                                     std::numeric_limits<T>::max(), "]"));
     }
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a number: ", value));
     return absl::OkStatus();
+  }
+
+  // Takes the first positional argument: the command, wherever it stood
+  // among the flags.
+  std::string TakeCommand() {
+    if (positional_.empty()) return "";
+    std::string command = positional_.front();
+    positional_.erase(positional_.begin());
+    return command;
   }
 
  private:
@@ -141,6 +160,7 @@ std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>
 // ---- output helpers ----
 
 int Fail(const absl::Status& status) {
+  std::fflush(stdout);  // what was printed before the error comes first
   std::fprintf(stderr, "error: %s: %s\n", absl::StatusCodeToString(status.code()).c_str(),
                std::string(status.message()).c_str());
   return 1;
@@ -296,13 +316,18 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const Flags& flags) {
   return request;
 }
 
-absl::StatusOr<std::unique_ptr<DllmClient>> Connect(const Flags& flags) {
+// The connection flags; a bad value is a usage error.
+absl::StatusOr<ClientOptions> ConnectionOptions(const Flags& flags) {
   ClientOptions options;
   options.target = flags.Get("target", options.target);
   options.tls_ca_file = flags.Get("tls-ca");
   options.tls_server_name = flags.Get("tls-server-name");
   if (auto s = flags.GetNumber("timeout-seconds", &options.timeout_seconds); !s.ok()) return s;
-  return DllmClient::Create(options);
+  if (flags.Has("timeout-seconds") && !(options.timeout_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--timeout-seconds: '", flags.Get("timeout-seconds"), "' must be > 0 seconds"));
+  }
+  return options;
 }
 
 // ---- generate ----
@@ -313,7 +338,9 @@ int RunGenerate(const Flags& flags) {
   }
   auto request = BuildGenerateRequest(flags);
   if (!request.ok()) return UsageError(request.status());
-  auto client = Connect(flags);
+  auto options = ConnectionOptions(flags);
+  if (!options.ok()) return UsageError(options.status());
+  auto client = DllmClient::Create(*options);
   if (!client.ok()) return Fail(client.status());
 
   const bool json = flags.Has("json");
@@ -522,7 +549,9 @@ int RunStep(const Flags& flags) {
   if (auto s = FillSettings(flags, open.mutable_diffusion(), open.mutable_sampling()); !s.ok()) {
     return UsageError(s);
   }
-  auto client = Connect(flags);
+  auto options = ConnectionOptions(flags);
+  if (!options.ok()) return UsageError(options.status());
+  auto client = DllmClient::Create(*options);
   if (!client.ok()) return Fail(client.status());
   auto session = (*client)->OpenSession(open);
   if (!session.ok()) return Fail(session.status());
@@ -566,7 +595,9 @@ int RunStep(const Flags& flags) {
 
 int RunInfo(const Flags& flags) {
   if (auto s = flags.CheckKnown(Union(kConnectionFlags, {"json"})); !s.ok()) return UsageError(s);
-  auto client = Connect(flags);
+  auto options = ConnectionOptions(flags);
+  if (!options.ok()) return UsageError(options.status());
+  auto client = DllmClient::Create(*options);
   if (!client.ok()) return Fail(client.status());
   auto model = (*client)->GetModelInfo();
   if (!model.ok()) return Fail(model.status());
@@ -609,7 +640,13 @@ int RunHealth(const Flags& flags) {
   }
   double wait_seconds = 0;
   if (auto s = flags.GetNumber("wait-seconds", &wait_seconds); !s.ok()) return UsageError(s);
-  auto client = Connect(flags);
+  if (wait_seconds < 0) {
+    return UsageError(absl::InvalidArgumentError(
+        absl::StrCat("--wait-seconds: '", flags.Get("wait-seconds"), "' must be >= 0")));
+  }
+  auto options = ConnectionOptions(flags);
+  if (!options.ok()) return UsageError(options.status());
+  auto client = DllmClient::Create(*options);
   if (!client.ok()) return Fail(client.status());
   const std::string service = flags.Get("service");
   const auto until = std::chrono::steady_clock::now() +
@@ -638,7 +675,9 @@ int RunTokenize(const Flags& flags) {
   request.set_text(flags.positional()[0]);
   request.set_apply_chat_template(flags.Has("chat"));
   request.set_system(flags.Get("system"));
-  auto client = Connect(flags);
+  auto options = ConnectionOptions(flags);
+  if (!options.ok()) return UsageError(options.status());
+  auto client = DllmClient::Create(*options);
   if (!client.ok()) return Fail(client.status());
   auto response = (*client)->Tokenize(request);
   if (!response.ok()) return Fail(response.status());
@@ -669,13 +708,14 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  const std::string command = argv[1];
-  auto flags = Flags::Parse(argc, argv, 2);
+  auto flags = Flags::Parse(argc, argv, 1);
   if (!flags.ok()) return UsageError(flags.status());
   if (flags->Has("help")) {
     std::printf("%s", kUsage);
     return 0;
   }
+  const std::string command = flags->TakeCommand();
+  if (command.empty()) return UsageError(absl::InvalidArgumentError("no command given"));
   if (command == "generate") return RunGenerate(*flags);
   if (command == "step") return RunStep(*flags);
   if (command == "info") return RunInfo(*flags);

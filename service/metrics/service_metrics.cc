@@ -42,8 +42,9 @@ const Histogram::BucketBoundaries kRequestBuckets = {
 const Histogram::BucketBoundaries kOpBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
                                                 0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
                                                 1,      2.5,     5,      10};
-const Histogram::BucketBoundaries kCancelBuckets = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                    0.25,  0.5,   1,    2.5,   5,    10};
+// Fine below 100 ms: a cancel should stop work within one layer.
+const Histogram::BucketBoundaries kCancelBuckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+                                                    0.1,    0.25,  0.5,   1,     2.5,  5,    10};
 const Histogram::BucketBoundaries kTokensPerStepBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 const Histogram::BucketBoundaries kStepsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,  512,
@@ -222,7 +223,8 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
     op_duration[i] = &op_family.Add({{"op", kOpNames[i]}}, kOpBuckets);
   }
   cancellation = &histogram("dllm_cancellation_latency_seconds",
-                            "Cancel or deadline to the engine releasing the request, in seconds.")
+                            "Cancel (or the deadline passing) to the engine stopping the request's work, in "
+                            "seconds.")
                       .Add({}, kCancelBuckets);
 
   // Work done.

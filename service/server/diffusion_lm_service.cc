@@ -107,9 +107,11 @@ class DiffusionLmService::GenerateReactor final
   void Close(const absl::Status& status) override { Finish(ToGrpcStatus(status)); }
 
   void OnWriteDone(bool ok) override {
-    // A failed write means the client is gone; gRPC may then skip OnCancel
-    // (the call is finished from here), so stop the engine's work now.
-    if (!ok && job_ != nullptr) job_->Cancel(absl::CancelledError("the stream broke"));
+    // A failed write means the call is over; gRPC may then skip OnCancel, so
+    // stop the engine's work now. A passed deadline also fails the write,
+    // often before OnCancel: the reason is the same as OnCancel's, so the
+    // metrics tell deadlines from cancels.
+    if (!ok && job_ != nullptr) job_->Cancel(WhyCancelled(*context_));
     if (mailbox_ != nullptr) mailbox_->OnWriteDone(ok);
   }
   void OnCancel() override {

@@ -283,18 +283,30 @@ double EngineWorker::last_cancel_latency_seconds() const {
 // then Deliver: a client hears of the end only once it could come back.
 void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                              bool was_running) {
+  // Stop latency: from the cancel, or from the deadline itself when it passed
+  // first (the engine notices a deadline only between layers).
+  EngineClock::time_point stop_cause{};
+  {
+    std::lock_guard<std::mutex> job_lock(job->mu_);
+    if (job->cancel_.load()) stop_cause = job->cancel_time_;
+  }
+  if (status.code() == absl::StatusCode::kDeadlineExceeded &&
+      job->deadline() != EngineClock::time_point::max() &&
+      (stop_cause == EngineClock::time_point{} || job->deadline() < stop_cause)) {
+    stop_cause = job->deadline();
+  }
+  if (stop_cause != EngineClock::time_point{} && !status.ok()) {
+    job->stop_latency_seconds_ = SecondsBetween(stop_cause, EngineClock::now());
+  }
   RunInArena([&] { job->Finish(status); });
   // Deliver (tell the client) only after the slot and the memory are free.
   struct DeliverAtExit {
     EngineJob* job;
     ~DeliverAtExit() { job->Deliver(); }
   } deliver{job.get()};
-  const EngineClock::time_point now = EngineClock::now();
-  EngineClock::time_point cancel_time{};
   {
     std::lock_guard<std::mutex> job_lock(job->mu_);
     job->worker_ = nullptr;
-    if (job->cancel_.load()) cancel_time = job->cancel_time_;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (was_running) {
@@ -302,8 +314,8 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
     if (job->is_request_) --running_requests_;
   }
   ReleaseLocked(job->reserved_bytes_);
-  if (cancel_time != EngineClock::time_point{} && status.code() != absl::StatusCode::kOk) {
-    last_cancel_latency_ = SecondsBetween(cancel_time, now);
+  if (job->stop_latency_seconds_ >= 0) {
+    last_cancel_latency_ = job->stop_latency_seconds_;
     MetricsCancelled(metrics_, last_cancel_latency_);
   }
   PublishLoadLocked();

@@ -104,6 +104,10 @@ class EngineJob {
   EngineClock::time_point arrival() const { return arrival_; }
   // Seconds between admission and the first RunStep (valid from the first RunStep).
   double queue_seconds() const { return queue_seconds_; }
+  // For a job ended by a cancel or its deadline: seconds from the cancel (or
+  // the deadline passing) to the engine stopping its work, set just before
+  // Finish; -1 otherwise.
+  double stop_latency_seconds() const { return stop_latency_seconds_; }
 
  private:
   friend class EngineWorker;
@@ -113,6 +117,7 @@ class EngineJob {
   EngineClock::time_point arrival_;
   EngineClock::time_point deadline_ = EngineClock::time_point::max();
   double queue_seconds_ = 0;
+  double stop_latency_seconds_ = -1;
 
   // Written by the worker; guarded by mu_ so Cancel() never wakes a worker
   // that has already finished this job.

@@ -79,6 +79,7 @@ absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   step.set_stable_length(text_.stable_length());
   step.set_text_delta(delta);
   step.set_merged_steps(1);
+  step.set_final_follows(done);
   if (detail >= v1::DETAIL_STEPS) {
     AddCommitted(tok, report->positions, report->tokens, prompt_len, &step);
   }
@@ -160,7 +161,11 @@ void GenerateJob::Finish(const absl::Status& status) {
                                          generated));
   const std::string reason = status.ok() ? (eos ? "eos" : "length")
                                          : absl::StatusCodeToString(status.code());
-  const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
+  std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
+  if (stop_latency_seconds() >= 0) {
+    // scripts/bench-cancel reads this figure.
+    why += absl::StrFormat(", stopped %.3f ms after it", stop_latency_seconds() * 1e3);
+  }
   std::fprintf(stderr, "dllm-server: request %s: %d steps, %.1f ms, finish %s%s\n",
                spec_.request_id.c_str(), steps_, total * 1e3, reason.c_str(), why.c_str());
   // The session's ForwardPass belongs to the arena: release it here, inside it.

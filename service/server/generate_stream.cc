@@ -26,6 +26,7 @@ void MergeStepEvents(v1::StepEvent&& next, v1::StepEvent* into) {
     }
   }
   into->set_merged_steps(into->merged_steps() + next.merged_steps());
+  into->set_final_follows(next.final_follows());
 }
 
 GenerateMailbox::GenerateMailbox(std::string request_id, int heartbeat_seconds, EventSink* sink,

@@ -11,7 +11,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 }
 
 absl::Status WhyCancelled(const grpc::CallbackServerContext& context) {
-  if (std::chrono::system_clock::now() >= context.deadline()) {
+  if (std::chrono::system_clock::now() + kDeadlineSlack >= context.deadline()) {
     return absl::DeadlineExceededError("the call's deadline passed");
   }
   return absl::CancelledError("the client cancelled the call");

@@ -172,8 +172,9 @@ void StepReactor::CancelJob(const absl::Status& why) {
 }
 
 void StepReactor::OnWriteDone(bool ok) {
-  // A failed write means the client is gone; stop the engine's work now.
-  if (!ok) CancelJob(absl::CancelledError("the stream broke"));
+  // A failed write means the call is over (client gone, or its deadline
+  // passed: the same reason OnCancel would give); stop the engine's work now.
+  if (!ok) CancelJob(WhyCancelled(*context_));
   outbox_->OnWriteDone(ok);
 }
 

@@ -261,6 +261,7 @@ v1::StepEvent StepOpJob::StepEventNow(bool done) {
   e.set_text_delta(s.text.Update(*s.session, s.model->config().tokens.mask, done));
   e.set_stable_length(s.text.stable_length());
   e.set_merged_steps(1);
+  e.set_final_follows(done);
   return e;
 }
 

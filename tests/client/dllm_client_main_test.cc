@@ -22,6 +22,7 @@ using ::dllm::testing::RunResult;
 using ::dllm::testing::RunShell;
 using ::dllm::testing::ShellQuote;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 // Greedy, 32 positions in one block: a few milliseconds on the tiny model.
@@ -235,6 +236,84 @@ TEST_F(DllmClientMainTest, NodeClient) {
   EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
 }
 
+// The three clients' commands, each given the arguments after it; Node's only
+// where node and npm are installed (its packages installed here).
+std::vector<std::pair<std::string, std::string>> AllClients() {
+  const std::string source = DLLM_SOURCE_DIR;
+  std::vector<std::pair<std::string, std::string>> clients = {
+      {"C++", Client()},
+      {"Python", "/usr/bin/python3 " + ShellQuote(source + "/client/python/dllm_client.py") +
+                     " --stubs " + ShellQuote(testing::BinaryDir() + "/client/python")},
+  };
+  if (RunShell("command -v node && command -v npm").exit_code == 0 &&
+      RunShell(ShellQuote(source + "/tests/tools/install-node-deps") + " 2>&1").exit_code == 0) {
+    clients.push_back({"Node", "node " + ShellQuote(source + "/client/node/client.js")});
+  }
+  return clients;
+}
+
+// One convention: flags before or after the command, usage errors exit 2 with
+// a message naming the flag, no stack traces.
+TEST_F(DllmClientMainTest, ClientsShareOneFlagConvention) {
+  struct UsageCase {
+    std::string args;
+    std::string message;
+  };
+  const std::vector<UsageCase> usage_errors = {
+      {"generate --gen-length -5 hi", "--gen-length: '-5' is not a whole number"},
+      {"generate --gen-length abc hi", "--gen-length: 'abc' is not a whole number"},
+      {"--seed abc generate hi", "--seed: 'abc' is not a whole number"},
+      {"--timeout-seconds -1 info", "--timeout-seconds: '-1'"},
+      {"info --no-such-flag 1", "unknown flag --no-such-flag"},
+      {"frobnicate", "unknown command"},
+      {"generate", "expected one PROMPT argument"},
+  };
+  for (const auto& [name, client] : AllClients()) {
+    for (const UsageCase& c : usage_errors) {
+      const RunResult r = RunShell(client + " " + c.args);
+      EXPECT_EQ(r.exit_code, 2) << name << ": " << c.args << "\n" << r.err;
+      EXPECT_THAT(r.err, HasSubstr(c.message)) << name << ": " << c.args;
+      EXPECT_THAT(r.err, Not(HasSubstr("Traceback"))) << name << ": " << c.args;
+      EXPECT_THAT(r.err, Not(HasSubstr("    at "))) << name << ": " << c.args;  // a JS stack
+    }
+    // The same request with the flags on either side of the command.
+    for (const std::string& args :
+         {"--target " + server_->target() + " --json info", "info --json --target=" +
+                                                                server_->target()}) {
+      const RunResult r = RunShell(client + " " + args);
+      ASSERT_EQ(r.exit_code, 0) << name << ": " << args << "\n" << r.err;
+      auto parsed = Json::Parse(r.out);
+      ASSERT_THAT(parsed.status(), IsOk()) << name << ": " << r.out;
+      EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada") << name;
+    }
+    const RunResult r = RunShell(client + " --target 127.0.0.1:1 --timeout-seconds 5 info");
+    EXPECT_EQ(r.exit_code, 1) << name;
+    EXPECT_THAT(r.err, StartsWith("error: UNAVAILABLE: ")) << name;
+  }
+}
+
+// Without their gRPC packages the example clients say what to install.
+TEST(DllmClientMainOfflineTest, ClientsNameTheirMissingPackages) {
+  const std::string source = DLLM_SOURCE_DIR;
+  // -S leaves out site-packages, where Debian's python3-grpcio lives.
+  RunResult r = RunShell("/usr/bin/python3 -S " +
+                         ShellQuote(source + "/client/python/dllm_client.py") + " info");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("python3-grpcio"));
+  EXPECT_THAT(r.err, Not(HasSubstr("Traceback")));
+  if (RunShell("command -v node").exit_code != 0) GTEST_SKIP() << "node not installed";
+  // A copy of the Node client away from its node_modules.
+  const std::string dir = testing::TempDir() + "/node-client-alone";
+  ASSERT_EQ(RunShell("mkdir -p " + ShellQuote(dir) + " && cp " +
+                     ShellQuote(source + "/client/node/client.js") + " " + ShellQuote(dir))
+                .exit_code,
+            0);
+  r = RunShell("cd / && NODE_PATH= node " + ShellQuote(dir + "/client.js") + " info");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("@grpc/grpc-js is not installed"));
+  EXPECT_THAT(r.err, Not(HasSubstr("    at ")));
+}
+
 // A server with a self-signed certificate for 127.0.0.1: `--tls-ca` with that
 // certificate connects, a plaintext client does not.
 TEST_F(DllmClientMainTest, TlsWithCaFile) {
@@ -299,9 +378,10 @@ TEST(DllmClientMainOfflineTest, StepCommandsAgainstAFakeServer) {
   EXPECT_THAT(errors[1], StartsWith("error: INVALID_ARGUMENT: unknown command bogus"));
 }
 
-// A Final after the last requested step (early exit) is printed when it
-// arrives, during the next command.
-TEST(DllmClientMainOfflineTest, StepCommandPrintsALateFinal) {
+// An early exit on the last requested step: its Final is printed with that
+// command, before anything the next command prints (it once came after the
+// next command's error).
+TEST(DllmClientMainOfflineTest, StepCommandPrintsAnEarlyFinalWithItsCommand) {
   testing::FakeStepService service;
   service.early_exit_step_ = 2;
   grpc::ServerBuilder builder;
@@ -311,11 +391,12 @@ TEST(DllmClientMainOfflineTest, StepCommandPrintsALateFinal) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
   const RunResult r = RunShell("printf 'advance 2\\nadvance\\n' | " + Client() +
-                               " step --target 127.0.0.1:" + std::to_string(port) + " hello");
+                               " step --target 127.0.0.1:" + std::to_string(port) + " hello 2>&1");
   server->Shutdown();
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.out, HasSubstr("step 2/4: committed 1=101't1'; 2 masked\nfinal: LENGTH"));
-  EXPECT_THAT(r.err, StartsWith("error: FAILED_PRECONDITION: advance: the canvas is complete"));
+  EXPECT_THAT(r.out, HasSubstr("step 2/4: committed 1=101't1'; 2 masked\nfinal: LENGTH, 0 tokens, "
+                               "0 steps: done\nerror: FAILED_PRECONDITION: advance: the canvas "
+                               "is complete"));
 }
 
 TEST(DllmClientMainOfflineTest, UnreachableServerPrintsUnavailable) {

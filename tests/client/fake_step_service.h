@@ -57,6 +57,7 @@ class FakeStepService final : public v1::DiffusionLM::Service {
           t->set_piece(absl::StrCat("t", pos));
         }
         e->set_masked_remaining(masked());
+        e->set_final_follows(done());
         stream->Write(s);
       };
       auto send_final = [&] {

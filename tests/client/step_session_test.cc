@@ -136,30 +136,36 @@ TEST_F(StepSessionTest, CommitThatCompletesTheCanvasWaitsForFinal) {
   EXPECT_TRUE(s->finished());
 }
 
-// An early exit on exactly the last requested step: the client cannot know
-// a Final follows, so it comes with the next operation.
-TEST_F(StepSessionTest, EarlyFinalArrivesWithTheNextOperation) {
+// An early exit on exactly the last requested step, positions still masked:
+// the StepEvent says a Final follows, so the operation returns with it and
+// the next command never sees it late (as it once did after its error).
+TEST_F(StepSessionTest, EarlyExitFinalComesWithItsOperation) {
   service_.early_exit_step_ = 2;
   std::unique_ptr<StepSession> s = Open();
   ASSERT_NE(s, nullptr);
-  int finals = 0;
-  s->set_observer([&](const v1::StepResponse& r) { finals += r.has_final(); });
   auto r = s->Advance(Steps(2));
   ASSERT_THAT(r.status(), IsOk());
-  EXPECT_EQ(r->size(), 2u);
-  // The server refuses Advance after Final; the late Final was still seen.
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_TRUE(r->back().has_final());
+  EXPECT_GT((*r)[1].step().masked_remaining(), 0u);
+  EXPECT_TRUE(s->finished());
   EXPECT_THAT(s->Advance(Steps(1)).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "complete"));
-  EXPECT_EQ(finals, 1);
+}
+
+TEST_F(StepSessionTest, EarlyExitFinalComesWithItsCommit) {
+  service_.early_exit_step_ = 1;
+  std::unique_ptr<StepSession> s = Open();
+  ASSERT_NE(s, nullptr);
+  v1::Commit commit;
+  v1::CommittedToken* t = commit.add_tokens();
+  t->set_position(0);
+  t->set_token_id(7);
+  auto r = s->Commit(commit);
+  ASSERT_THAT(r.status(), IsOk());
+  ASSERT_EQ(r->size(), 2u);
+  EXPECT_TRUE(r->back().has_final());
   EXPECT_TRUE(s->finished());
-  // A successful next op returns it among its responses.
-  std::unique_ptr<StepSession> s2 = Open();
-  ASSERT_NE(s2, nullptr);
-  ASSERT_THAT(s2->Advance(Steps(2)).status(), IsOk());
-  auto rewound = s2->Rewind(1);
-  ASSERT_THAT(rewound.status(), IsOk());
-  EXPECT_EQ(rewound->step(), 1u);
-  EXPECT_FALSE(s2->finished());  // the Final came before the Rewound
 }
 
 TEST_F(StepSessionTest, ObserverSeesEveryResponse) {

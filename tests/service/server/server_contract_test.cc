@@ -156,6 +156,11 @@ void ExpectWellFormed(const CallResult& r, const std::string& request_id = "") {
   EXPECT_TRUE(r.events.back().has_final());
   EXPECT_EQ(r.Count(v1::GenerateEvent::kStarted), 1);
   EXPECT_EQ(r.Count(v1::GenerateEvent::kFinal), 1);
+  // Only the last StepEvent (if any streamed) announces the Final.
+  for (size_t i = 0; i + 1 < r.events.size(); ++i) {
+    if (!r.events[i].has_step()) continue;
+    EXPECT_EQ(r.events[i].step().final_follows(), i + 2 == r.events.size()) << "event " << i;
+  }
   const std::string id = request_id.empty() ? r.events.front().request_id() : request_id;
   EXPECT_FALSE(id.empty());
   for (const auto& e : r.events) EXPECT_EQ(e.request_id(), id);

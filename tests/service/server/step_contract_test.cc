@@ -72,7 +72,7 @@ class Session {
 
   // Sends `request` with the next seq and reads its responses: up to a
   // terminal one, or `steps` StepEvents when the canvas is not complete
-  // (a completed canvas is followed by Final). Fewer when the stream ends.
+  // (a step with final_follows is followed by Final). Fewer when the stream ends.
   std::vector<v1::StepResponse> Run(v1::StepRequest request, int64_t steps = 1) {
     request.set_seq(++seq_);
     std::vector<v1::StepResponse> out;
@@ -81,10 +81,17 @@ class Session {
     int64_t seen = 0;
     while (stream_->Read(&r)) {
       EXPECT_EQ(r.seq(), seq_);
+      // Final comes right after the StepEvent that announces it, and only then.
+      if (r.has_final()) {
+        EXPECT_TRUE(!out.empty() && out.back().has_step() && out.back().step().final_follows());
+      }
+      if (!out.empty() && out.back().has_step() && out.back().step().final_follows()) {
+        EXPECT_TRUE(r.has_final());
+      }
       out.push_back(r);
       if (observer_) observer_(r);
       if (Terminal(r)) break;
-      if (r.has_step() && ++seen >= steps && r.step().masked_remaining() > 0) break;
+      if (r.has_step() && ++seen >= steps && !r.step().final_follows()) break;
     }
     return out;
   }
