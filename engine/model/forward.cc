@@ -489,13 +489,15 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
   });
   const double embed_seconds = Since(start);
 
+  // Between layers, and before the output head (the largest single GEMM).
+  const auto cancelled = [check] {
+    if (check == nullptr) return false;
+    if (check->poll) check->poll();
+    return check->cancel != nullptr && check->cancel->load(std::memory_order_relaxed);
+  };
   s.n_tokens = L;
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (check != nullptr && check->poll) check->poll();
-    if (check != nullptr && check->cancel != nullptr &&
-        check->cancel->load(std::memory_order_relaxed)) {
-      return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
-    }
+    if (cancelled()) return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
     const bool last = l == c.n_layer - 1;
     s.layer = &model.layers()[static_cast<size_t>(l)];
     s.rows = last ? logit_rows.data() : nullptr;
@@ -504,6 +506,7 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
     if (stats != nullptr) s.AccountLayer();
   }
 
+  if (cancelled()) return absl::CancelledError("forward cancelled before the output head");
   const Clock::time_point head_start = Clock::now();
   double norm_seconds = 0;
   if (R > 0) {

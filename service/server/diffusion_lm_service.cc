@@ -42,6 +42,14 @@ EngineClock::time_point EngineDeadline(const grpc::CallbackServerContext& contex
   return EngineClock::now() + std::chrono::duration_cast<EngineClock::duration>(deadline - now);
 }
 
+// The client's address without its port ("ipv4:10.0.0.7:53412" ->
+// "ipv4:10.0.0.7"), so a client is one client across its connections.
+std::string PeerHost(const std::string& peer) {
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return peer;
+  const size_t colon = peer.rfind(':');
+  return colon > 5 ? peer.substr(0, colon) : peer;
+}
+
 // The live entries of `watched`; dead ones are dropped.
 template <typename T>
 std::vector<std::shared_ptr<T>> Live(std::vector<std::weak_ptr<T>>& watched) {
@@ -111,11 +119,11 @@ class DiffusionLmService::GenerateReactor final
     // stop the engine's work now. A passed deadline also fails the write,
     // often before OnCancel: the reason is the same as OnCancel's, so the
     // metrics tell deadlines from cancels.
-    if (!ok && job_ != nullptr) job_->Cancel(WhyCancelled(*context_));
+    if (!ok && job_ != nullptr) job_->Cancel(WhyCancelled(*context_, arrived_));
     if (mailbox_ != nullptr) mailbox_->OnWriteDone(ok);
   }
   void OnCancel() override {
-    if (job_ != nullptr) job_->Cancel(WhyCancelled(*context_));
+    if (job_ != nullptr) job_->Cancel(WhyCancelled(*context_, arrived_));
   }
   void OnDone() override {
     // Idempotent; a no-op when the job already ended.
@@ -167,6 +175,7 @@ class DiffusionLmService::GenerateReactor final
   std::shared_ptr<GenerateMailbox> mailbox_;
   std::shared_ptr<GenerateJob> job_;
   grpc::ByteBuffer buffer_;  // the event being written
+  const std::chrono::system_clock::time_point arrived_ = std::chrono::system_clock::now();
 };
 
 // A unary method on raw bytes: parse `bytes` into Request, run `fn`, and
@@ -282,7 +291,7 @@ void DiffusionLmService::TickerLoop() {
 void DiffusionLmService::OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
                                      const char* method, const absl::Status& status) {
   MetricsRejected(metrics_, rpc, RejectReason::kMalformed, "INVALID_ARGUMENT");
-  const std::string peer = context.peer();
+  const std::string peer = PeerHost(context.peer());
   const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(malformed_mu_);

@@ -1,5 +1,6 @@
 #include "service/server/grpc_status.h"
 
+#include <algorithm>
 #include <string>
 
 namespace dllm {
@@ -10,8 +11,15 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-absl::Status WhyCancelled(const grpc::CallbackServerContext& context) {
-  if (std::chrono::system_clock::now() + kDeadlineSlack >= context.deadline()) {
+absl::Status WhyCancelled(const grpc::CallbackServerContext& context,
+                          std::chrono::system_clock::time_point call_start) {
+  const auto deadline = context.deadline();
+  const auto now = std::chrono::system_clock::now();
+  if (deadline <= now) return absl::DeadlineExceededError("the call's deadline passed");
+  const auto timeout = deadline - call_start;
+  const auto slack = std::max<std::chrono::system_clock::duration>(std::chrono::milliseconds(50),
+                                                                   timeout / 20);
+  if (now + slack >= deadline) {
     return absl::DeadlineExceededError("the call's deadline passed");
   }
   return absl::CancelledError("the client cancelled the call");

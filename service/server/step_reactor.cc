@@ -174,12 +174,12 @@ void StepReactor::CancelJob(const absl::Status& why) {
 void StepReactor::OnWriteDone(bool ok) {
   // A failed write means the call is over (client gone, or its deadline
   // passed: the same reason OnCancel would give); stop the engine's work now.
-  if (!ok) CancelJob(WhyCancelled(*context_));
+  if (!ok) CancelJob(WhyCancelled(*context_, arrived_));
   outbox_->OnWriteDone(ok);
 }
 
 void StepReactor::OnCancel() {
-  const absl::Status why = WhyCancelled(*context_);
+  const absl::Status why = WhyCancelled(*context_, arrived_);
   CancelJob(why);
   outbox_->Fail(why.code() == absl::StatusCode::kCancelled
                     ? absl::CancelledError("the client cancelled the session")

@@ -45,6 +45,7 @@ class StepReactor final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   DiffusionLmService* service_;
   grpc::CallbackServerContext* context_;
+  const std::chrono::system_clock::time_point arrived_ = std::chrono::system_clock::now();
   const std::chrono::steady_clock::time_point started_;
   grpc::ByteBuffer read_buffer_;
   grpc::ByteBuffer write_buffer_;

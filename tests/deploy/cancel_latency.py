@@ -111,7 +111,11 @@ def measure(args, stubs, work, max_running):
         return {"count": len(values), "p50_ms": percentile(values, 50),
                 "p90_ms": percentile(values, 90), "p99_ms": percentile(values, 99),
                 "max_ms": max(values)}
+    server_counts = {code: len(v) for code, v in latencies.items()}
     return {"max_running": max_running, "client_outcomes": counts,
+            # The server's finish reasons for the stopped requests: they should
+            # match the clients' CANCELLED and DEADLINE_EXCEEDED counts.
+            "server_outcomes": server_counts,
             "stopped": summary(every), "by_cancel": summary(latencies["CANCELLED"]),
             "by_deadline": summary(latencies["DEADLINE_EXCEEDED"])}
 
