@@ -19,7 +19,7 @@
 #include "engine/base/process_memory.h"
 #include "engine/scheduler/cpu_topology.h"
 #include "engine/scheduler/denoise_session.h"
-#include "kernels/int8_peak.h"
+#include "kernels/peak.h"
 #include "service/cli/flags.h"
 
 namespace dllm {
@@ -85,13 +85,8 @@ absl::StatusOr<std::vector<int>> IntList(const std::string& text, const std::str
 
 // The measured int8 peak of one thread on `isa`'s path (ops/s).
 double Int8PeakPerThread(IsaLevel isa) {
-  switch (isa) {
-    case IsaLevel::kAmx: return AmxPeakOpsPerSecond(0.2);
-    case IsaLevel::kAvx512Vnni: return Avx512VnniPeakOpsPerSecond(0.2);
-    case IsaLevel::kAvx2: return Avx2PeakOpsPerSecond(0.2);
-    case IsaLevel::kScalar: return 0;
-  }
-  return 0;
+  const std::optional<PeakLoop> loop = Int8PeakLoopOf(isa);
+  return loop ? ReadPeak(*loop, 0.3).measured : 0;
 }
 
 // Int8 multiply-add ops (2 per MAC) of one step's projections: every layer

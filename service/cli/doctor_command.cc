@@ -15,6 +15,7 @@
 #include "engine/model/tensor_layout.h"
 #include "engine/scheduler/cpu_topology.h"
 #include "kernels/cpu_features.h"
+#include "kernels/peak.h"
 
 namespace dllm {
 namespace {
@@ -28,6 +29,23 @@ struct Check {
 };
 
 std::string Gib(uint64_t bytes) { return absl::StrFormat("%.1f GiB", bytes / 1073741824.0); }
+
+// One core's measured peak of every loop this machine runs, beside the
+// documented bound (kernels/peak.h): the denominators `dllm bench` and the
+// kernel benchmark divide by. A peak above its bound means a wrong table.
+void PeakChecks(std::vector<Check>* out) {
+  for (PeakLoop loop : SupportedPeakLoops()) {
+    const PeakReading r = ReadPeak(loop, 0.15);
+    const PeakSpec& spec = PeakSpecOf(loop);
+    const std::string what = absl::StrFormat(
+        "peak %s (%s): %.0f G ops/s per core; bound %.0f G (%g/cycle x %g ops x %.2f GHz "
+        "measured), %.0f%%",
+        spec.name, spec.instruction, r.measured / 1e9, r.bound / 1e9, spec.instructions_per_cycle,
+        spec.ops_per_instruction, r.clock_hz / 1e9, 100 * r.ratio());
+    out->push_back({r.exceeds_bound() ? Level::kWarn : Level::kOk, what,
+                    r.exceeds_bound() ? "the loop or the documented bound is wrong: report it" : ""});
+  }
+}
 
 void CpuChecks(std::vector<Check>* out) {
   const CpuFeatures& f = GetCpuFeatures();
@@ -56,6 +74,7 @@ void CpuChecks(std::vector<Check>* out) {
     out->push_back({Level::kOk, "amx-int8: not on this CPU", ""});
   }
   out->push_back({Level::kOk, absl::StrCat("kernel path: ", IsaLevelName(BestIsaLevel())), ""});
+  PeakChecks(out);
 
   const CpuTopology topo = ReadCpuTopology();
   std::string cores = absl::StrCat("cores: ", topo.usable_cpus.size(), " logical, ",
