@@ -144,6 +144,7 @@ class CollectingReporter : public benchmark::ConsoleReporter {
     }
     ConsoleReporter::ReportRuns(runs);
     for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;  // aggregates (stddev...) are not rates
       const auto ops = r.counters.find("ops_per_s"), peak = r.counters.find("peak_ops_per_s");
       if (ops != r.counters.end() && peak != r.counters.end() && peak->second.value > 0 &&
           ops->second.value > peak->second.value) {
