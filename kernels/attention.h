@@ -29,9 +29,11 @@ struct AttentionShape {
   float scale = 0;     // usually 1/sqrt(head_dim)
 };
 
-// Floats of scratch one call needs.
+// Floats of scratch one call needs: the most any path uses (the AVX-512
+// one: Q^T, O^T, P^T and a key block's K and V rows, plus 64-byte alignment).
 inline int64_t AttentionScratchFloats(const AttentionShape& s) {
-  return int64_t{kAttnQueryBlock} * (kAttnKeyBlock + s.head_dim + 2) + s.head_dim * kAttnKeyBlock;
+  return int64_t{kAttnQueryBlock} * (kAttnKeyBlock + 2 * s.head_dim + 2) +
+         2 * int64_t{s.head_dim} * kAttnKeyBlock + 16;
 }
 
 // Writes out[i, head*head_dim .. +head_dim) for query rows

@@ -1,97 +1,219 @@
-// The attention kernel body, written as plain loops that the compiler
-// vectorises for each ISA translation unit (attention_{scalar,avx2,avx512}.cc
-// compile it with their own -m flags). Include only from those files, inside
-// an anonymous namespace.
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
+// The attention kernel body, written once with GCC vector extensions and
+// compiled per ISA (attention_{scalar,avx2,avx512}.cc, each with its own -m
+// flags). Include only
+// from those files, inside an anonymous namespace, after defining
+// DLLM_ATTN_WIDTH (floats in one of the ISA's vector registers) and
+// DLLM_ATTN_UNROLL (keys or output columns per inner loop: enough
+// independent accumulators to cover the FMA latency without spilling).
+//
+// The 16 query rows of a call are the 16 lanes of a vector. Both products
+// then run as broadcast-FMAs with no transpose of K, V or P, and the online
+// softmax (running max, normaliser, correction) is one vector op per key for
+// all 16 rows:
+//   scores:  S^T[j] = sum_c Q^T[c] * k_j[c]       (Q^T staged once per call)
+//   output:  O^T[c] = corr * O^T[c] + sum_j P^T[j] * v_j[c]
+// Each inner loop issues kParts vector loads and kUnroll broadcast loads per
+// kUnroll x kParts FMAs, so it runs near the FMA ports' limit.
+// Every lane's arithmetic is its own: a row's result does not depend on
+// which rows share its call (AttentionTest.SelectedQueryRowsMatchFullRows).
+// (The including file includes <algorithm>, <cstdint>, <cstring>, <limits>
+// and kernels/attention.h before opening its namespace.)
 
-#include "kernels/attention.h"
+// Helpers take and return vectors; they are internal and always inlined, so
+// the ABI note GCC gives for some vector widths does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+#define DLLM_ATTN_INLINE __attribute__((always_inline)) inline
+
+// A call's 16 query rows are kParts native vectors of kWidth floats (GCC
+// keeps vectors wider than the ISA's registers in memory, so each TU names
+// its own width: 16 for AVX-512, 8 for AVX2, 4 for SSE2).
+constexpr int kLanes = 16;
+static_assert(dllm::kAttnQueryBlock == kLanes);
+constexpr int kWidth = DLLM_ATTN_WIDTH;
+constexpr int kParts = kLanes / kWidth;
+constexpr int kUnroll = DLLM_ATTN_UNROLL;
+typedef float Vec __attribute__((vector_size(4 * kWidth)));
+typedef int32_t VecInts __attribute__((vector_size(4 * kWidth)));
+
+DLLM_ATTN_INLINE Vec Splat(float x) { return Vec{} + x; }
+DLLM_ATTN_INLINE Vec Load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+DLLM_ATTN_INLINE void Store(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+DLLM_ATTN_INLINE Vec Max(Vec a, Vec b) { return a > b ? a : b; }
 
 // exp(x) for x <= 0 (and a few positive ulps): 2^(x log2 e) split into an
 // integer power set in the exponent bits and a degree-6 polynomial for the
-// fraction. Branch-free so loops over it vectorise.
-inline float FastExp(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float t = x * 1.44269504088896341f;
-  const float n = std::floor(t);
-  const float f = t - n;  // [0, 1)
-  float p = 1.5353362e-4f;
+// fraction (accurate to ~2 ulp over the range softmax needs).
+DLLM_ATTN_INLINE Vec Exp(Vec x) {
+  x = Max(x, Splat(-87.0f));
+  const Vec t = x * 1.44269504088896341f;
+  Vec n = __builtin_convertvector(__builtin_convertvector(t, VecInts), Vec);  // trunc
+  n = n > t ? n - 1.0f : n;                                                  // floor
+  const Vec f = t - n;  // [0, 1)
+  Vec p = Splat(1.5353362e-4f);
   p = p * f + 1.3398874e-3f;
   p = p * f + 9.6180944e-3f;
   p = p * f + 5.5503406e-2f;
   p = p * f + 2.4022652e-1f;
   p = p * f + 6.9314720e-1f;
   p = p * f + 1.0f;
-  int32_t bits;
-  std::memcpy(&bits, &p, 4);
-  bits += static_cast<int32_t>(n) << 23;
-  float r;
-  std::memcpy(&r, &bits, 4);
+  VecInts bits;
+  std::memcpy(&bits, &p, sizeof bits);
+  bits += __builtin_convertvector(n, VecInts) << 23;
+  Vec r;
+  std::memcpy(&r, &bits, sizeof r);
   return r;
+}
+
+// pt[j] = sum_c qt[c] * k_j[c] for the nk keys at `k` (row stride `ks`).
+DLLM_ATTN_INLINE void Scores(const float* qt, const float* k, int64_t ks, int nk, int d, float* pt) {
+  int j = 0;
+  for (; j + kUnroll <= nk; j += kUnroll) {
+    const float* kr = k + j * ks;
+    Vec a[kUnroll][kParts];
+#pragma GCC unroll 16
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) a[u][h] = Vec{};
+    }
+    for (int c = 0; c < d; ++c) {
+      Vec qc[kParts];
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) qc[h] = Load(qt + kLanes * c + kWidth * h);
+#pragma GCC unroll 16
+      for (int u = 0; u < kUnroll; ++u) {
+        const float kv = kr[u * ks + c];
+#pragma GCC unroll 4
+        for (int h = 0; h < kParts; ++h) a[u][h] += qc[h] * kv;
+      }
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) Store(pt + kLanes * (j + u) + kWidth * h, a[u][h]);
+    }
+  }
+  for (; j < nk; ++j) {
+    const float* kr = k + j * ks;
+    Vec a[kParts] = {};
+    for (int c = 0; c < d; ++c) {
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) a[h] += Load(qt + kLanes * c + kWidth * h) * kr[c];
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < kParts; ++h) Store(pt + kLanes * j + kWidth * h, a[h]);
+  }
+}
+
+// ot[c] = corr * ot[c] + sum_j pt[j] * v_j[c] for the nk values at `v`.
+DLLM_ATTN_INLINE void Accumulate(const float* pt, const float* v, int64_t vs, int nk, int d,
+                                 const Vec* corr, float* ot) {
+  int c = 0;
+  for (; c + kUnroll <= d; c += kUnroll) {
+    float* o = ot + kLanes * c;
+    Vec a[kUnroll][kParts];
+#pragma GCC unroll 16
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) a[u][h] = Load(o + kLanes * u + kWidth * h) * corr[h];
+    }
+    for (int j = 0; j < nk; ++j) {
+      Vec p[kParts];
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) p[h] = Load(pt + kLanes * j + kWidth * h);
+      const float* vr = v + j * vs + c;
+#pragma GCC unroll 16
+      for (int u = 0; u < kUnroll; ++u) {
+        const float vv = vr[u];
+#pragma GCC unroll 4
+        for (int h = 0; h < kParts; ++h) a[u][h] += p[h] * vv;
+      }
+    }
+#pragma GCC unroll 16
+    for (int u = 0; u < kUnroll; ++u) {
+#pragma GCC unroll 4
+      for (int h = 0; h < kParts; ++h) Store(o + kLanes * u + kWidth * h, a[u][h]);
+    }
+  }
+  for (; c < d; ++c) {
+    float* o = ot + kLanes * c;
+#pragma GCC unroll 4
+    for (int h = 0; h < kParts; ++h) {
+      Vec a = Load(o + kWidth * h) * corr[h];
+      for (int j = 0; j < nk; ++j) a += Load(pt + kLanes * j + kWidth * h) * v[j * vs + c];
+      Store(o + kWidth * h, a);
+    }
+  }
 }
 
 void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* k, const float* v,
                     float* out, int head, int q_begin, int q_end, const int32_t* q_rows,
                     float* scratch) {
   using dllm::kAttnKeyBlock;
-  using dllm::kAttnQueryBlock;
   const int d = s.head_dim;
   const int kv_head = head / (s.n_head / s.n_head_kv);
   const int nq = q_end - q_begin;
-  float* scores = scratch;                                  // [nq][kAttnKeyBlock]
-  float* acc = scores + kAttnQueryBlock * kAttnKeyBlock;    // [nq][d]
-  float* row_max = acc + kAttnQueryBlock * d;               // [nq]
-  float* row_sum = row_max + kAttnQueryBlock;               // [nq]
-  float* kt = row_sum + kAttnQueryBlock;                    // [d][kAttnKeyBlock]
-  for (int i = 0; i < nq; ++i) {
-    row_max[i] = -std::numeric_limits<float>::infinity();
-    row_sum[i] = 0.0f;
-    for (int c = 0; c < d; ++c) acc[i * d + c] = 0.0f;
-  }
-  for (int j0 = 0; j0 < s.n_tokens; j0 += kAttnKeyBlock) {
-    const int nk = s.n_tokens - j0 < kAttnKeyBlock ? s.n_tokens - j0 : kAttnKeyBlock;
-    // Transpose the key block so scores are a column-wise FMA loop.
-    for (int j = 0; j < nk; ++j) {
-      const float* kr = k + static_cast<int64_t>(j0 + j) * s.kv_stride + kv_head * d;
-      for (int c = 0; c < d; ++c) kt[c * kAttnKeyBlock + j] = kr[c];
-    }
-    for (int j = nk; j < kAttnKeyBlock; ++j) {
-      for (int c = 0; c < d; ++c) kt[c * kAttnKeyBlock + j] = 0.0f;
-    }
-    for (int i = 0; i < nq; ++i) {
+  // Scratch (AttentionScratchFloats): Q^T [d][16], O^T [d][16], P^T
+  // [kAttnKeyBlock][16], and the key block's K and V rows [kAttnKeyBlock][d]
+  // copied together: in the canvas they lie a whole row of heads apart
+  // (16 KB at 32 x 128), and at that power-of-two stride one head's rows
+  // share a few cache sets and evict each other.
+  float* qt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  float* ot = qt + kLanes * d;
+  float* pt = ot + kLanes * d;
+  float* kb = pt + kLanes * kAttnKeyBlock;
+  float* vb = kb + kAttnKeyBlock * d;
+  for (int i = 0; i < kLanes; ++i) {
+    if (i < nq) {
       const int qi = q_rows ? q_rows[q_begin + i] : q_begin + i;
       const float* qr = q + static_cast<int64_t>(qi) * s.q_stride + head * d;
-      float* sr = scores + i * kAttnKeyBlock;
-      for (int j = 0; j < kAttnKeyBlock; ++j) sr[j] = 0.0f;
-      for (int c = 0; c < d; ++c) {
-        const float qc = qr[c] * s.scale;
-        const float* ktc = kt + c * kAttnKeyBlock;
-        for (int j = 0; j < kAttnKeyBlock; ++j) sr[j] += qc * ktc[j];
-      }
-      float m = row_max[i];
-      for (int j = 0; j < nk; ++j) m = sr[j] > m ? sr[j] : m;
-      const float correction = FastExp(row_max[i] - m);
-      float sum = 0.0f;
-      for (int j = 0; j < nk; ++j) {
-        sr[j] = FastExp(sr[j] - m);
-        sum += sr[j];
-      }
-      row_sum[i] = row_sum[i] * correction + sum;
-      row_max[i] = m;
-      float* ar = acc + i * d;
-      for (int c = 0; c < d; ++c) ar[c] *= correction;
-      for (int j = 0; j < nk; ++j) {
-        const float p = sr[j];
-        const float* vr = v + static_cast<int64_t>(j0 + j) * s.kv_stride + kv_head * d;
-        for (int c = 0; c < d; ++c) ar[c] += p * vr[c];
-      }
+      for (int c = 0; c < d; ++c) qt[kLanes * c + i] = qr[c] * s.scale;
+    } else {
+      for (int c = 0; c < d; ++c) qt[kLanes * c + i] = 0.0f;
     }
   }
+  std::memset(ot, 0, sizeof(float) * kLanes * d);
+
+  const float* kh = k + kv_head * d;
+  const float* vh = v + kv_head * d;
+  Vec row_max[kParts], row_sum[kParts];
+  for (int h = 0; h < kParts; ++h) {
+    row_max[h] = Splat(-std::numeric_limits<float>::infinity());
+    row_sum[h] = Vec{};
+  }
+  for (int j0 = 0; j0 < s.n_tokens; j0 += kAttnKeyBlock) {
+    const int nk = std::min(kAttnKeyBlock, s.n_tokens - j0);
+    for (int j = 0; j < nk; ++j) {
+      const int64_t row = static_cast<int64_t>(j0 + j) * s.kv_stride;
+      std::memcpy(kb + j * d, kh + row, sizeof(float) * d);
+      std::memcpy(vb + j * d, vh + row, sizeof(float) * d);
+    }
+    Scores(qt, kb, d, nk, d, pt);
+    Vec corr[kParts];
+    for (int h = 0; h < kParts; ++h) {
+      Vec m = row_max[h];
+      for (int j = 0; j < nk; ++j) m = Max(m, Load(pt + kLanes * j + kWidth * h));
+      corr[h] = Exp(row_max[h] - m);
+      Vec sum{};
+      for (int j = 0; j < nk; ++j) {
+        float* pj = pt + kLanes * j + kWidth * h;
+        const Vec p = Exp(Load(pj) - m);
+        Store(pj, p);
+        sum += p;
+      }
+      row_sum[h] = row_sum[h] * corr[h] + sum;
+      row_max[h] = m;
+    }
+    Accumulate(pt, vb, d, nk, d, corr, ot);
+  }
+
+  alignas(64) float inv[kLanes];
+  for (int h = 0; h < kParts; ++h) Store(inv + kWidth * h, 1.0f / row_sum[h]);
   for (int i = 0; i < nq; ++i) {
-    const float inv = 1.0f / row_sum[i];
     float* o = out + static_cast<int64_t>(q_begin + i) * s.out_stride + head * d;
-    for (int c = 0; c < d; ++c) o[c] = acc[i * d + c] * inv;
+    for (int c = 0; c < d; ++c) o[c] = ot[kLanes * c + i] * inv[i];
   }
 }

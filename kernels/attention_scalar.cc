@@ -1,5 +1,6 @@
-// Attention kernel compiled for the scalar level (flags in kernels/CMakeLists.txt).
-#include <cmath>
+// Attention kernel compiled for the scalar level (flags in kernels/CMakeLists.txt):
+// kernels/attention_impl.h on 4-float vectors, 2 keys or columns per inner loop.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -8,11 +9,14 @@
 
 namespace dllm {
 namespace {
+#define DLLM_ATTN_WIDTH 4
+#define DLLM_ATTN_UNROLL 2
 #include "kernels/attention_impl.h"
 }  // namespace
 
 void AttentionScalar(const AttentionShape& shape, const float* q, const float* k, const float* v,
-         float* out, int head, int q_begin, int q_end, const int32_t* q_rows, float* scratch) {
+                  float* out, int head, int q_begin, int q_end, const int32_t* q_rows,
+                  float* scratch) {
   AttentionBlock(shape, q, k, v, out, head, q_begin, q_end, q_rows, scratch);
 }
 

@@ -8,11 +8,19 @@
 //          min time 0.1 s (about 2-4 min per ISA path on 2 cores);
 // full:    M in {16, 64, 144, 256, 512} and the output head (K=4096,
 //          N=126464) too (about an hour on 2 cores).
+// Attention (kernels/attention.h) on LLaDA-8B's heads (32 x 128) over
+// canvases of 144 and 512, per path and thread count, in FP32 FLOP/s and %
+// of the measured FP32 FMA peak of that path.
 // --results writes the records scripts/bench-kernels stores in
 // bench/results/. The scalar path is not swept (it is the test oracle).
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/enumerable_thread_specific.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -22,6 +30,7 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/scheduler/parallel_gemm.h"
+#include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/peak.h"
@@ -123,6 +132,62 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   state.counters["peak_ops_per_s"] = PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
 }
 
+struct AttnRecord {
+  std::string name;
+  IsaLevel isa;
+  int n_tokens;
+  int threads;
+};
+std::vector<AttnRecord>& AttnRecords() {
+  static std::vector<AttnRecord> r;
+  return r;
+}
+std::map<int, double>& Fp32PeakPerThread() {  // by IsaLevel
+  static std::map<int, double> p;
+  return p;
+}
+
+// One layer's attention over the canvas, as the forward pass splits it: a
+// task per (head, 16-query block).
+void BM_Attention(benchmark::State& state, AttnRecord rec) {
+  AttentionShape s;
+  s.n_tokens = rec.n_tokens;
+  s.n_head = s.n_head_kv = 32;
+  s.head_dim = 128;
+  s.q_stride = s.kv_stride = s.out_stride = s.n_head * s.head_dim;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  std::vector<float> q(static_cast<size_t>(s.n_tokens) * s.q_stride), k(q.size()), v(q.size()),
+      out(q.size());
+  uint32_t seed = 777;
+  for (std::vector<float>* t : {&q, &k, &v}) {
+    for (float& x : *t) x = static_cast<float>((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f;
+  }
+  const AttentionFn attend = SelectAttention(rec.isa);
+  const int blocks = (s.n_tokens + kAttnQueryBlock - 1) / kAttnQueryBlock;
+  tbb::enumerable_thread_specific<std::vector<float>> scratch(
+      [&] { return std::vector<float>(AttentionScratchFloats(s)); });
+  tbb::task_arena arena(rec.threads);
+  for (auto _ : state) {
+    arena.execute([&] {
+      tbb::parallel_for(
+          tbb::blocked_range<int>(0, s.n_head * blocks, 1),
+          [&](const tbb::blocked_range<int>& range) {
+            for (int t = range.begin(); t != range.end(); ++t) {
+              const int h = t / blocks, q0 = (t % blocks) * kAttnQueryBlock;
+              attend(s, q.data(), k.data(), v.data(), out.data(), h, q0,
+                     std::min(s.n_tokens, q0 + kAttnQueryBlock), nullptr, scratch.local().data());
+            }
+          },
+          tbb::simple_partitioner());
+    });
+    benchmark::DoNotOptimize(out.data());
+  }
+  // Q K^T and P V: 2 FLOP per multiply-add, L x L x head_dim of each per head.
+  const double flops = 4.0 * s.n_tokens * s.n_tokens * s.head_dim * s.n_head;
+  state.counters["ops_per_s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_ops_per_s"] = Fp32PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
+}
+
 // The honest peaks (peak.h), read once: every loop this machine runs.
 std::vector<PeakReading>& Peaks() {
   static std::vector<PeakReading> p;
@@ -216,6 +281,23 @@ bool WriteResults(const std::string& path, const std::string& sweep,
       break;
     }
   }
+  std::fprintf(f, "\n  ],\n  \"attention\": [\n");
+  first = true;
+  for (const auto& run : runs) {
+    const std::string name = run.benchmark_name();
+    for (const AttnRecord& rec : AttnRecords()) {
+      if (name.rfind(rec.name, 0) != 0) continue;
+      const double flops = run.counters.at("ops_per_s");
+      const double peak = Fp32PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
+      std::fprintf(f,
+                   "%s    {\"isa\": \"%s\", \"n_tokens\": %d, \"n_head\": 32, \"head_dim\": 128, "
+                   "\"threads\": %d, \"flops_per_s\": %.6g, \"pct_of_fp32_peak\": %.2f}",
+                   first ? "" : ",\n", IsaLevelName(rec.isa), rec.n_tokens, rec.threads, flops,
+                   peak > 0 ? 100.0 * flops / peak : 0.0);
+      first = false;
+      break;
+    }
+  }
   std::fprintf(f, "\n  ]\n}\n");
   return std::fclose(f) == 0;
 }
@@ -259,6 +341,29 @@ int main(int argc, char** argv) {
     const std::optional<PeakLoop> loop = Int8PeakLoopOf(l);
     for (const PeakReading& p : Peaks()) {
       if (loop && p.loop == *loop) PeakPerThread()[static_cast<int>(l)] = p.measured;
+    }
+  }
+  std::vector<AttentionFn> attention_paths;
+  for (IsaLevel l : isas) {
+    const std::optional<PeakLoop> loop = Fp32PeakLoopOf(l);
+    for (const PeakReading& p : Peaks()) {
+      if (loop && p.loop == *loop) Fp32PeakPerThread()[static_cast<int>(l)] = p.measured;
+    }
+    // AMX runs the AVX-512 attention: time each implementation once.
+    const AttentionFn fn = SelectAttention(l);
+    if (std::find(attention_paths.begin(), attention_paths.end(), fn) != attention_paths.end()) continue;
+    attention_paths.push_back(fn);
+    for (int n_tokens : {144, 512}) {
+      for (int threads : {1, 2}) {
+        AttnRecord rec{std::string("attention/isa:") + IsaLevelName(l) + "/L:" +
+                           std::to_string(n_tokens) + "/threads:" + std::to_string(threads),
+                       l, n_tokens, threads};
+        AttnRecords().push_back(rec);
+        benchmark::RegisterBenchmark(rec.name.c_str(), BM_Attention, rec)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.2);
+      }
     }
   }
   const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 64, 144, 256, 512}

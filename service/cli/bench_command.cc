@@ -147,7 +147,9 @@ int RunBench(int argc, char** argv) {
   for (int t : *threads) bandwidth_by_threads[t] = MeasureReadBandwidth(t);
 
   const Clock::time_point load_start = Clock::now();
-  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), {*isa});
+  ModelOptions model_options;
+  model_options.isa = *isa;
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
   const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
   const ModelConfig& c = (*model)->config();

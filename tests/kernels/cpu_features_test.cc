@@ -18,7 +18,9 @@ TEST(CpuFeaturesTest, AmxNeedsTheKernelsPermission) {
   if (IsaLevelSupported(IsaLevel::kAmx)) {
     EXPECT_TRUE(f.amx_permitted);
   }
-  if (f.amx_tile && !f.amx_permitted) EXPECT_FALSE(f.amx_denied_reason.empty());
+  if (f.amx_tile && !f.amx_permitted) {
+    EXPECT_FALSE(f.amx_denied_reason.empty());
+  }
 }
 
 TEST(CpuFeaturesTest, NamesRoundTrip) {
