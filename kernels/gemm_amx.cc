@@ -34,24 +34,17 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kernels/amx_tile_config.h"
 #include "kernels/gemm_internal.h"
 
 namespace dllm::gemm_internal {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(TileConfig) == 64);
 
 // Two sets, alternating by group: C tiles 0, 1 (16 x 16 int32); A tiles
 // 4, 5 (16 rows x S codes); B tiles 6, 7 (S/4 quad-rows x 64 bytes).
-constexpr TileConfig MakeConfig(int S) {
-  TileConfig c{};
+constexpr AmxTileConfig MakeConfig(int S) {
+  AmxTileConfig c{};
   c.palette_id = 1;
   for (int t = 0; t < 2; ++t) {
     c.colsb[t] = 64;
@@ -63,8 +56,8 @@ constexpr TileConfig MakeConfig(int S) {
   }
   return c;
 }
-alignas(64) static const TileConfig kConfigG32 = MakeConfig(32);
-alignas(64) static const TileConfig kConfigG16 = MakeConfig(16);
+alignas(64) static const AmxTileConfig kConfigG32 = MakeConfig(32);
+alignas(64) static const AmxTileConfig kConfigG16 = MakeConfig(16);
 
 #include "kernels/gemm_avx512_helpers-inl.h"
 

@@ -5,21 +5,15 @@
 
 #include <cstdint>
 
+#include "kernels/amx_tile_config.h"
 #include "kernels/peak_internal.h"
 
 namespace dllm::peak_internal {
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
 
-constexpr TileConfig MakeConfig() {
-  TileConfig c{};
+constexpr AmxTileConfig MakeConfig() {
+  AmxTileConfig c{};
   c.palette_id = 1;
   for (int t = 0; t < 8; ++t) {
     c.colsb[t] = 64;
@@ -28,7 +22,7 @@ constexpr TileConfig MakeConfig() {
   return c;
 }
 // Static storage: GCC 12 may drop stores to a config built on the stack.
-alignas(64) const TileConfig kConfig = MakeConfig();
+alignas(64) const AmxTileConfig kConfig = MakeConfig();
 alignas(64) const uint8_t kOnes[1024] = {1};
 
 }  // namespace
