@@ -144,6 +144,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   DLLM_ASSIGN_OR_RETURN(absl::string_view name, f.GetStringOr("general.name", ""));
   c.name = std::string(name);
   DLLM_ASSIGN_OR_RETURN(c.n_layer, ReadDim(f, a + ".block_count"));
+  // Every layer has several tensors of its own: a count past the file's
+  // tensors is a corrupt header, refused before anything is sized by it
+  // (the layout check lists a dozen expected tensors per layer).
+  if (c.n_layer > static_cast<int64_t>(f.tensors().size())) {
+    return Invalid(f, absl::StrCat("key '", a, ".block_count' = ", c.n_layer, " exceeds the ",
+                                   f.tensors().size(), " tensors in the file"));
+  }
   DLLM_ASSIGN_OR_RETURN(c.n_embd, ReadDim(f, a + ".embedding_length"));
   DLLM_ASSIGN_OR_RETURN(c.n_head, ReadDim(f, a + ".attention.head_count"));
   DLLM_ASSIGN_OR_RETURN(c.n_head_kv, ReadDim(f, a + ".attention.head_count_kv", c.n_head));

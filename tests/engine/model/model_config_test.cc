@@ -72,6 +72,18 @@ TEST(ModelConfigTest, ErrorsNameTheKey) {
               StatusIs(absl::StatusCode::kNotFound, "missing key 'dream.block_count'"));
 }
 
+// A layer count past the file's tensors is refused before the layout check
+// sizes anything by it (a fuzzer-found hang: millions of layers of expected tensors).
+TEST(ModelConfigTest, BlockCountPastTheTensorsIsRefused) {
+  GgufBuilder b = testing::TinyModelBuilder("llada");
+  b.Drop("llada.block_count").U32("llada.block_count", 1000000);
+  auto p = ParseBuilder(b);
+  ASSERT_TRUE(p->file.ok()) << p->file.status();
+  EXPECT_THAT(ModelConfigFromGguf(*p->file).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key 'llada.block_count' = 1000000 exceeds the"));
+}
+
 TEST(ModelConfigTest, CompatibilityListsEveryProblem) {
   GgufBuilder b = testing::TinyModelBuilder("llada");
   auto& tensors = b.tensors();
