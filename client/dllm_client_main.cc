@@ -330,6 +330,22 @@ absl::StatusOr<ClientOptions> ConnectionOptions(const Flags& flags) {
   return options;
 }
 
+// A client for the connection flags, or nullptr once the error is printed
+// and *exit_code set: 2 for a bad flag value, 1 when the client cannot be made.
+std::unique_ptr<DllmClient> Connect(const Flags& flags, int* exit_code) {
+  absl::StatusOr<ClientOptions> options = ConnectionOptions(flags);
+  if (!options.ok()) {
+    *exit_code = UsageError(options.status());
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<DllmClient>> client = DllmClient::Create(*options);
+  if (!client.ok()) {
+    *exit_code = Fail(client.status());
+    return nullptr;
+  }
+  return *std::move(client);
+}
+
 // ---- generate ----
 
 int RunGenerate(const Flags& flags) {
@@ -338,10 +354,9 @@ int RunGenerate(const Flags& flags) {
   }
   auto request = BuildGenerateRequest(flags);
   if (!request.ok()) return UsageError(request.status());
-  auto options = ConnectionOptions(flags);
-  if (!options.ok()) return UsageError(options.status());
-  auto client = DllmClient::Create(*options);
-  if (!client.ok()) return Fail(client.status());
+  int exit_code = 0;
+  const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
+  if (client == nullptr) return exit_code;
 
   const bool json = flags.Has("json");
   const bool show_canvas = flags.Has("show-canvas") && !json;
@@ -351,7 +366,7 @@ int RunGenerate(const Flags& flags) {
   std::string streamed;  // the text deltas printed so far
   bool got_final = false;
   v1::Final final;
-  const absl::Status status = (*client)->Generate(*request, [&](const v1::GenerateEvent& event) {
+  const absl::Status status = client->Generate(*request, [&](const v1::GenerateEvent& event) {
     if (json) {
       std::printf("%s\n", ToJson(event).c_str());
       std::fflush(stdout);
@@ -549,11 +564,10 @@ int RunStep(const Flags& flags) {
   if (auto s = FillSettings(flags, open.mutable_diffusion(), open.mutable_sampling()); !s.ok()) {
     return UsageError(s);
   }
-  auto options = ConnectionOptions(flags);
-  if (!options.ok()) return UsageError(options.status());
-  auto client = DllmClient::Create(*options);
-  if (!client.ok()) return Fail(client.status());
-  auto session = (*client)->OpenSession(open);
+  int exit_code = 0;
+  const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
+  if (client == nullptr) return exit_code;
+  auto session = client->OpenSession(open);
   if (!session.ok()) return Fail(session.status());
   const v1::Started& s = (*session)->opened().started();
   CanvasView view;
@@ -595,13 +609,12 @@ int RunStep(const Flags& flags) {
 
 int RunInfo(const Flags& flags) {
   if (auto s = flags.CheckKnown(Union(kConnectionFlags, {"json"})); !s.ok()) return UsageError(s);
-  auto options = ConnectionOptions(flags);
-  if (!options.ok()) return UsageError(options.status());
-  auto client = DllmClient::Create(*options);
-  if (!client.ok()) return Fail(client.status());
-  auto model = (*client)->GetModelInfo();
+  int exit_code = 0;
+  const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
+  if (client == nullptr) return exit_code;
+  auto model = client->GetModelInfo();
   if (!model.ok()) return Fail(model.status());
-  auto server = (*client)->GetServerInfo();
+  auto server = client->GetServerInfo();
   if (!server.ok()) return Fail(server.status());
   if (flags.Has("json")) {
     std::printf("{\"model\":%s,\"server\":%s}\n", ToJson(*model).c_str(), ToJson(*server).c_str());
@@ -644,16 +657,15 @@ int RunHealth(const Flags& flags) {
     return UsageError(absl::InvalidArgumentError(
         absl::StrCat("--wait-seconds: '", flags.Get("wait-seconds"), "' must be >= 0")));
   }
-  auto options = ConnectionOptions(flags);
-  if (!options.ok()) return UsageError(options.status());
-  auto client = DllmClient::Create(*options);
-  if (!client.ok()) return Fail(client.status());
+  int exit_code = 0;
+  const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
+  if (client == nullptr) return exit_code;
   const std::string service = flags.Get("service");
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::microseconds(static_cast<int64_t>(wait_seconds * 1e6));
   using Health = grpc::health::v1::HealthCheckResponse;
   while (true) {
-    auto status = (*client)->CheckHealth(service);
+    auto status = client->CheckHealth(service);
     const bool serving = status.ok() && *status == Health::SERVING;
     if (serving || std::chrono::steady_clock::now() >= until) {
       if (!status.ok()) return Fail(status.status());
@@ -675,11 +687,10 @@ int RunTokenize(const Flags& flags) {
   request.set_text(flags.positional()[0]);
   request.set_apply_chat_template(flags.Has("chat"));
   request.set_system(flags.Get("system"));
-  auto options = ConnectionOptions(flags);
-  if (!options.ok()) return UsageError(options.status());
-  auto client = DllmClient::Create(*options);
-  if (!client.ok()) return Fail(client.status());
-  auto response = (*client)->Tokenize(request);
+  int exit_code = 0;
+  const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
+  if (client == nullptr) return exit_code;
+  auto response = client->Tokenize(request);
   if (!response.ok()) return Fail(response.status());
   if (flags.Has("json")) {
     std::printf("%s\n", ToJson(*response).c_str());

@@ -13,9 +13,9 @@
 // - a panel's codes are unpacked to bytes (4- and 6-bit kinds) and its
 //   per-group d and c vectors formed once, into a per-thread staging area,
 //   and reused by every 16-row block of the tile;
-// - each 16-row block's activation codes are gathered once (when its rows are
-//   not consecutive, or fewer than 16), and its s and s * sum(q) per group
-//   laid out as tables the epilogue broadcasts from;
+// - each 16-row block's activation codes are repacked group-major once, and
+//   its s and s * sum(q) per group laid out as tables the epilogue
+//   broadcasts from;
 // - the 16 rows' accumulators stay in zmm registers across all groups, and
 //   two C tiles alternate so the next group's tile product overlaps this
 //   group's epilogue.
@@ -221,7 +221,7 @@ void TileAmxRows(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t 
   const int64_t nblocks = (nrows + 15) / 16;
 
   // Staging: the panel's byte codes and d, c vectors; then per row block its
-  // gathered codes (only when needed) and s, xs tables.
+  // repacked codes and s, xs tables.
   static thread_local Staging staging;
   const size_t panel_codes = static_cast<size_t>(K) * kPanelRows;
   const size_t panel_vecs = static_cast<size_t>(groups) * kPanelRows * sizeof(float);

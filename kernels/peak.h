@@ -1,11 +1,11 @@
 // Register-only peak loops: the denominators of every "% of peak" figure,
 // and the documented bound each one is checked against.
 //
-// Each loop is a fixed block of 16 independent instructions in inline asm
+// Each loop is a fixed block of independent instructions in inline asm
 // (kernels/peak_*.cc, one translation unit per ISA), so the compiler can
-// neither spill the accumulators to the stack nor hoist the work: 16 chains
-// cover latency x ports of every instruction here (vpdpbusd and vfmadd are
-// 4-5 cycles on 2 ports, 8-10 in flight). The first peak loop of this project
+// neither spill the accumulators to the stack nor hoist the work: 15 (ymm)
+// or 16 (zmm) chains cover latency x ports of vpdpbusd, vpmaddubsw and
+// vfmadd (4-5 cycles on 2 ports, 8-10 in flight); AMX keeps 4 C tiles. The first peak loop of this project
 // kept 12 accumulators in a C array that GCC stored and reloaded every
 // iteration, and measured a quarter of the real VNNI rate.
 //

@@ -84,6 +84,13 @@ const QuantizedMatrix& PackedFor(GgmlType type, int64_t n, int64_t k) {
   return cached->view();
 }
 
+// Deterministic inputs in [-0.5, 0.5): the same every run, so runs compare.
+void FillUniform(std::vector<float>* v, uint32_t seed) {
+  for (float& x : *v) {
+    x = static_cast<float>((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f;
+  }
+}
+
 struct Record {
   std::string name;
   IsaLevel isa;
@@ -105,8 +112,7 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   const QuantizedMatrix& w = PackedFor(rec.type, rec.shape.n, rec.shape.k);
   const int64_t m = rec.m, k = rec.shape.k, n = rec.shape.n;
   std::vector<float> x(m * k), y(m * n);
-  uint32_t s = 12345;
-  for (float& v : x) v = static_cast<float>((s = s * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f;
+  FillUniform(&x, 12345);
   std::unique_ptr<uint8_t, void (*)(void*)> qbuf(
       static_cast<uint8_t*>(std::aligned_alloc(64, (QuantizedRowsBytes(m, k) + 63) / 64 * 64)), std::free);
   const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), m, k);
@@ -158,10 +164,9 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
   s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   std::vector<float> q(static_cast<size_t>(s.n_tokens) * s.q_stride), k(q.size()), v(q.size()),
       out(q.size());
-  uint32_t seed = 777;
-  for (std::vector<float>* t : {&q, &k, &v}) {
-    for (float& x : *t) x = static_cast<float>((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 24) - 0.5f;
-  }
+  FillUniform(&q, 777);
+  FillUniform(&k, 778);
+  FillUniform(&v, 779);
   const AttentionFn attend = SelectAttention(rec.isa);
   const int blocks = (s.n_tokens + kAttnQueryBlock - 1) / kAttnQueryBlock;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
@@ -192,6 +197,14 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
 std::vector<PeakReading>& Peaks() {
   static std::vector<PeakReading> p;
   return p;
+}
+
+// The reading of `loop` taken at start-up (0 for none).
+double MeasuredPeak(std::optional<PeakLoop> loop) {
+  for (const PeakReading& p : Peaks()) {
+    if (loop && p.loop == *loop) return p.measured;
+  }
+  return 0;
 }
 
 void BM_Peak(benchmark::State& state, PeakLoop loop) {
@@ -337,18 +350,10 @@ int main(int argc, char** argv) {
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
   }
-  for (IsaLevel l : isas) {
-    const std::optional<PeakLoop> loop = Int8PeakLoopOf(l);
-    for (const PeakReading& p : Peaks()) {
-      if (loop && p.loop == *loop) PeakPerThread()[static_cast<int>(l)] = p.measured;
-    }
-  }
+  for (IsaLevel l : isas) PeakPerThread()[static_cast<int>(l)] = MeasuredPeak(Int8PeakLoopOf(l));
   std::vector<AttentionFn> attention_paths;
   for (IsaLevel l : isas) {
-    const std::optional<PeakLoop> loop = Fp32PeakLoopOf(l);
-    for (const PeakReading& p : Peaks()) {
-      if (loop && p.loop == *loop) Fp32PeakPerThread()[static_cast<int>(l)] = p.measured;
-    }
+    Fp32PeakPerThread()[static_cast<int>(l)] = MeasuredPeak(Fp32PeakLoopOf(l));
     // AMX runs the AVX-512 attention: time each implementation once.
     const AttentionFn fn = SelectAttention(l);
     if (std::find(attention_paths.begin(), attention_paths.end(), fn) != attention_paths.end()) continue;

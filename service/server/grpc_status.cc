@@ -14,12 +14,9 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 absl::Status WhyCancelled(const grpc::CallbackServerContext& context,
                           std::chrono::system_clock::time_point call_start) {
   const auto deadline = context.deadline();
-  const auto now = std::chrono::system_clock::now();
-  if (deadline <= now) return absl::DeadlineExceededError("the call's deadline passed");
-  const auto timeout = deadline - call_start;
   const auto slack = std::max<std::chrono::system_clock::duration>(std::chrono::milliseconds(50),
-                                                                   timeout / 20);
-  if (now + slack >= deadline) {
+                                                                   (deadline - call_start) / 20);
+  if (std::chrono::system_clock::now() + slack >= deadline) {
     return absl::DeadlineExceededError("the call's deadline passed");
   }
   return absl::CancelledError("the client cancelled the call");
