@@ -776,18 +776,19 @@ TEST_F(ServerContractTest, MalformedRequestBytesAreInvalidArgument) {
 }
 
 // A prompt too long for the context is refused by its length, before it is
-// tokenized; Tokenize's own limit keeps its reply under the message limit.
+// tokenized: only that byte bound gives this message (a tokenized prompt is
+// refused by its token count). No timing here: the ASan run took 0.22 s to
+// move the 3.9 MB request, more than a bound on the check itself allows.
+// Tokenize's own limit keeps its reply under the message limit.
 TEST_F(ServerContractTest, OversizedTextIsRefusedBeforeTokenizing) {
   v1::GenerateRequest req;
   req.mutable_prompt()->set_text(std::string(3900000, 'a'));
-  const auto start = std::chrono::steady_clock::now();
   const CallResult r = Generate(*stub_, req);
   EXPECT_EQ(r.status.error_code(), grpc::INVALID_ARGUMENT);
   EXPECT_NE(r.status.error_message().find("prompt.text: 3900000 bytes cannot fit the model's "
                                           "context of 1024 tokens"),
             std::string::npos)
       << r.status.error_message();
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.2);
   grpc::ClientContext ctx;
   v1::TokenizeRequest tr;
   tr.set_text(std::string(3900000, 'a'));
