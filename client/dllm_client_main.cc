@@ -32,6 +32,8 @@
 #include "absl/strings/strip.h"
 #include "client/canvas_view.h"
 #include "client/dllm_client.h"
+#include "engine/base/flags.h"
+#include "engine/base/status_macros.h"
 
 namespace dllm {
 namespace {
@@ -57,94 +59,11 @@ constexpr const char* kUsage =
     "  --detail final|text|steps|canvas --step-stride N --top-candidates K --timings\n"
     "  --model NAME --request-id ID\n";
 
-const std::set<std::string> kBoolFlags = {"show-canvas",   "json",    "chat",
-                                          "no-early-exit", "timings", "help"};
-
-// ---- flags ----
-
-class Flags {
- public:
-  // Parses `--name value`, `--name=value` and boolean `--name`; the rest are
-  // positional arguments.
-  static absl::StatusOr<Flags> Parse(int argc, char** argv, int first) {
-    Flags flags;
-    for (int i = first; i < argc; ++i) {
-      std::string arg = argv[i];
-      if (arg == "--") {
-        for (++i; i < argc; ++i) flags.positional_.push_back(argv[i]);
-        break;
-      }
-      if (arg.size() < 3 || arg.rfind("--", 0) != 0) {
-        flags.positional_.push_back(arg);
-        continue;
-      }
-      std::string name = arg.substr(2);
-      const size_t eq = name.find('=');
-      if (eq != std::string::npos) {
-        flags.values_[name.substr(0, eq)] = name.substr(eq + 1);
-      } else if (kBoolFlags.count(name)) {
-        flags.values_[name] = "true";
-      } else if (i + 1 < argc) {
-        flags.values_[name] = argv[++i];
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
-      }
-    }
-    return flags;
-  }
-
-  // Fails on any flag not in `known`, so typos do not pass silently.
-  absl::Status CheckKnown(const std::set<std::string>& known) const {
-    for (const auto& [name, value] : values_) {
-      if (!known.count(name))
-        return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
-    }
-    return absl::OkStatus();
-  }
-
-  bool Has(const std::string& name) const { return values_.count(name) > 0; }
-  std::string Get(const std::string& name, const std::string& fallback = "") const {
-    auto it = values_.find(name);
-    return it == values_.end() ? fallback : it->second;
-  }
-  const std::vector<std::string>& positional() const { return positional_; }
-
-  template <typename T>
-  absl::Status GetNumber(const std::string& name, T* out) const {
-    if (!Has(name)) return absl::OkStatus();
-    const std::string value = Get(name);
-    if constexpr (std::is_floating_point_v<T>) {
-      double d;
-      if (!absl::SimpleAtod(value, &d) || !std::isfinite(d)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--", name, ": '", value, "' is not a finite number"));
-      }
-      *out = static_cast<T>(d);
-    } else if (!absl::SimpleAtoi(value, out)) {
-      return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", value,
-                                                     "' is not a whole number in [",
-                                                     std::numeric_limits<T>::min(), ", ",
-                                                     std::numeric_limits<T>::max(), "]"));
-    }
-    return absl::OkStatus();
-  }
-
-  // Takes the first positional argument: the command, wherever it stood
-  // among the flags.
-  std::string TakeCommand() {
-    if (positional_.empty()) return "";
-    std::string command = positional_.front();
-    positional_.erase(positional_.begin());
-    return command;
-  }
-
- private:
-  std::map<std::string, std::string> values_;
-  std::vector<std::string> positional_;
-};
+const std::set<std::string> kBoolFlags = {"show-canvas", "json", "chat", "no-early-exit",
+                                          "timings"};
 
 const std::set<std::string> kConnectionFlags = {"target", "tls-ca", "tls-server-name",
-                                                "timeout-seconds", "help"};
+                                                "timeout-seconds"};
 const std::set<std::string> kGenerationFlags = {
     "gen-length",  "steps",  "block-length", "algorithm",     "alg",
     "temperature", "top-p",  "top-k",        "alg-temp",      "eps",
@@ -155,6 +74,14 @@ const std::set<std::string> kGenerationFlags = {
 std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
   return a;
+}
+
+// Every flag that takes a value, over all commands (each command then
+// checks its own with CheckOnly).
+std::set<std::string> ValueFlags() {
+  std::set<std::string> all = Union(Union(kConnectionFlags, kGenerationFlags), {"service", "wait-seconds"});
+  for (const std::string& b : kBoolFlags) all.erase(b);
+  return all;
 }
 
 // ---- output helpers ----
@@ -200,9 +127,9 @@ absl::Status ParseAlgorithm(const std::string& name, v1::Algorithm* out) {
                    " (low_confidence, random, origin, maskgit_plus, topk_margin, entropy)"));
 }
 
-absl::Status FillPrompt(const Flags& flags, v1::Prompt* prompt) {
+absl::Status FillPrompt(const ParsedFlags& flags, v1::Prompt* prompt) {
   if (flags.Has("tokens")) {
-    if (!flags.positional().empty()) {
+    if (!flags.positional.empty()) {
       return absl::InvalidArgumentError("give either --tokens or a PROMPT, not both");
     }
     for (absl::string_view part : absl::StrSplit(flags.Get("tokens"), ',', absl::SkipEmpty())) {
@@ -213,84 +140,81 @@ absl::Status FillPrompt(const Flags& flags, v1::Prompt* prompt) {
       prompt->mutable_token_ids()->add_ids(id);
     }
   } else {
-    if (flags.positional().size() != 1) {
+    if (flags.positional.size() != 1) {
       return absl::InvalidArgumentError("expected one PROMPT argument (quote it)");
     }
-    prompt->set_text(flags.positional()[0]);
+    prompt->set_text(flags.positional[0]);
   }
   prompt->set_apply_chat_template(flags.Has("chat"));
   if (flags.Has("system")) prompt->set_system(flags.Get("system"));
   return absl::OkStatus();
 }
 
-absl::Status FillSettings(const Flags& flags, v1::DiffusionParams* diffusion,
+absl::Status FillSettings(const ParsedFlags& flags, v1::DiffusionParams* diffusion,
                           v1::SamplingParams* sampling) {
   uint32_t u = 0;
   if (flags.Has("gen-length")) {
-    if (auto s = flags.GetNumber("gen-length", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("gen-length", &u));
     diffusion->set_gen_length(u);
   }
   if (flags.Has("steps")) {
-    if (auto s = flags.GetNumber("steps", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("steps", &u));
     diffusion->set_steps(u);
   }
   if (flags.Has("block-length")) {
-    if (auto s = flags.GetNumber("block-length", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("block-length", &u));
     diffusion->set_block_length(u);
   }
   const std::string algorithm = flags.Get("algorithm", flags.Get("alg"));
   if (!algorithm.empty()) {
     v1::Algorithm a;
-    if (auto s = ParseAlgorithm(algorithm, &a); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(ParseAlgorithm(algorithm, &a));
     diffusion->set_algorithm(a);
   }
   float f = 0;
   if (flags.Has("threshold")) {
-    if (auto s = flags.GetNumber("threshold", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("threshold", &f));
     diffusion->set_threshold(f);
   }
   if (flags.Has("eps")) {
-    if (auto s = flags.GetNumber("eps", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("eps", &f));
     diffusion->set_eps(f);
   }
   if (flags.Has("cfg")) {
-    if (auto s = flags.GetNumber("cfg", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("cfg", &f));
     diffusion->set_cfg_scale(f);
   }
   if (flags.Has("no-early-exit")) diffusion->set_early_exit(false);
   if (flags.Has("temperature")) {
-    if (auto s = flags.GetNumber("temperature", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("temperature", &f));
     sampling->set_temperature(f);
   }
   if (flags.Has("top-p")) {
-    if (auto s = flags.GetNumber("top-p", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-p", &f));
     sampling->set_top_p(f);
   }
   if (flags.Has("top-k")) {
-    if (auto s = flags.GetNumber("top-k", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-k", &u));
     sampling->set_top_k(u);
   }
   if (flags.Has("alg-temp")) {
-    if (auto s = flags.GetNumber("alg-temp", &f); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("alg-temp", &f));
     sampling->set_alg_temp(f);
   }
   if (flags.Has("seed")) {
     uint64_t seed = 0;
-    if (auto s = flags.GetNumber("seed", &seed); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("seed", &seed));
     sampling->set_seed(seed);
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const Flags& flags) {
+absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ParsedFlags& flags) {
   v1::GenerateRequest request;
   request.set_request_id(flags.Get("request-id"));
   request.set_model(flags.Get("model"));
-  if (auto s = FillPrompt(flags, request.mutable_prompt()); !s.ok()) return s;
-  if (auto s = FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling());
-      !s.ok()) {
-    return s;
-  }
+  DLLM_RETURN_IF_ERROR(FillPrompt(flags, request.mutable_prompt()));
+  DLLM_RETURN_IF_ERROR(FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling()));
   v1::StreamOptions* stream = request.mutable_stream();
   const std::string detail = flags.Get("detail", flags.Has("show-canvas") ? "canvas" : "text");
   static const std::map<std::string, v1::Detail> kDetails = {{"final", v1::DETAIL_FINAL_ONLY},
@@ -305,11 +229,11 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const Flags& flags) {
   stream->set_detail(it->second);
   uint32_t u = 0;
   if (flags.Has("step-stride")) {
-    if (auto s = flags.GetNumber("step-stride", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("step-stride", &u));
     stream->set_step_stride(u);
   }
   if (flags.Has("top-candidates")) {
-    if (auto s = flags.GetNumber("top-candidates", &u); !s.ok()) return s;
+    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-candidates", &u));
     stream->set_top_candidates(u);
   }
   stream->set_include_timings(flags.Has("timings") || flags.Has("show-canvas"));
@@ -317,12 +241,12 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const Flags& flags) {
 }
 
 // The connection flags; a bad value is a usage error.
-absl::StatusOr<ClientOptions> ConnectionOptions(const Flags& flags) {
+absl::StatusOr<ClientOptions> ConnectionOptions(const ParsedFlags& flags) {
   ClientOptions options;
   options.target = flags.Get("target", options.target);
   options.tls_ca_file = flags.Get("tls-ca");
   options.tls_server_name = flags.Get("tls-server-name");
-  if (auto s = flags.GetNumber("timeout-seconds", &options.timeout_seconds); !s.ok()) return s;
+  DLLM_RETURN_IF_ERROR(flags.GetNumber("timeout-seconds", &options.timeout_seconds));
   if (flags.Has("timeout-seconds") && !(options.timeout_seconds > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--timeout-seconds: '", flags.Get("timeout-seconds"), "' must be > 0 seconds"));
@@ -332,7 +256,7 @@ absl::StatusOr<ClientOptions> ConnectionOptions(const Flags& flags) {
 
 // A client for the connection flags, or nullptr once the error is printed
 // and *exit_code set: 2 for a bad flag value, 1 when the client cannot be made.
-std::unique_ptr<DllmClient> Connect(const Flags& flags, int* exit_code) {
+std::unique_ptr<DllmClient> Connect(const ParsedFlags& flags, int* exit_code) {
   absl::StatusOr<ClientOptions> options = ConnectionOptions(flags);
   if (!options.ok()) {
     *exit_code = UsageError(options.status());
@@ -348,8 +272,8 @@ std::unique_ptr<DllmClient> Connect(const Flags& flags, int* exit_code) {
 
 // ---- generate ----
 
-int RunGenerate(const Flags& flags) {
-  if (auto s = flags.CheckKnown(Union(kConnectionFlags, kGenerationFlags)); !s.ok()) {
+int RunGenerate(const ParsedFlags& flags) {
+  if (auto s = flags.CheckOnly(Union(kConnectionFlags, kGenerationFlags)); !s.ok()) {
     return UsageError(s);
   }
   auto request = BuildGenerateRequest(flags);
@@ -553,8 +477,8 @@ bool RunStepCommand(const std::string& line, StepSession& session, CanvasView& v
   return true;
 }
 
-int RunStep(const Flags& flags) {
-  if (auto s = flags.CheckKnown(Union(kConnectionFlags, kGenerationFlags)); !s.ok()) {
+int RunStep(const ParsedFlags& flags) {
+  if (auto s = flags.CheckOnly(Union(kConnectionFlags, kGenerationFlags)); !s.ok()) {
     return UsageError(s);
   }
   v1::Open open;
@@ -607,8 +531,8 @@ int RunStep(const Flags& flags) {
 
 // ---- info, health, tokenize ----
 
-int RunInfo(const Flags& flags) {
-  if (auto s = flags.CheckKnown(Union(kConnectionFlags, {"json"})); !s.ok()) return UsageError(s);
+int RunInfo(const ParsedFlags& flags) {
+  if (auto s = flags.CheckOnly(Union(kConnectionFlags, {"json"})); !s.ok()) return UsageError(s);
   int exit_code = 0;
   const std::unique_ptr<DllmClient> client = Connect(flags, &exit_code);
   if (client == nullptr) return exit_code;
@@ -647,8 +571,8 @@ int RunInfo(const Flags& flags) {
   return 0;
 }
 
-int RunHealth(const Flags& flags) {
-  if (auto s = flags.CheckKnown(Union(kConnectionFlags, {"service", "wait-seconds"})); !s.ok()) {
+int RunHealth(const ParsedFlags& flags) {
+  if (auto s = flags.CheckOnly(Union(kConnectionFlags, {"service", "wait-seconds"})); !s.ok()) {
     return UsageError(s);
   }
   double wait_seconds = 0;
@@ -676,15 +600,15 @@ int RunHealth(const Flags& flags) {
   }
 }
 
-int RunTokenize(const Flags& flags) {
-  if (auto s = flags.CheckKnown(Union(kConnectionFlags, {"chat", "system", "json"})); !s.ok()) {
+int RunTokenize(const ParsedFlags& flags) {
+  if (auto s = flags.CheckOnly(Union(kConnectionFlags, {"chat", "system", "json"})); !s.ok()) {
     return UsageError(s);
   }
-  if (flags.positional().size() != 1) {
+  if (flags.positional.size() != 1) {
     return UsageError(absl::InvalidArgumentError("expected one TEXT argument (quote it)"));
   }
   v1::TokenizeRequest request;
-  request.set_text(flags.positional()[0]);
+  request.set_text(flags.positional[0]);
   request.set_apply_chat_template(flags.Has("chat"));
   request.set_system(flags.Get("system"));
   int exit_code = 0;
@@ -719,13 +643,13 @@ int Main(int argc, char** argv) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  auto flags = Flags::Parse(argc, argv, 1);
+  auto flags = ParseFlags(argc - 1, argv + 1, ValueFlags(), kBoolFlags);
   if (!flags.ok()) return UsageError(flags.status());
-  if (flags->Has("help")) {
+  if (flags->help) {
     std::printf("%s", kUsage);
     return 0;
   }
-  const std::string command = flags->TakeCommand();
+  const std::string command = flags->TakeFirstPositional();
   if (command.empty()) return UsageError(absl::InvalidArgumentError("no command given"));
   if (command == "generate") return RunGenerate(*flags);
   if (command == "step") return RunStep(*flags);

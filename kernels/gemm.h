@@ -1,7 +1,7 @@
 // Y = X * W^T for int8-quantized activations X (quantize_act.h) and packed
 // weights W (quantized_matrix.h): Y is M x N floats, X is M x K, W is N x K.
 // Non-SIMD part: the kernel table per ISA and the tile decomposition. The
-// parallel driver lives in engine/scheduler/parallel_gemm.h (kernels/ does
+// parallel driver lives in engine/parallel/parallel_gemm.h (kernels/ does
 // not depend on TBB); here `Gemm` runs all tiles on the calling thread.
 //
 // Accumulation: for each weight scale group (16 or 32 elements) the integer

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "engine/scheduler/parallel_gemm.h"
+#include "engine/parallel/parallel_gemm.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"

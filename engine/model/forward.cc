@@ -11,7 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/moe_routing.h"
-#include "engine/scheduler/task_graph.h"
+#include "engine/parallel/task_graph.h"
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/vector_ops.h"

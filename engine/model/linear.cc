@@ -7,7 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/scheduler/parallel_gemm.h"
+#include "engine/parallel/parallel_gemm.h"
 
 namespace dllm {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/base/per_thread.h"
+#include "engine/parallel/per_thread.h"
 #include "engine/gguf/gguf_reader.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"

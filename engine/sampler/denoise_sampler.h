@@ -30,7 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
-#include "engine/base/per_thread.h"
+#include "engine/parallel/per_thread.h"
 #include "engine/sampler/remasking.h"
 #include "engine/sampler/sampler_config.h"
 

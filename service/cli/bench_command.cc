@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/base/isa_option.h"
-#include "engine/base/json.h"
+#include "engine/model/isa_option.h"
+#include "service/cli/json.h"
 #include "engine/base/process_memory.h"
-#include "engine/scheduler/cpu_topology.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/parallel/cpu_topology.h"
+#include "engine/session/denoise_session.h"
 #include "kernels/peak.h"
-#include "service/cli/flags.h"
+#include "engine/base/flags.h"
 
 namespace dllm {
 namespace {
@@ -158,36 +158,36 @@ int RunBench(int argc, char** argv) {
   for (const GgufTensor& t : (*model)->file().tensors()) weight_bytes += t.n_bytes;
 
   const CpuFeatures& cpu = GetCpuFeatures();
-  Json result = Json::MakeObject();
+  Json result = Json::object();
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  result.Set("schema", "dllm-bench-e2e/1");
-  result.Set("date", date);
-  result.Set("git_sha", flags->Get("git-sha", "unknown"));
-  result.Set("label", flags->Get("label", ""));
-  Json machine = Json::MakeObject();
-  machine.Set("cpu", cpu.brand);
-  machine.Set("flags", CpuFlagsString(cpu));
-  machine.Set("logical_cpus", static_cast<int64_t>(topo.usable_cpus.size()));
-  machine.Set("physical_cores", topo.physical_cores);
-  machine.Set("isa", IsaLevelName(*isa));
-  result.Set("machine", machine);
-  Json model_json = Json::MakeObject();
-  model_json.Set("file", flags->Get("model"));
-  model_json.Set("arch", std::string(ArchName(c.arch)));
-  model_json.Set("name", c.name);
-  model_json.Set("file_bytes", static_cast<int64_t>((*model)->file().file_size()));
-  model_json.Set("weight_bytes", static_cast<int64_t>(weight_bytes));
-  model_json.Set("n_layer", c.n_layer);
-  model_json.Set("n_embd", c.n_embd);
-  model_json.Set("n_ff", c.n_ff);
-  model_json.Set("n_vocab", c.n_vocab);
-  model_json.Set("load_seconds", load_seconds);
-  model_json.Set("rss_after_load_bytes", static_cast<int64_t>(after_load.rss_bytes));
-  result.Set("model", model_json);
+  result["schema"] = "dllm-bench-e2e/1";
+  result["date"] = date;
+  result["git_sha"] = flags->Get("git-sha", "unknown");
+  result["label"] = flags->Get("label", "");
+  Json machine = Json::object();
+  machine["cpu"] = cpu.brand;
+  machine["flags"] = CpuFlagsString(cpu);
+  machine["logical_cpus"] = static_cast<int64_t>(topo.usable_cpus.size());
+  machine["physical_cores"] = topo.physical_cores;
+  machine["isa"] = IsaLevelName(*isa);
+  result["machine"] = machine;
+  Json model_json = Json::object();
+  model_json["file"] = flags->Get("model");
+  model_json["arch"] = std::string(ArchName(c.arch));
+  model_json["name"] = c.name;
+  model_json["file_bytes"] = static_cast<int64_t>((*model)->file().file_size());
+  model_json["weight_bytes"] = static_cast<int64_t>(weight_bytes);
+  model_json["n_layer"] = c.n_layer;
+  model_json["n_embd"] = c.n_embd;
+  model_json["n_ff"] = c.n_ff;
+  model_json["n_vocab"] = c.n_vocab;
+  model_json["load_seconds"] = load_seconds;
+  model_json["rss_after_load_bytes"] = static_cast<int64_t>(after_load.rss_bytes);
+  result["model"] = model_json;
 
-  Json runs = Json::MakeArray();
+  Json runs = Json::array();
   std::vector<int32_t> prompt(static_cast<size_t>(*prompt_len));
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(65 + i % 26);
   const double peak_per_thread = Int8PeakPerThread(*isa);
@@ -224,28 +224,28 @@ int RunBench(int argc, char** argv) {
             " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
       }
       const double n = static_cast<double>(step_ms.size());
-      Json run = Json::MakeObject();
-      run.Set("threads", t);
-      run.Set("prompt_len", static_cast<int64_t>(prompt.size()));
-      run.Set("gen_length", gen);
-      run.Set("canvas", static_cast<int64_t>(prompt.size()) + gen);
-      run.Set("block_length", sc.EffectiveBlockLength());
-      run.Set("steps_measured", static_cast<int64_t>(step_ms.size()));
-      run.Set("ms_per_step_median", Median(step_ms));
-      run.Set("ms_per_step_min", *std::min_element(step_ms.begin(), step_ms.end()));
-      run.Set("ms_per_step_max", *std::max_element(step_ms.begin(), step_ms.end()));
-      run.Set("forward_ms_median", Median(forward_ms));
-      run.Set("sampling_ms_median", Median(sample_ms));
-      run.Set("tokens_per_second", measured_seconds > 0 ? committed / measured_seconds : 0.0);
-      Json split = Json::MakeObject();
-      split.Set("attention", ops.attention * 1e3 / n);
-      split.Set("projections", ops.projections * 1e3 / n);
-      split.Set("ffn", ops.ffn * 1e3 / n);
-      split.Set("head", ops.head * 1e3 / n);
-      split.Set("norm_embed", (ops.norm + ops.embed) * 1e3 / n);
-      run.Set("op_ms_per_step", split);
-      run.Set("peak_rss_bytes", static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes));
-      run.Set("read_bandwidth_bytes_per_s", bandwidth);
+      Json run = Json::object();
+      run["threads"] = t;
+      run["prompt_len"] = static_cast<int64_t>(prompt.size());
+      run["gen_length"] = gen;
+      run["canvas"] = static_cast<int64_t>(prompt.size()) + gen;
+      run["block_length"] = sc.EffectiveBlockLength();
+      run["steps_measured"] = static_cast<int64_t>(step_ms.size());
+      run["ms_per_step_median"] = Median(step_ms);
+      run["ms_per_step_min"] = *std::min_element(step_ms.begin(), step_ms.end());
+      run["ms_per_step_max"] = *std::max_element(step_ms.begin(), step_ms.end());
+      run["forward_ms_median"] = Median(forward_ms);
+      run["sampling_ms_median"] = Median(sample_ms);
+      run["tokens_per_second"] = measured_seconds > 0 ? committed / measured_seconds : 0.0;
+      Json split = Json::object();
+      split["attention"] = ops.attention * 1e3 / n;
+      split["projections"] = ops.projections * 1e3 / n;
+      split["ffn"] = ops.ffn * 1e3 / n;
+      split["head"] = ops.head * 1e3 / n;
+      split["norm_embed"] = (ops.norm + ops.embed) * 1e3 / n;
+      run["op_ms_per_step"] = split;
+      run["peak_rss_bytes"] = static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes);
+      run["read_bandwidth_bytes_per_s"] = bandwidth;
       const double floor_ms = weight_bytes / bandwidth * 1e3;
       // Rows the sampler reads per step: a LLaDA block, or every masked
       // position of a Dream canvas.
@@ -253,13 +253,13 @@ int RunBench(int argc, char** argv) {
       const double step_ops = ProjectionOps(c, static_cast<int64_t>(prompt.size()) + gen, rows);
       const double compute_floor_ms =
           peak_per_thread > 0 ? step_ops / (peak_per_thread * t) * 1e3 : 0;
-      run.Set("bandwidth_floor_ms", floor_ms);
-      run.Set("int8_ops_per_step", step_ops);
-      run.Set("int8_peak_ops_per_s", peak_per_thread * t);
-      run.Set("compute_floor_ms", compute_floor_ms);
-      run.Set("efficiency_vs_bandwidth_floor", floor_ms / Median(step_ms));
-      run.Set("efficiency", std::max(floor_ms, compute_floor_ms) / Median(step_ms));
-      runs.Push(run);
+      run["bandwidth_floor_ms"] = floor_ms;
+      run["int8_ops_per_step"] = step_ops;
+      run["int8_peak_ops_per_s"] = peak_per_thread * t;
+      run["compute_floor_ms"] = compute_floor_ms;
+      run["efficiency_vs_bandwidth_floor"] = floor_ms / Median(step_ms);
+      run["efficiency"] = std::max(floor_ms, compute_floor_ms) / Median(step_ms);
+      runs.push_back(run);
       std::fprintf(stderr,
                    "%d threads, gen %d (canvas %lld): %.1f ms/step median [%.1f, %.1f], forward "
                    "%.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 compute "
@@ -272,8 +272,8 @@ int RunBench(int argc, char** argv) {
                    100 * std::max(floor_ms, compute_floor_ms) / Median(step_ms));
     }
   }
-  result.Set("runs", runs);
-  const std::string text = result.Dump(1) + "\n";
+  result["runs"] = runs;
+  const std::string text = DumpJson(result, 1) + "\n";
   if (flags->Has("out")) {
     std::ofstream out(flags->Get("out"), std::ios::trunc);
     out << text;

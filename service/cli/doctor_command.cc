@@ -11,9 +11,9 @@
 #include "engine/base/utf8.h"
 #include "engine/model/model.h"
 #include "engine/model/model_config.h"
-#include "service/cli/flags.h"
+#include "engine/base/flags.h"
 #include "engine/model/tensor_layout.h"
-#include "engine/scheduler/cpu_topology.h"
+#include "engine/parallel/cpu_topology.h"
 #include "kernels/cpu_features.h"
 #include "kernels/peak.h"
 

@@ -9,10 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/base/isa_option.h"
-#include "engine/base/json.h"
-#include "engine/scheduler/arena.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/model/isa_option.h"
+#include "service/cli/json.h"
+#include "engine/base/stopwatch.h"
+#include "engine/parallel/arena.h"
+#include "engine/session/denoise_session.h"
 
 namespace dllm {
 namespace {
@@ -78,8 +79,8 @@ void DrawCanvas(const Model& model, const DenoiseSession& session, const StepRep
 }
 
 Json IdsJson(std::span<const int32_t> ids) {
-  Json a = Json::MakeArray();
-  for (int32_t id : ids) a.Push(id);
+  Json a = Json::array();
+  for (int32_t id : ids) a.push_back(id);
   return a;
 }
 
@@ -165,7 +166,7 @@ int RunGenerate(int argc, char** argv) {
     if (!templ.ok()) return Fail(templ.status());
     model_options.chat_template = *templ;
   }
-  const auto load_start = std::chrono::steady_clock::now();
+  const Stopwatch load_time;
   absl::StatusOr<std::shared_ptr<const Model>> model =
       Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
@@ -173,7 +174,7 @@ int RunGenerate(int argc, char** argv) {
     std::fprintf(stderr, "dllm generate: warning: %s\n", kUnrecognisedChatTemplateWarning);
   }
   const double load_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
+      load_time.ElapsedSeconds();
   const ModelConfig& mc = (*model)->config();
   const BpeTokenizer& tok = (*model)->tokenizer();
 
@@ -201,10 +202,10 @@ int RunGenerate(int argc, char** argv) {
   const bool live = flags->Has("show-canvas") && !json && isatty(STDOUT_FILENO);
   const bool progress = flags->Has("show-canvas") && !json && !live;
   const int planned = config->threshold ? 0 : config->steps;
-  Json steps_json = Json::MakeArray();
+  Json steps_json = Json::array();
   double forward_total = 0, sample_total = 0;
   ForwardStats ops;
-  const auto gen_start = std::chrono::steady_clock::now();
+  const Stopwatch gen_time;
   while (!(*session)->done()) {
     absl::StatusOr<StepReport> step;
     arena->execute([&] { step = (*session)->Advance(); });
@@ -218,19 +219,19 @@ int RunGenerate(int argc, char** argv) {
                   step->positions.size(), step->masked_remaining, step->step_seconds * 1e3);
     }
     if (json) {
-      Json s = Json::MakeObject();
-      s.Set("step", step->step);
-      s.Set("positions", IdsJson(step->positions));
-      s.Set("tokens", IdsJson(step->tokens));
-      s.Set("n_forward", step->forward_passes);
-      s.Set("ms", step->step_seconds * 1e3);
-      s.Set("forward_ms", step->forward_seconds * 1e3);
-      s.Set("sample_ms", step->sample_seconds * 1e3);
-      steps_json.Push(s);
+      Json s = Json::object();
+      s["step"] = step->step;
+      s["positions"] = IdsJson(step->positions);
+      s["tokens"] = IdsJson(step->tokens);
+      s["n_forward"] = step->forward_passes;
+      s["ms"] = step->step_seconds * 1e3;
+      s["forward_ms"] = step->forward_seconds * 1e3;
+      s["sample_ms"] = step->sample_seconds * 1e3;
+      steps_json.push_back(s);
     }
   }
   const double total =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - gen_start).count();
+      gen_time.ElapsedSeconds();
   const std::span<const int32_t> output = (*session)->OutputTokens();
   DecodeOptions plain;
   plain.render_special = false;
@@ -240,40 +241,40 @@ int RunGenerate(int argc, char** argv) {
 
   if (json) {
     const std::span<const int32_t> canvas = (*session)->canvas();
-    Json out = Json::MakeObject();
-    out.Set("arch", std::string(ArchName(mc.arch)));
-    out.Set("model_file", flags->Get("model"));
-    out.Set("prompt_ids", IdsJson(prompt));
-    out.Set("prompt_len", static_cast<int64_t>(prompt.size()));
-    out.Set("mask_id", mc.tokens.mask);
-    out.Set("canvas_len", static_cast<int64_t>(canvas.size()));
-    out.Set("final_canvas", IdsJson(canvas));
-    out.Set("generated", IdsJson(canvas.subspan(prompt.size())));
-    out.Set("output_ids", IdsJson(output));
-    out.Set("text", text);
-    out.Set("n_forward", (*session)->forward_passes());
-    out.Set("steps_run", steps_run);
-    out.Set("steps_planned", planned);
-    out.Set("early_exit", (*session)->exited_early());
-    Json settings = Json::MakeObject();
-    settings.Set("gen_length", config->gen_length);
-    settings.Set("steps", config->steps);
-    settings.Set("block_length", config->EffectiveBlockLength());
-    settings.Set("alg", std::string(AlgorithmName(config->algorithm)));
-    settings.Set("temperature", static_cast<double>(config->temperature));
-    settings.Set("seed", static_cast<int64_t>(config->seed));
-    settings.Set("threads", plan.threads);
-    settings.Set("isa", IsaLevelName(*isa));
-    out.Set("settings", settings);
-    Json timings = Json::MakeObject();
-    timings.Set("load_ms", load_seconds * 1e3);
-    timings.Set("total_ms", total * 1e3);
-    timings.Set("forward_ms", forward_total * 1e3);
-    timings.Set("sample_ms", sample_total * 1e3);
-    timings.Set("ms_per_step", steps_run ? total * 1e3 / steps_run : 0.0);
-    out.Set("timings", timings);
-    out.Set("steps", steps_json);
-    const std::string dumped = out.Dump(1) + "\n";
+    Json out = Json::object();
+    out["arch"] = std::string(ArchName(mc.arch));
+    out["model_file"] = flags->Get("model");
+    out["prompt_ids"] = IdsJson(prompt);
+    out["prompt_len"] = static_cast<int64_t>(prompt.size());
+    out["mask_id"] = mc.tokens.mask;
+    out["canvas_len"] = static_cast<int64_t>(canvas.size());
+    out["final_canvas"] = IdsJson(canvas);
+    out["generated"] = IdsJson(canvas.subspan(prompt.size()));
+    out["output_ids"] = IdsJson(output);
+    out["text"] = text;
+    out["n_forward"] = (*session)->forward_passes();
+    out["steps_run"] = steps_run;
+    out["steps_planned"] = planned;
+    out["early_exit"] = (*session)->exited_early();
+    Json settings = Json::object();
+    settings["gen_length"] = config->gen_length;
+    settings["steps"] = config->steps;
+    settings["block_length"] = config->EffectiveBlockLength();
+    settings["alg"] = std::string(AlgorithmName(config->algorithm));
+    settings["temperature"] = static_cast<double>(config->temperature);
+    settings["seed"] = static_cast<int64_t>(config->seed);
+    settings["threads"] = plan.threads;
+    settings["isa"] = IsaLevelName(*isa);
+    out["settings"] = settings;
+    Json timings = Json::object();
+    timings["load_ms"] = load_seconds * 1e3;
+    timings["total_ms"] = total * 1e3;
+    timings["forward_ms"] = forward_total * 1e3;
+    timings["sample_ms"] = sample_total * 1e3;
+    timings["ms_per_step"] = steps_run ? total * 1e3 / steps_run : 0.0;
+    out["timings"] = timings;
+    out["steps"] = steps_json;
+    const std::string dumped = DumpJson(out, 1) + "\n";
     std::fwrite(dumped.data(), 1, dumped.size(), stdout);
     return 0;
   }

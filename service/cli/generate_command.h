@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/sampler/sampler_config.h"
-#include "service/cli/flags.h"
+#include "engine/base/flags.h"
 
 namespace dllm {
 

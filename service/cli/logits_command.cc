@@ -7,12 +7,12 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/isa_option.h"
-#include "engine/base/json.h"
-#include "engine/base/sha256.h"
+#include "engine/model/isa_option.h"
+#include "service/cli/json.h"
+#include "service/cli/file_digest.h"
 #include "engine/model/forward.h"
-#include "engine/scheduler/cpu_topology.h"
-#include "service/cli/flags.h"
+#include "engine/parallel/cpu_topology.h"
+#include "engine/base/flags.h"
 
 namespace dllm {
 namespace {
@@ -83,23 +83,23 @@ int RunLogits(int argc, char** argv) {
     return Fail(s);
   }
   const GgufFile& f = (*model)->file();
-  Json meta = Json::MakeObject();
-  Json tok = Json::MakeArray(), row_json = Json::MakeArray();
-  for (int32_t t : *tokens) tok.Push(t);
-  for (int32_t r : rows) row_json.Push(r);
-  meta.Set("model", f.path());
+  Json meta = Json::object();
+  Json tok = Json::array(), row_json = Json::array();
+  for (int32_t t : *tokens) tok.push_back(t);
+  for (int32_t r : rows) row_json.push_back(r);
+  meta["model"] = f.path();
   absl::StatusOr<std::string> sha = Sha256File(f.path());
   if (!sha.ok()) return Fail(sha.status());
-  meta.Set("model_sha256", *sha);
-  meta.Set("tokens", tok);
-  meta.Set("rows", row_json);
-  meta.Set("n_vocab", c.n_vocab);
-  meta.Set("dtype", "float32");
-  meta.Set("layout", "row-major, one row of n_vocab logits per entry of rows, unshifted");
-  meta.Set("threads", *threads);
-  meta.Set("isa", IsaLevelName(*isa));
-  meta.Set("forward_seconds", seconds);
-  const std::string text = meta.Dump(2) + "\n";
+  meta["model_sha256"] = *sha;
+  meta["tokens"] = tok;
+  meta["rows"] = row_json;
+  meta["n_vocab"] = c.n_vocab;
+  meta["dtype"] = "float32";
+  meta["layout"] = "row-major, one row of n_vocab logits per entry of rows, unshifted";
+  meta["threads"] = *threads;
+  meta["isa"] = IsaLevelName(*isa);
+  meta["forward_seconds"] = seconds;
+  const std::string text = DumpJson(meta, 2) + "\n";
   if (absl::Status s = WriteFile(out + ".json", text.data(), text.size()); !s.ok()) return Fail(s);
   std::printf("wrote %zu x %lld logits to %s (%.1f ms, %s, %lld threads)\n", rows.size(),
               static_cast<long long>(c.n_vocab), out.c_str(), seconds * 1e3, IsaLevelName(*isa),

@@ -6,8 +6,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "engine/model/synthetic_model.h"
-#include "service/cli/flags.h"
+#include "engine/synth/synthetic_model.h"
+#include "engine/base/flags.h"
+#include "engine/base/stopwatch.h"
 
 namespace dllm {
 namespace {
@@ -56,7 +57,7 @@ int RunSynth(int argc, char** argv) {
   if (!seed.ok()) return Fail(seed.status());
 
   const bool show = !flags->Has("quiet") && isatty(STDERR_FILENO);
-  const auto start = std::chrono::steady_clock::now();
+  const Stopwatch write_time;
   int last_percent = -1;
   const absl::Status status = WriteSyntheticModel(
       *arch, *shape, *preset, static_cast<uint64_t>(*seed), flags->Get("out"),
@@ -70,7 +71,7 @@ int RunSynth(int argc, char** argv) {
   if (show) std::fprintf(stderr, "\n");
   if (!status.ok()) return Fail(status);
   const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      write_time.ElapsedSeconds();
   std::printf("wrote %s: %s %s (d %lld, %lld layers, ffn %lld, vocab %lld), %s, %.1f s\n",
               flags->Get("out").c_str(), std::string(ArchName(*arch)).c_str(), shape->name.c_str(),
               static_cast<long long>(shape->n_embd), static_cast<long long>(shape->n_layer),

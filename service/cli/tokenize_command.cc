@@ -7,12 +7,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "engine/base/utf8.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/chat_template.h"
-#include "service/cli/flags.h"
+#include "engine/base/flags.h"
 
 namespace dllm {
 namespace {
@@ -37,7 +37,7 @@ absl::StatusOr<std::vector<std::string>> TextsFromFile(const std::string& path) 
     if (!(*j)[i].is_string()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": element ", i, " is not a string"));
     }
-    texts.push_back((*j)[i].as_string());
+    texts.push_back((*j)[i].get<std::string>());
   }
   return texts;
 }
@@ -73,22 +73,22 @@ int RunTokenize(int argc, char** argv) {
   PromptEncoding how;
   how.special = !flags->Has("no-special");
   const bool json = flags->Has("json");
-  Json out = Json::MakeArray();
+  Json out = Json::array();
   for (const std::string& text : texts) {
     const std::vector<int32_t> ids = EncodePrompt(*tok, ChatTemplate{}, text, how);
     if (json) {
-      Json e = Json::MakeObject();
-      Json id_list = Json::MakeArray(), pieces = Json::MakeArray(), hex = Json::MakeArray();
+      Json e = Json::object();
+      Json id_list = Json::array(), pieces = Json::array(), hex = Json::array();
       for (int32_t id : ids) {
-        id_list.Push(id);
-        pieces.Push(SanitizeUtf8(tok->TokenPiece(id)));
-        hex.Push(absl::BytesToHexString(tok->TokenPiece(id)));
+        id_list.push_back(id);
+        pieces.push_back(SanitizeUtf8(tok->TokenPiece(id)));
+        hex.push_back(absl::BytesToHexString(tok->TokenPiece(id)));
       }
-      e.Set("text", SanitizeUtf8(text));
-      e.Set("ids", id_list);
-      e.Set("pieces", pieces);
-      e.Set("pieces_hex", hex);
-      out.Push(e);
+      e["text"] = SanitizeUtf8(text);
+      e["ids"] = id_list;
+      e["pieces"] = pieces;
+      e["pieces_hex"] = hex;
+      out.push_back(e);
       continue;
     }
     if (texts.size() > 1) std::printf("%s\n", ShownPiece(text).c_str());
@@ -96,7 +96,7 @@ int RunTokenize(int argc, char** argv) {
       std::printf("%8d -> %s\n", id, ShownPiece(tok->TokenPiece(id)).c_str());
     }
   }
-  if (json) std::printf("%s\n", out.Dump(2).c_str());
+  if (json) std::printf("%s\n", DumpJson(out, 2).c_str());
   return 0;
 }
 

@@ -20,11 +20,9 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
+#include "engine/base/version.h"
 #include "service/metrics/process_collector.h"
 
-#ifndef DLLM_VERSION
-#define DLLM_VERSION "unknown"
-#endif
 
 namespace dllm {
 namespace {
@@ -141,7 +139,7 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
 
   // Static facts.
   gauge("dllm_build_info", "Always 1; labels describe the build and the loaded model.")
-      .Add({{"version", DLLM_VERSION},
+      .Add({{"version", kVersion},
             {"arch", OrUnknown(o.arch)},
             {"weight_format", OrUnknown(o.weight_format)},
             {"isa", OrUnknown(o.isa)},

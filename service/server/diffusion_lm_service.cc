@@ -13,14 +13,9 @@
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 #include "service/server/step_reactor.h"
+#include "engine/base/version.h"
 #include "engine/tokenizer/chat_template.h"
 
-#ifndef DLLM_VERSION
-#define DLLM_VERSION "0.1.0"
-#endif
-#ifndef DLLM_GIT_SHA
-#define DLLM_GIT_SHA ""
-#endif
 
 namespace dllm {
 namespace {
@@ -207,7 +202,7 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       worker_(worker),
       facts_(std::move(facts)),
       metrics_(metrics),
-      started_(std::chrono::steady_clock::now()) {
+      uptime_() {
   ticker_thread_ = std::thread([this] { TickerLoop(); });
 }
 
@@ -374,7 +369,7 @@ absl::Status DiffusionLmService::ModelInfo(v1::ModelInfo* info) const {
 absl::Status DiffusionLmService::ServerInfo(v1::ServerInfo* info) const {
   const EngineLoad load = worker_->load();
   const EngineOptions& o = worker_->options();
-  info->set_version(DLLM_VERSION);
+  info->set_version(kVersion);
   info->set_isa(facts_.isa);
   info->set_cpu(facts_.cpu);
   info->set_engine_threads(worker_->threads());
@@ -388,9 +383,9 @@ absl::Status DiffusionLmService::ServerInfo(v1::ServerInfo* info) const {
   info->set_sessions_open(load.sessions_open);
   info->set_max_sessions(o.max_sessions);
   info->set_uptime_seconds(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+      uptime_.ElapsedSeconds());
   info->set_draining(draining_);
-  info->set_git_sha(DLLM_GIT_SHA);
+  info->set_git_sha(kGitSha);
   return absl::OkStatus();
 }
 

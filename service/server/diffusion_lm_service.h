@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dllm/v1/dllm.grpc.pb.h"
+#include "engine/base/stopwatch.h"
 #include "engine/model/model.h"
 #include "service/server/engine_worker.h"
 #include "service/metrics/service_metrics.h"
@@ -126,7 +127,7 @@ class DiffusionLmService final : public RawDiffusionLmService {
   EngineWorker* worker_;
   ServerFacts facts_;
   ServiceMetrics* metrics_;
-  const std::chrono::steady_clock::time_point started_;
+  const Stopwatch uptime_;  // since construction
   std::atomic<bool> draining_{false};
   std::atomic<int> session_idle_seconds_{300};
 

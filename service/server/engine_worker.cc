@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/forward.h"
-#include "engine/scheduler/arena.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/parallel/arena.h"
+#include "engine/session/denoise_session.h"
 #include "service/server/metrics_hooks.h"
 
 namespace dllm {

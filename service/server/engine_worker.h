@@ -31,7 +31,7 @@
 #include "engine/model/forward.h"
 #include "engine/model/model.h"
 #include "engine/sampler/sampler_config.h"
-#include "engine/scheduler/cpu_topology.h"
+#include "engine/parallel/cpu_topology.h"
 
 namespace dllm {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/scheduler/denoise_session.h"
+#include "engine/session/denoise_session.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "service/server/engine_worker.h"
 #include "service/server/generate_stream.h"

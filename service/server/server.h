@@ -17,7 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model.h"
-#include "engine/scheduler/cpu_topology.h"
+#include "engine/parallel/cpu_topology.h"
 #include "service/server/diffusion_lm_service.h"
 #include "service/server/engine_worker.h"
 

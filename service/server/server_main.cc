@@ -15,11 +15,12 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "engine/base/isa_option.h"
-#include "engine/scheduler/cpu_topology.h"
+#include "engine/model/isa_option.h"
+#include "engine/parallel/cpu_topology.h"
 #include "engine/base/utf8.h"
 #include "engine/tokenizer/chat_template.h"
-#include "service/cli/flags.h"
+#include "engine/base/flags.h"
+#include "engine/base/stopwatch.h"
 #include "service/server/metrics_hooks.h"
 #include "service/server/server.h"
 
@@ -48,17 +49,6 @@ constexpr const char* kUsage =
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dllm-server: %s\n", PrintableText(s.message()).c_str());
   return 2;
-}
-
-absl::StatusOr<int> IntFlag(const ParsedFlags& f, const std::string& name, int64_t fallback,
-                            int64_t min, int64_t max) {
-  absl::StatusOr<int64_t> v = f.GetInt(name, fallback);
-  if (!v.ok()) return v.status();
-  if (*v < min || *v > max) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, " ", *v, " is outside [", min, ", ", max, "]"));
-  }
-  return static_cast<int>(*v);
 }
 
 // MemAvailable (or the cgroup limit, when lower) minus a margin for the
@@ -136,13 +126,13 @@ int Run(int argc, char** argv) {
   ServerOptions options;
   options.model_path = flags->Get("model");
   options.listen = flags->Get("listen", "127.0.0.1:50051");
-  absl::StatusOr<int> max_running = IntFlag(*flags, "max-running", 1, 1, 1024);
-  absl::StatusOr<int> max_queue = IntFlag(*flags, "max-queue", 8, 0, 1 << 20);
-  absl::StatusOr<int> max_sessions = IntFlag(*flags, "max-sessions", 4, 0, 1 << 16);
-  absl::StatusOr<int> threads = IntFlag(*flags, "threads", 0, 0, 4096);
-  absl::StatusOr<int> drain = IntFlag(*flags, "drain-seconds", 30, 0, 24 * 3600);
-  absl::StatusOr<int> idle = IntFlag(*flags, "session-idle-seconds", 300, 1, 24 * 3600);
-  absl::StatusOr<int> budget_mb = IntFlag(*flags, "memory-budget-mb", 0, 0, 1 << 30);
+  absl::StatusOr<int64_t> max_running = flags->GetIntInRange("max-running", 1, 1, 1024);
+  absl::StatusOr<int64_t> max_queue = flags->GetIntInRange("max-queue", 8, 0, 1 << 20);
+  absl::StatusOr<int64_t> max_sessions = flags->GetIntInRange("max-sessions", 4, 0, 1 << 16);
+  absl::StatusOr<int64_t> threads = flags->GetIntInRange("threads", 0, 0, 4096);
+  absl::StatusOr<int64_t> drain = flags->GetIntInRange("drain-seconds", 30, 0, 24 * 3600);
+  absl::StatusOr<int64_t> idle = flags->GetIntInRange("session-idle-seconds", 300, 1, 24 * 3600);
+  absl::StatusOr<int64_t> budget_mb = flags->GetIntInRange("memory-budget-mb", 0, 0, 1 << 30);
   for (const absl::Status& s : {max_running.status(), max_queue.status(), max_sessions.status(),
                                 threads.status(), drain.status(), idle.status(),
                                 budget_mb.status()}) {
@@ -178,7 +168,7 @@ int Run(int argc, char** argv) {
     model_options.chat_template = *templ;
   }
   std::fprintf(stderr, "dllm-server: loading %s\n", options.model_path.c_str());
-  const auto load_start = std::chrono::steady_clock::now();
+  const Stopwatch load_time;
   absl::StatusOr<std::shared_ptr<const Model>> model =
       Model::Load(options.model_path, model_options);
   if (!model.ok()) return Fail(model.status());
@@ -188,7 +178,7 @@ int Run(int argc, char** argv) {
   }
   std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
                options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count());
+               load_time.ElapsedSeconds());
   std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
                IsaLevelName(*isa), options.plan.threads, options.plan.why.c_str(),
                CpuPolicyName(*policy));

@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "dllm/v1/dllm.pb.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/session/denoise_session.h"
 #include "service/server/engine_worker.h"
 #include "service/server/request_validation.h"
 #include "service/server/stream_events.h"

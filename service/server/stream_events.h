@@ -13,7 +13,7 @@
 
 #include "dllm/v1/dllm.pb.h"
 #include "engine/model/model.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/session/denoise_session.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "service/server/request_validation.h"
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/fake_step_service.h"
@@ -83,22 +83,22 @@ TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
   ASSERT_EQ(json.exit_code, 0) << json.err;
   std::vector<Json> events;
   for (const std::string& line : Lines(json.out)) {
-    auto event = Json::Parse(line);
+    auto event = ParseJson(line);
     ASSERT_THAT(event.status(), IsOk()) << line;
     events.push_back(*event);
   }
   // Progress heartbeats may come first while queued; then Started.
   size_t first = 0;
-  while (first < events.size() && events[first].Get("progress") != nullptr) ++first;
+  while (first < events.size() && FindMember(events[first], "progress") != nullptr) ++first;
   ASSERT_LT(first, events.size());
-  EXPECT_NE(events[first].Get("started"), nullptr);
-  const Json* final = events.back().Get("final");
+  EXPECT_NE(FindMember(events[first], "started"), nullptr);
+  const Json* final = FindMember(events.back(), "final");
   ASSERT_NE(final, nullptr) << json.out;
   std::string streamed;
   for (const Json& e : events) {
-    if (const Json* step = e.Get("step")) streamed += (*step)["text_delta"].as_string();
+    if (const Json* step = FindMember(e, "step")) streamed += (*step)["text_delta"].get<std::string>();
   }
-  const std::string text = (*final)["text"].as_string();
+  const std::string text = (*final)["text"].get<std::string>();
   EXPECT_EQ(streamed, text);
   // The plain run streamed the same text (same seed, greedy), then a newline.
   EXPECT_EQ(plain.out, text + "\n");
@@ -155,10 +155,10 @@ TEST_F(DllmClientMainTest, Info) {
   EXPECT_THAT(r.out, HasSubstr("server: dllm "));
   const RunResult json = RunClient("info", "--json");
   ASSERT_EQ(json.exit_code, 0) << json.err;
-  auto parsed = Json::Parse(json.out);
+  auto parsed = ParseJson(json.out);
   ASSERT_THAT(parsed.status(), IsOk()) << json.out;
-  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
-  EXPECT_NE((*parsed)["server"].Get("version"), nullptr);
+  EXPECT_EQ((*parsed)["model"]["architecture"].get<std::string>(), "llada");
+  EXPECT_NE(FindMember((*parsed)["server"], "version"), nullptr);
 }
 
 TEST_F(DllmClientMainTest, Health) {
@@ -198,17 +198,17 @@ TEST_F(DllmClientMainTest, PythonClient) {
   RunResult r =
       RunShell(python + "generate --gen-length 32 --steps 32 --seed 7 'The capital of France is'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto parsed = Json::Parse(r.out);
+  auto parsed = ParseJson(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
-  EXPECT_EQ((*parsed)["streamed_text"].as_string(), (*parsed)["text"].as_string());
-  EXPECT_GT((*parsed)["steps"].as_int(), 0);
-  EXPECT_FALSE((*parsed)["request_id"].as_string().empty());
+  EXPECT_EQ((*parsed)["streamed_text"].get<std::string>(), (*parsed)["text"].get<std::string>());
+  EXPECT_GT((*parsed)["steps"].get<int64_t>(), 0);
+  EXPECT_FALSE((*parsed)["request_id"].get<std::string>().empty());
 
   r = RunShell(python + "info");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  parsed = Json::Parse(r.out);
+  parsed = ParseJson(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
-  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
+  EXPECT_EQ((*parsed)["model"]["architecture"].get<std::string>(), "llada");
 }
 
 TEST_F(DllmClientMainTest, NodeClient) {
@@ -224,16 +224,16 @@ TEST_F(DllmClientMainTest, NodeClient) {
   RunResult r =
       RunShell(node + "--gen-length 32 --steps 32 --seed 7 generate 'The capital of France is'");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  auto parsed = Json::Parse(r.out);
+  auto parsed = ParseJson(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
-  EXPECT_EQ((*parsed)["streamed_text"].as_string(), (*parsed)["text"].as_string());
-  EXPECT_EQ((*parsed)["seed"].as_string(), "7");
+  EXPECT_EQ((*parsed)["streamed_text"].get<std::string>(), (*parsed)["text"].get<std::string>());
+  EXPECT_EQ((*parsed)["seed"].get<std::string>(), "7");
 
   r = RunShell(node + "info");
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  parsed = Json::Parse(r.out);
+  parsed = ParseJson(r.out);
   ASSERT_THAT(parsed.status(), IsOk()) << r.out;
-  EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada");
+  EXPECT_EQ((*parsed)["model"]["architecture"].get<std::string>(), "llada");
 }
 
 // The three clients' commands, each given the arguments after it; Node's only
@@ -282,9 +282,9 @@ TEST_F(DllmClientMainTest, ClientsShareOneFlagConvention) {
                                                                 server_->target()}) {
       const RunResult r = RunShell(client + " " + args);
       ASSERT_EQ(r.exit_code, 0) << name << ": " << args << "\n" << r.err;
-      auto parsed = Json::Parse(r.out);
+      auto parsed = ParseJson(r.out);
       ASSERT_THAT(parsed.status(), IsOk()) << name << ": " << r.out;
-      EXPECT_EQ((*parsed)["model"]["architecture"].as_string(), "llada") << name;
+      EXPECT_EQ((*parsed)["model"]["architecture"].get<std::string>(), "llada") << name;
     }
     const RunResult r = RunShell(client + " --target 127.0.0.1:1 --timeout-seconds 5 info");
     EXPECT_EQ(r.exit_code, 1) << name;

@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/dllm_client.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "tests/testing/test_paths.h"
 
 extern char** environ;
@@ -92,9 +92,9 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
     if (in) {
       const std::string text((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
-      auto json = Json::Parse(text);
+      auto json = ParseJson(text);
       if (json.ok() && (*json)["grpc"].is_number())
-        port = static_cast<int>((*json)["grpc"].as_int());
+        port = static_cast<int>((*json)["grpc"].get<int64_t>());
     }
     if (port == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

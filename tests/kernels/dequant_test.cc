@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "gtest/gtest.h"
 #include "kernels/block_types.h"
@@ -212,10 +212,10 @@ TEST(DequantTest, MatchesGgmlGoldens) {
   std::map<std::string, int> checked_per_type;
   std::map<std::string, GgufFile> open;
   int skipped = 0;
-  for (const Json& e : index->as_array()) {
-    const std::string file = e["file"].as_string();
-    const std::string tensor_name = e["tensor"].as_string();
-    const std::string type_name = e["type"].as_string();
+  for (const Json& e : *index) {
+    const std::string file = e["file"].get<std::string>();
+    const std::string tensor_name = e["tensor"].get<std::string>();
+    const std::string type_name = e["type"].get<std::string>();
     SCOPED_TRACE(file + ": " + tensor_name + " (" + type_name + ")");
     std::optional<std::string> path = FindModel(file);
     if (!path) {
@@ -233,11 +233,11 @@ TEST(DequantTest, MatchesGgmlGoldens) {
     const GgufTensor* t = it->second.FindTensor(tensor_name);
     ASSERT_NE(t, nullptr);
     ASSERT_EQ(std::string(GgmlTypeName(t->type)), type_name);
-    ASSERT_EQ(t->ne[0], e["ne"][0].as_int());
-    ASSERT_EQ(t->ne[1], e["ne"][1].as_int());
-    ASSERT_EQ(static_cast<int64_t>(t->n_bytes), e["n_bytes"].as_int());
+    ASSERT_EQ(t->ne[0], e["ne"][0].get<int64_t>());
+    ASSERT_EQ(t->ne[1], e["ne"][1].get<int64_t>());
+    ASSERT_EQ(static_cast<int64_t>(t->n_bytes), e["n_bytes"].get<int64_t>());
     ASSERT_EQ(static_cast<int64_t>(it->second.data_offset() + t->offset),
-              e["gguf_data_offset"].as_int());
+              e["gguf_data_offset"].get<int64_t>());
 
     // Dequantize the whole tensor row by row.
     const int64_t row = t->ne[0];
@@ -247,8 +247,8 @@ TEST(DequantTest, MatchesGgmlGoldens) {
       DequantizeRow(t->type, t->data + r * row_bytes, y.data() + r * row, row);
     }
 
-    const int64_t n_values = e["n_values"].as_int();
-    const size_t off = static_cast<size_t>(e["values_offset"].as_int());
+    const int64_t n_values = e["n_values"].get<int64_t>();
+    const size_t off = static_cast<size_t>(e["values_offset"].get<int64_t>());
     ASSERT_LE(off + n_values * sizeof(float), values.size());
     int mismatches = 0;
     for (int64_t k = 0; k < n_values; ++k) {
@@ -270,8 +270,8 @@ TEST(DequantTest, MatchesGgmlGoldens) {
     // The goldens were summed in a different order; the bound is float64
     // rounding over the whole tensor, not a quantization tolerance.
     const double eps = 1e-12 * static_cast<double>(y.size());
-    EXPECT_NEAR(sum, e["sum_all"].as_double(), eps * abs_sum + 1e-12);
-    EXPECT_NEAR(sumsq, e["sumsq_all"].as_double(), eps * sumsq + 1e-12);
+    EXPECT_NEAR(sum, e["sum_all"].get<double>(), eps * abs_sum + 1e-12);
+    EXPECT_NEAR(sumsq, e["sumsq_all"].get<double>(), eps * sumsq + 1e-12);
     ++checked_per_type[type_name];
   }
   std::printf("checked:");

@@ -17,7 +17,7 @@ std::vector<float> ReadFloats(const std::string& path) {
 
 std::vector<int32_t> ReferenceTokens(const Json& ref) {
   std::vector<int32_t> tokens;
-  for (const Json& t : ref["tokens"].as_array()) tokens.push_back(static_cast<int32_t>(t.as_int()));
+  for (const Json& t : ref["tokens"]) tokens.push_back(static_cast<int32_t>(t.get<int64_t>()));
   return tokens;
 }
 
@@ -33,7 +33,7 @@ LogitsDiff CompareWithReference(const std::vector<float>& logits, int64_t L, int
   for (int64_t i = 0; i < L; ++i) {
     double row_sq = 0;
     for (int64_t j = 0; j < nc; ++j) {
-      const double d = double(logits[i * V + col_ids[j].as_int()]) - cols[i * nc + j];
+      const double d = double(logits[i * V + col_ids[j].get<int64_t>()]) - cols[i * nc + j];
       m.max_abs = std::max(m.max_abs, std::abs(d));
       row_sq += d * d;
     }
@@ -44,7 +44,7 @@ LogitsDiff CompareWithReference(const std::vector<float>& logits, int64_t L, int
   const std::vector<float> full = ReadFloats(base + ".full.f32");
   const Json& full_rows = ref["full_rows"];
   for (size_t r = 0; r < full_rows.size(); ++r) {
-    const int64_t i = full_rows[r].as_int();
+    const int64_t i = full_rows[r].get<int64_t>();
     double dot = 0, na = 0, nb = 0;
     for (int64_t v = 0; v < V; ++v) {
       const double a = logits[i * V + v], b = full[r * V + v];
@@ -64,11 +64,11 @@ LogitsDiff CompareWithReference(const std::vector<float>& logits, int64_t L, int
     for (int64_t v = 1; v < V; ++v) {
       if (logits[i * V + v] > logits[i * V + best]) best = v;
     }
-    const bool agree = best == stats["argmax"][i].as_int();
+    const bool agree = best == stats["argmax"][i].get<int64_t>();
     m.top1_agree += agree;
     ++m.top1_total;
     const double margin =
-        stats["top16_logits"][i][0].as_double() - stats["top16_logits"][i][1].as_double();
+        stats["top16_logits"][i][0].get<double>() - stats["top16_logits"][i][1].get<double>();
     if (!agree && margin >= 0.5) ++m.top1_required_fail;
   }
   return m;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 
 namespace dllm::testing {
 

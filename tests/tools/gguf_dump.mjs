@@ -1,7 +1,7 @@
 // Prints what @huggingface/gguf (an independent GGUF parser) reads from a
 // file, as JSON on stdout: the data offset, every tensor info and every
 // metadata value with its GGUF type. 64-bit integers are printed as decimal
-// strings so no precision is lost. Used by tests/engine/gguf/gguf_writer_test.cc.
+// strings so no precision is lost. Used by tests/engine/synth/gguf_writer_test.cc.
 import { gguf } from "@huggingface/gguf";
 
 const path = process.argv[2];

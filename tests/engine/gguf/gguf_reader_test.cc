@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/test_paths.h"
@@ -25,8 +25,8 @@ const Json& Manifest() {
 }
 
 const Json* ManifestEntry(const std::string& file) {
-  for (const Json& e : Manifest().as_array()) {
-    if (e["file"].as_string() == file) return &e;
+  for (const Json& e : Manifest()) {
+    if (e["file"].get<std::string>() == file) return &e;
   }
   return nullptr;
 }
@@ -40,31 +40,31 @@ TEST(GgufReaderTest, EveryModelMatchesItsManifest) {
     ASSERT_TRUE(f.ok()) << f.status();
     const Json* m = ManifestEntry(std::filesystem::path(path).filename().string());
     ASSERT_NE(m, nullptr) << "not in MANIFEST.json";
-    EXPECT_EQ(f->file_size(), static_cast<size_t>((*m)["bytes"].as_int()));
-    for (const auto& [key, expected] : (*m)["kv"].as_object()) {
+    EXPECT_EQ(f->file_size(), static_cast<size_t>((*m)["bytes"].get<int64_t>()));
+    for (const auto& [key, expected] : (*m)["kv"].items()) {
       if (key == "n_vocab") continue;  // derived, not a key
       const GgufValue* v = f->FindValue(key);
       ASSERT_NE(v, nullptr) << key;
       if (expected.is_string()) {
-        EXPECT_EQ(*f->GetString(key), expected.as_string()) << key;
-      } else if (expected.kind() == Json::Kind::kBool) {
-        EXPECT_EQ(*f->GetBool(key), expected.as_bool()) << key;
+        EXPECT_EQ(*f->GetString(key), expected.get<std::string>()) << key;
+      } else if (expected.is_boolean()) {
+        EXPECT_EQ(*f->GetBool(key), expected.get<bool>()) << key;
       } else if (v->is_float()) {
         EXPECT_EQ(static_cast<float>(*f->GetFloat(key)),
-                  static_cast<float>(expected.as_double()))
+                  static_cast<float>(expected.get<double>()))
             << key;
       } else {
-        EXPECT_EQ(*f->GetInt(key), expected.as_int()) << key;
+        EXPECT_EQ(*f->GetInt(key), expected.get<int64_t>()) << key;
       }
     }
     const Json& tensors = (*m)["tensors"];
     EXPECT_EQ(f->tensors().size(), tensors.size());
-    for (const auto& [name, info] : tensors.as_object()) {
+    for (const auto& [name, info] : tensors.items()) {
       const GgufTensor* t = f->FindTensor(name);
       ASSERT_NE(t, nullptr) << name;
-      EXPECT_EQ(GgmlTypeName(t->type), info[0].as_string()) << name;
+      EXPECT_EQ(GgmlTypeName(t->type), info[0].get<std::string>()) << name;
       ASSERT_EQ(static_cast<size_t>(t->n_dims), info[1].size()) << name;
-      for (int d = 0; d < t->n_dims; ++d) EXPECT_EQ(t->ne[d], info[1][d].as_int()) << name;
+      for (int d = 0; d < t->n_dims; ++d) EXPECT_EQ(t->ne[d], info[1][d].get<int64_t>()) << name;
       EXPECT_GE(t->data, f->file_data() + f->data_offset());
       EXPECT_LE(t->data + t->n_bytes, f->file_data() + f->file_size());
     }

@@ -6,7 +6,7 @@
 #include <new>
 
 #include "engine/model/forward.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/session/denoise_session.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
 

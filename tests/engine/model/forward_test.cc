@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <set>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"
@@ -79,7 +79,7 @@ void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
   const std::vector<int32_t> tokens = ReferenceTokens(*ref);
   const int64_t L = static_cast<int64_t>(tokens.size());
   const int64_t V = model->config().n_vocab;
-  ASSERT_EQ((*ref)["n_vocab"].as_int(), V);
+  ASSERT_EQ((*ref)["n_vocab"].get<int64_t>(), V);
 
   auto pass = ForwardPass::Create(model, static_cast<int>(L));
   ASSERT_TRUE(pass.ok()) << pass.status();
@@ -89,7 +89,7 @@ void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
   ASSERT_TRUE((*pass)->Run(tokens, rows, logits.data()).ok());
 
   const LogitsDiff exact = CompareWithReference(logits, L, V, *ref, base);
-  const double llama_rms = (*ref)["vs_llamacpp"]["rms_diff"].as_double();
+  const double llama_rms = (*ref)["vs_llamacpp"]["rms_diff"].get<double>();
   const std::string model_name = fs::path(base).parent_path().filename().string();
   const std::string canvas = fs::path(base).filename().string();
   std::printf("  %-20s %-10s %-13s vs exact: max %.2g rms %.2g (llama.cpp %.2g) cos %.8f top1 %d/%d",

@@ -6,7 +6,7 @@
 
 #include "engine/base/process_memory.h"
 #include "engine/model/forward.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synth/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
 

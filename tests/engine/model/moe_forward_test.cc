@@ -22,10 +22,10 @@
 #include <filesystem>
 #include <map>
 
-#include "engine/base/json.h"
-#include "engine/base/sha256.h"
+#include "service/cli/json.h"
+#include "service/cli/file_digest.h"
 #include "engine/model/forward.h"
-#include "engine/model/synthetic_model.h"
+#include "engine/synth/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"
@@ -89,7 +89,7 @@ TEST_P(MoeLogitsTest, MatchesLlamaCppAndFloat64OnEveryCanvas) {
     exact[c] = *e;
   }
   const std::string path =
-      SynthesizeReferenceModel(r, llama["c1_short"]["model_sha256"].as_string());
+      SynthesizeReferenceModel(r, llama["c1_short"]["model_sha256"].get<std::string>());
   const bool float_model = r.preset == QuantPreset::kF32;
   for (IsaLevel isa : {IsaLevel::kScalar, BestIsaLevel()}) {
     SCOPED_TRACE(IsaLevelName(isa));
@@ -113,7 +113,7 @@ TEST_P(MoeLogitsTest, MatchesLlamaCppAndFloat64OnEveryCanvas) {
           CompareWithReference(logits, L, V, llama[c], llama_dir + "/" + c);
       const LogitsDiff vs_exact =
           CompareWithReference(logits, L, V, exact[c], exact_dir + "/" + c);
-      const double llama_rms = exact[c]["vs_llamacpp"]["rms_diff"].as_double();
+      const double llama_rms = exact[c]["vs_llamacpp"]["rms_diff"].get<double>();
       std::printf("  %-22s %-10s %-13s vs llama.cpp: max %.2g rms %.2g | vs float64: max %.2g "
                   "rms %.2g (llama.cpp %.2g) top1 %d/%d\n",
                   r.name.c_str(), IsaLevelName(isa), c, vs_llama.max_abs, vs_llama.rms,

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "engine/sampler/denoise_sampler.h"
 #include "engine/sampler/generate_loop.h"
 #include "engine/sampler/schedule.h"
@@ -42,43 +42,43 @@ struct OfficialRun {
 
 std::vector<int32_t> Ints(const Json& array) {
   std::vector<int32_t> out;
-  for (const Json& v : array.as_array()) out.push_back(static_cast<int32_t>(v.as_int()));
+  for (const Json& v : array) out.push_back(static_cast<int32_t>(v.get<int64_t>()));
   return out;
 }
 
 OfficialRun LoadRun(const std::string& path) {
-  auto json = Json::Parse(::dllm::testing::ReadFileOrDie(path));
+  auto json = ParseJson(::dllm::testing::ReadFileOrDie(path));
   EXPECT_THAT(json.status(), IsOk()) << path;
   const Json& j = *json;
   OfficialRun run;
   run.path = path;
-  run.model_file = j["model_file"].as_string();
-  run.mask_id = static_cast<int32_t>(j["mask_id"].as_int());
+  run.model_file = j["model_file"].get<std::string>();
+  run.mask_id = static_cast<int32_t>(j["mask_id"].get<int64_t>());
   run.prompt = Ints(j["prompt_ids"]);
   run.final_canvas = Ints(j["final_canvas"]);
   const Json& params = j["sampler"]["params"];
   SamplerConfig& c = run.config;
-  c.steps = static_cast<int>(params["steps"].as_int());
-  if (j["arch"].as_string() == "llada") {
+  c.steps = static_cast<int>(params["steps"].get<int64_t>());
+  if (j["arch"].get<std::string>() == "llada") {
     c.family = SamplerFamily::kLlada;
-    c.gen_length = static_cast<int>(params["gen_length"].as_int());
-    c.block_length = static_cast<int>(params["block_length"].as_int());
-    auto alg = ParseAlgorithm(params["remasking"].as_string());
+    c.gen_length = static_cast<int>(params["gen_length"].get<int64_t>());
+    c.block_length = static_cast<int>(params["block_length"].get<int64_t>());
+    auto alg = ParseAlgorithm(params["remasking"].get<std::string>());
     EXPECT_THAT(alg.status(), IsOk());
     c.algorithm = *alg;
   } else {
     c.family = SamplerFamily::kDream;
     c.shift_logits = true;
-    c.gen_length = static_cast<int>(params["max_new_tokens"].as_int());
-    auto alg = ParseAlgorithm(params["alg"].as_string());
+    c.gen_length = static_cast<int>(params["max_new_tokens"].get<int64_t>());
+    auto alg = ParseAlgorithm(params["alg"].get<std::string>());
     EXPECT_THAT(alg.status(), IsOk());
     c.algorithm = *alg;
-    c.eps = static_cast<float>(params["eps"].as_double());
+    c.eps = static_cast<float>(params["eps"].get<double>());
   }
-  for (const Json& s : j["steps"].as_array()) {
+  for (const Json& s : j["steps"]) {
     RunStep step;
-    step.block = static_cast<int>(s["block"].as_int());
-    step.n_masked_before = static_cast<int>(s["n_masked_before"].as_int());
+    step.block = s.value("block", 0);  // LLaDA runs only
+    step.n_masked_before = static_cast<int>(s["n_masked_before"].get<int64_t>());
     step.positions = Ints(s["positions"]);
     step.tokens = Ints(s["tokens"]);
     run.steps.push_back(std::move(step));

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/unicode.h"
@@ -62,14 +62,14 @@ const Loaded& Load(const std::string& rel) {
 }
 
 Json LoadJson(const std::string& name) {
-  auto j = Json::Parse(testing::ReadFileOrDie(testing::TestDataDir() + "/tokenizer/" + name));
+  auto j = ParseJson(testing::ReadFileOrDie(testing::TestDataDir() + "/tokenizer/" + name));
   EXPECT_THAT(j.status(), IsOk());
   return j.ok() ? *j : Json();
 }
 
 std::vector<int32_t> Ids(const Json& arr) {
   std::vector<int32_t> v;
-  for (size_t i = 0; i < arr.size(); ++i) v.push_back(static_cast<int32_t>(arr[i].as_int()));
+  for (size_t i = 0; i < arr.size(); ++i) v.push_back(static_cast<int32_t>(arr[i].get<int64_t>()));
   return v;
 }
 
@@ -113,7 +113,7 @@ TEST(BpeTokenizerTest, MatchesLlamaCppGoldens) {
     ASSERT_GE(items.size(), 30u);
     for (size_t i = 0; i < items.size(); ++i) {
       const Json& it = items[i];
-      const std::string& text = it["text"].as_string();
+      const std::string& text = it["text"].get<std::string>();
       SCOPED_TRACE(Escaped(text));
       const std::vector<int32_t> plain = Ids(it["ids_plain"]);
       EXPECT_EQ(tok->Encode(text, false, false), plain);
@@ -121,13 +121,13 @@ TEST(BpeTokenizerTest, MatchesLlamaCppGoldens) {
       const Json& hex = it["pieces_plain_hex"];
       ASSERT_EQ(hex.size(), plain.size());
       for (size_t k = 0; k < plain.size(); ++k) {
-        EXPECT_EQ(absl::BytesToHexString(tok->TokenPiece(plain[k])), hex[k].as_string());
+        EXPECT_EQ(absl::BytesToHexString(tok->TokenPiece(plain[k])), hex[k].get<std::string>());
       }
       DecodeOptions llama;
       llama.clean_spaces = true;
       auto detok = tok->Decode(plain, llama);
       ASSERT_THAT(detok.status(), IsOk());
-      EXPECT_EQ(*detok, it["detok_plain"].as_string());
+      EXPECT_EQ(*detok, it["detok_plain"].get<std::string>());
       auto exact = tok->Decode(plain);
       ASSERT_THAT(exact.status(), IsOk());
       EXPECT_EQ(*exact, text);  // round trip
@@ -142,17 +142,17 @@ TEST(BpeTokenizerTest, SharedModelsMatchLlamaCppGoldens) {
   if (!shared) GTEST_SKIP() << "no ../shared";
   for (const VocabCase& vc : kVocabs) {
     const Json golden = LoadJson(vc.golden);
-    const std::string path = *shared + "/models/" + golden["model_file"].as_string();
+    const std::string path = *shared + "/models/" + golden["model_file"].get<std::string>();
     SCOPED_TRACE(path);
     auto file = GgufFile::Open(path);
     ASSERT_THAT(file.status(), IsOk());
     auto tok = BpeTokenizer::FromGguf(*file);
     ASSERT_THAT(tok.status(), IsOk());
-    EXPECT_EQ(tok->n_vocab(), golden["n_vocab"].as_int());
-    EXPECT_EQ(tok->mask(), golden["mask_token"].as_int());
+    EXPECT_EQ(tok->n_vocab(), golden["n_vocab"].get<int64_t>());
+    EXPECT_EQ(tok->mask(), golden["mask_token"].get<int64_t>());
     const Json& items = golden["items"];
     for (size_t i = 0; i < items.size(); ++i) {
-      const std::string& text = items[i]["text"].as_string();
+      const std::string& text = items[i]["text"].get<std::string>();
       EXPECT_EQ(tok->Encode(text, false, false), Ids(items[i]["ids_plain"])) << Escaped(text);
       EXPECT_EQ(tok->Encode(text, true, true), Ids(items[i]["ids_cli"])) << Escaped(text);
     }
@@ -167,7 +167,7 @@ TEST(BpeTokenizerTest, AgreesWithHuggingFaceQwenExceptNormalization) {
   ASSERT_EQ(items.size(), 43u);
   int agree = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    const std::string& text = items[i]["text"].as_string();
+    const std::string& text = items[i]["text"].get<std::string>();
     // As the reference comparison: llama.cpp with special tokens parsed.
     const std::vector<int32_t> ours = tok->Encode(text, true, true);
     if (ours == Ids(items[i]["ids"])) {
@@ -192,7 +192,7 @@ TEST(BpeTokenizerTest, StreamingDecoderMatchesDecodeOneIdAtATime) {
     const Json& items = golden["items"];
     for (size_t i = 0; i < items.size(); ++i) {
       const std::vector<int32_t> ids = Ids(items[i]["ids_cli"]);
-      SCOPED_TRACE(Escaped(items[i]["text"].as_string()));
+      SCOPED_TRACE(Escaped(items[i]["text"].get<std::string>()));
       StreamingDecoder dec(tok);
       std::string streamed;
       for (int32_t id : ids) {
@@ -320,13 +320,13 @@ TEST(BpeTokenizerTest, ReproducesDiffusionCliPrompts) {
       {"tiny-dream-f32", "tokenizer/vocab-qwen2.gguf"},
       {"tiny-llada-k-q4_k_m", "models/tiny-llada-k-q4_k_m.gguf"},
       {"tiny-dream-k-q4_k_m", "models/tiny-dream-k-q4_k_m.gguf"}};
-  ASSERT_EQ(runs.as_object().size(), 8u);
-  for (const auto& [name, run] : runs.as_object()) {
+  ASSERT_EQ(runs.size(), 8u);
+  for (const auto& [name, run] : runs.items()) {
     SCOPED_TRACE(name);
     const BpeTokenizer* tok = Load(vocab_of.at(name.substr(0, name.find('.')))).tok.get();
     ASSERT_NE(tok, nullptr);
     const std::vector<int32_t> ids =
-        EncodeChat(*tok, ChatTemplate{}, {{"user", run["prompt"].as_string()}});
+        EncodeChat(*tok, ChatTemplate{}, {{"user", run["prompt"].get<std::string>()}});
     EXPECT_EQ(ids, Ids(run["prompt_tokens"]));
     DecodeOptions llama;
     llama.clean_spaces = true;
@@ -334,7 +334,7 @@ TEST(BpeTokenizerTest, ReproducesDiffusionCliPrompts) {
     // The recorded text went through a UTF-8 decoder that replaced the
     // incomplete characters some runs end words with.
     EXPECT_EQ(SanitizeUtf8(*tok->Decode(Ids(run["generated_tokens"]), llama)),
-              run["cli_output_text"].as_string());
+              run["cli_output_text"].get<std::string>());
   }
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
 
@@ -25,10 +25,10 @@ std::vector<std::vector<ChatMessage>> Conversations() {
   auto j = ReadJsonFile(TemplateDir() + "/conversations.json");
   EXPECT_TRUE(j.ok()) << j.status();
   std::vector<std::vector<ChatMessage>> out;
-  for (const Json& conv : j->as_array()) {
+  for (const Json& conv : *j) {
     out.emplace_back();
-    for (const Json& m : conv.as_array()) {
-      out.back().push_back({m["role"].as_string(), m["content"].as_string()});
+    for (const Json& m : conv) {
+      out.back().push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
     }
   }
   return out;
@@ -38,15 +38,15 @@ std::vector<std::vector<ChatMessage>> Conversations() {
 // (tests/tools/render_chat_template.py, Debian's python3-jinja2).
 std::vector<std::string> RenderWithJinja2(const std::string& template_file,
                                           const std::string& bos, const std::string& eos) {
-  Json request = Json::MakeObject();
-  request.Set("template", TemplateDir() + "/" + template_file);
-  request.Set("bos_token", bos);
-  request.Set("eos_token", eos);
+  Json request = Json::object();
+  request["template"] = TemplateDir() + "/" + template_file;
+  request["bos_token"] = bos;
+  request["eos_token"] = eos;
   auto conversations = ReadJsonFile(TemplateDir() + "/conversations.json");
   EXPECT_TRUE(conversations.ok());
-  request.Set("conversations", *conversations);
+  request["conversations"] = *conversations;
   const std::string dir = testing::TempDir();
-  testing::WriteFileOrDie(dir + "/request.json", request.Dump());
+  testing::WriteFileOrDie(dir + "/request.json", DumpJson(request));
   const std::string cmd = "/usr/bin/python3 " + std::string(DLLM_SOURCE_DIR) +
                           "/tests/tools/render_chat_template.py < " + dir + "/request.json > " +
                           dir + "/out.json";
@@ -55,7 +55,7 @@ std::vector<std::string> RenderWithJinja2(const std::string& template_file,
   EXPECT_TRUE(out.ok()) << out.status();
   std::vector<std::string> renders;
   if (out.ok()) {
-    for (const Json& r : out->as_array()) renders.push_back(r.as_string());
+    for (const Json& r : *out) renders.push_back(r.get<std::string>());
   }
   return renders;
 }
@@ -114,7 +114,7 @@ TEST(ChatTemplateTest, LladaMoeRendersAsLlamaCppsBailing2) {
   EXPECT_EQ(t.name, "llada-moe");
   for (size_t i = 0; i < conversations.size(); ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(ApplyChatTemplate(t, conversations[i], "").text, renders[i].as_string());
+    EXPECT_EQ(ApplyChatTemplate(t, conversations[i], "").text, renders[i].get<std::string>());
   }
 }
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
@@ -40,76 +40,76 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
   auto result = ReadJsonFile(out);
   ASSERT_TRUE(result.ok()) << result.status();
   const Json& j = *result;
-  EXPECT_EQ(j["schema"].as_string(), "dllm-bench-e2e/1");
-  EXPECT_EQ(j["git_sha"].as_string(), "abc1234");
-  EXPECT_EQ(j["label"].as_string(), "tiny test");
-  EXPECT_FALSE(j["machine"]["isa"].as_string().empty());
-  EXPECT_GE(j["machine"]["logical_cpus"].as_int(), 1);
+  EXPECT_EQ(j["schema"].get<std::string>(), "dllm-bench-e2e/1");
+  EXPECT_EQ(j["git_sha"].get<std::string>(), "abc1234");
+  EXPECT_EQ(j["label"].get<std::string>(), "tiny test");
+  EXPECT_FALSE(j["machine"]["isa"].get<std::string>().empty());
+  EXPECT_GE(j["machine"]["logical_cpus"].get<int64_t>(), 1);
 
   const Json& m = j["model"];
-  EXPECT_EQ(m["arch"].as_string(), arch);
-  EXPECT_EQ(m["file_bytes"].as_int(), static_cast<int64_t>(std::filesystem::file_size(model)));
-  EXPECT_GT(m["weight_bytes"].as_int(), 0);
-  EXPECT_LT(m["weight_bytes"].as_int(), m["file_bytes"].as_int());
-  EXPECT_GT(m["load_seconds"].as_double(), 0);
+  EXPECT_EQ(m["arch"].get<std::string>(), arch);
+  EXPECT_EQ(m["file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(model)));
+  EXPECT_GT(m["weight_bytes"].get<int64_t>(), 0);
+  EXPECT_LT(m["weight_bytes"].get<int64_t>(), m["file_bytes"].get<int64_t>());
+  EXPECT_GT(m["load_seconds"].get<double>(), 0);
 
   // One run per (threads, gen length), in that order.
-  const auto& runs = j["runs"].as_array();
+  const auto& runs = j["runs"];
   ASSERT_EQ(runs.size(), 4u);
   std::set<std::pair<int64_t, int64_t>> seen;
   for (size_t i = 0; i < runs.size(); ++i) {
     const Json& run = runs[i];
     SCOPED_TRACE("run " + std::to_string(i));
-    const int64_t threads = run["threads"].as_int(), gen = run["gen_length"].as_int();
+    const int64_t threads = run["threads"].get<int64_t>(), gen = run["gen_length"].get<int64_t>();
     EXPECT_EQ(threads, i < 2 ? 1 : 2);
     EXPECT_EQ(gen, i % 2 == 0 ? 16 : 32);
     seen.insert({threads, gen});
-    EXPECT_EQ(run["prompt_len"].as_int(), 16);
-    EXPECT_EQ(run["canvas"].as_int(), 16 + gen);
-    EXPECT_EQ(run["steps_measured"].as_int(), 3);
+    EXPECT_EQ(run["prompt_len"].get<int64_t>(), 16);
+    EXPECT_EQ(run["canvas"].get<int64_t>(), 16 + gen);
+    EXPECT_EQ(run["steps_measured"].get<int64_t>(), 3);
 
-    const double median = run["ms_per_step_median"].as_double();
+    const double median = run["ms_per_step_median"].get<double>();
     EXPECT_GT(median, 0);
-    EXPECT_LE(run["ms_per_step_min"].as_double(), median);
-    EXPECT_GE(run["ms_per_step_max"].as_double(), median);
+    EXPECT_LE(run["ms_per_step_min"].get<double>(), median);
+    EXPECT_GE(run["ms_per_step_max"].get<double>(), median);
     // A step is a forward plus sampling; the medians of the parts cannot
     // exceed the slowest whole step.
-    EXPECT_GT(run["forward_ms_median"].as_double(), 0);
-    EXPECT_LE(run["forward_ms_median"].as_double(), run["ms_per_step_max"].as_double());
-    EXPECT_LE(run["sampling_ms_median"].as_double(), run["ms_per_step_max"].as_double());
+    EXPECT_GT(run["forward_ms_median"].get<double>(), 0);
+    EXPECT_LE(run["forward_ms_median"].get<double>(), run["ms_per_step_max"].get<double>());
+    EXPECT_LE(run["sampling_ms_median"].get<double>(), run["ms_per_step_max"].get<double>());
     double split = 0;
     for (const char* part : {"attention", "projections", "ffn", "head", "norm_embed"}) {
-      const double ms = run["op_ms_per_step"][part].as_double();
+      const double ms = run["op_ms_per_step"][part].get<double>();
       EXPECT_GE(ms, 0) << part;
       split += ms;
     }
     // The per-operation split is a mean over the same steps, inside the forward.
     EXPECT_GT(split, 0);
-    EXPECT_LE(split, 1.05 * run["ms_per_step_max"].as_double());
-    EXPECT_GT(run["tokens_per_second"].as_double(), 0);
-    EXPECT_GE(run["peak_rss_bytes"].as_int(), m["rss_after_load_bytes"].as_int());
+    EXPECT_LE(split, 1.05 * run["ms_per_step_max"].get<double>());
+    EXPECT_GT(run["tokens_per_second"].get<double>(), 0);
+    EXPECT_GE(run["peak_rss_bytes"].get<int64_t>(), m["rss_after_load_bytes"].get<int64_t>());
 
     // Floors and efficiency follow from the recorded figures.
-    const double bandwidth = run["read_bandwidth_bytes_per_s"].as_double();
+    const double bandwidth = run["read_bandwidth_bytes_per_s"].get<double>();
     ASSERT_GT(bandwidth, 1e8);
-    EXPECT_NEAR(run["bandwidth_floor_ms"].as_double(),
-                m["weight_bytes"].as_int() / bandwidth * 1e3, 1e-6 * run["bandwidth_floor_ms"].as_double());
-    const double peak = run["int8_peak_ops_per_s"].as_double();
-    const double ops = run["int8_ops_per_step"].as_double();
+    EXPECT_NEAR(run["bandwidth_floor_ms"].get<double>(),
+                m["weight_bytes"].get<int64_t>() / bandwidth * 1e3, 1e-6 * run["bandwidth_floor_ms"].get<double>());
+    const double peak = run["int8_peak_ops_per_s"].get<double>();
+    const double ops = run["int8_ops_per_step"].get<double>();
     EXPECT_GT(ops, 0);
-    const double compute_floor = run["compute_floor_ms"].as_double();
+    const double compute_floor = run["compute_floor_ms"].get<double>();
     if (peak > 0) {
       EXPECT_NEAR(compute_floor, ops / peak * 1e3, 1e-6 * compute_floor);
     }
-    const double efficiency = run["efficiency"].as_double();
+    const double efficiency = run["efficiency"].get<double>();
     EXPECT_NEAR(efficiency,
-                std::max(run["bandwidth_floor_ms"].as_double(), compute_floor) / median,
+                std::max(run["bandwidth_floor_ms"].get<double>(), compute_floor) / median,
                 1e-9 + 1e-6 * efficiency);
   }
   EXPECT_EQ(seen.size(), 4u);
   // More canvas, more work per step.
-  EXPECT_GT(runs[1]["int8_ops_per_step"].as_double(), runs[0]["int8_ops_per_step"].as_double());
-  EXPECT_EQ(runs[0]["int8_ops_per_step"].as_double(), runs[2]["int8_ops_per_step"].as_double());
+  EXPECT_GT(runs[1]["int8_ops_per_step"].get<double>(), runs[0]["int8_ops_per_step"].get<double>());
+  EXPECT_EQ(runs[0]["int8_ops_per_step"].get<double>(), runs[2]["int8_ops_per_step"].get<double>());
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, BenchCommandTest, ::testing::Values("llada", "dream"),

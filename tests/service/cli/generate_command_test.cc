@@ -3,7 +3,7 @@
 // and --show-canvas falls back to progress lines off a terminal.
 #include <filesystem>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
@@ -13,9 +13,9 @@ namespace {
 
 std::string Join(const Json& ids) {
   std::string out;
-  for (const Json& id : ids.as_array()) {
+  for (const Json& id : ids) {
     if (!out.empty()) out += ',';
-    out += std::to_string(id.as_int());
+    out += std::to_string(id.get<int64_t>());
   }
   return out;
 }
@@ -30,27 +30,27 @@ TEST(GenerateCommandTest, JsonTraceReproducesOfficialRuns) {
     auto run = ReadJsonFile(*shared + "/reference/official/" + name);
     ASSERT_TRUE(run.ok()) << run.status();
     const Json& params = (*run)["sampler"]["params"];
-    const bool llada = (*run)["arch"].as_string() == "llada";
+    const bool llada = (*run)["arch"].get<std::string>() == "llada";
     std::string args = "generate --json --no-early-exit --model " + *shared + "/models/" +
-                       (*run)["model_file"].as_string() + " --tokens " + Join((*run)["prompt_ids"]);
-    const int gen = static_cast<int>((*run)["canvas_len"].as_int() - (*run)["prompt_len"].as_int());
+                       (*run)["model_file"].get<std::string>() + " --tokens " + Join((*run)["prompt_ids"]);
+    const int gen = static_cast<int>((*run)["canvas_len"].get<int64_t>() - (*run)["prompt_len"].get<int64_t>());
     args += " --gen-length " + std::to_string(gen) + " --steps " +
-            std::to_string((*run)["n_forward"].as_int());
+            std::to_string((*run)["n_forward"].get<int64_t>());
     if (llada) {
-      args += " --block-length " + std::to_string(params["block_length"].as_int());
+      args += " --block-length " + std::to_string(params["block_length"].get<int64_t>());
     } else {
-      args += " --alg " + params["alg"].as_string();
+      args += " --alg " + params["alg"].get<std::string>();
     }
     const testing::RunResult r = testing::RunDllm(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto out = Json::Parse(r.out);
+    auto out = ParseJson(r.out);
     ASSERT_TRUE(out.ok()) << out.status();
-    EXPECT_EQ((*out)["final_canvas"].Dump(), (*run)["final_canvas"].Dump());
-    EXPECT_EQ((*out)["prompt_ids"].Dump(), (*run)["prompt_ids"].Dump());
+    EXPECT_EQ(DumpJson((*out)["final_canvas"]), DumpJson((*run)["final_canvas"]));
+    EXPECT_EQ(DumpJson((*out)["prompt_ids"]), DumpJson((*run)["prompt_ids"]));
     ASSERT_EQ((*out)["steps"].size(), (*run)["steps"].size());
     for (size_t i = 0; i < (*run)["steps"].size(); ++i) {
-      EXPECT_EQ((*out)["steps"][i]["positions"].Dump(), (*run)["steps"][i]["positions"].Dump()) << i;
-      EXPECT_EQ((*out)["steps"][i]["tokens"].Dump(), (*run)["steps"][i]["tokens"].Dump()) << i;
+      EXPECT_EQ(DumpJson((*out)["steps"][i]["positions"]), DumpJson((*run)["steps"][i]["positions"])) << i;
+      EXPECT_EQ(DumpJson((*out)["steps"][i]["tokens"]), DumpJson((*run)["steps"][i]["tokens"])) << i;
     }
   }
 }
@@ -104,12 +104,12 @@ TEST(GenerateCommandTest, ChatTemplateFlagNamesAFamily) {
       "generate --json --model " + model +
       " --prompt hi --chat --chat-template llada --gen-length 8 --steps 8 --block-length 8");
   ASSERT_EQ(ok.exit_code, 0) << ok.err;
-  auto out = Json::Parse(ok.out);
+  auto out = ParseJson(ok.out);
   ASSERT_TRUE(out.ok()) << out.status();
   const Json& ids = (*out)["prompt_ids"];
   ASSERT_GT(ids.size(), 2u);
-  EXPECT_EQ(ids[0].as_int(), 8193);  // BOS
-  EXPECT_NE(ids[1].as_int(), 8193);
+  EXPECT_EQ(ids[0].get<int64_t>(), 8193);  // BOS
+  EXPECT_NE(ids[1].get<int64_t>(), 8193);
 }
 
 }  // namespace

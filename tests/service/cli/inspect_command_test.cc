@@ -23,8 +23,8 @@ using testing::RunResult;
 
 const Json* ManifestEntry(const std::string& file) {
   static const Json manifest = *ReadJsonFile(testing::TestDataDir() + "/models/MANIFEST.json");
-  for (const Json& e : manifest.as_array()) {
-    if (e["file"].as_string() == file) return &e;
+  for (const Json& e : manifest) {
+    if (e["file"].get<std::string>() == file) return &e;
   }
   return nullptr;
 }
@@ -34,34 +34,34 @@ TEST(InspectCommandTest, ReportsTheManifestFactsForEveryModel) {
     SCOPED_TRACE(path);
     const RunResult r = RunDllm("inspect --json " + path);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto report = Json::Parse(r.out);
+    auto report = ParseJson(r.out);
     ASSERT_TRUE(report.ok()) << report.status();
     const Json* m = ManifestEntry(std::filesystem::path(path).filename().string());
     ASSERT_NE(m, nullptr);
     const Json& kv = (*m)["kv"];
-    const std::string arch = kv["general.architecture"].as_string();
+    const std::string arch = kv["general.architecture"].get<std::string>();
     const Json& hp = (*report)["hyperparameters"];
-    EXPECT_EQ((*report)["architecture"].as_string(), arch);
-    EXPECT_EQ(hp["n_layer"].as_int(), kv[arch + ".block_count"].as_int());
-    EXPECT_EQ(hp["n_embd"].as_int(), kv[arch + ".embedding_length"].as_int());
-    EXPECT_EQ(hp["n_head"].as_int(), kv[arch + ".attention.head_count"].as_int());
-    EXPECT_EQ(hp["n_head_kv"].as_int(), kv[arch + ".attention.head_count_kv"].as_int());
-    EXPECT_EQ(hp["n_ff"].as_int(), kv[arch + ".feed_forward_length"].as_int());
-    EXPECT_EQ(hp["n_vocab"].as_int(), kv["n_vocab"].as_int());
-    EXPECT_EQ(hp["n_ctx_train"].as_int(), kv[arch + ".context_length"].as_int());
-    EXPECT_EQ(hp["rope_type"].as_string(), arch == "llada" ? "norm" : "neox");
-    EXPECT_FLOAT_EQ(hp["rope_theta"].as_double(), kv[arch + ".rope.freq_base"].as_double());
+    EXPECT_EQ((*report)["architecture"].get<std::string>(), arch);
+    EXPECT_EQ(hp["n_layer"].get<int64_t>(), kv[arch + ".block_count"].get<int64_t>());
+    EXPECT_EQ(hp["n_embd"].get<int64_t>(), kv[arch + ".embedding_length"].get<int64_t>());
+    EXPECT_EQ(hp["n_head"].get<int64_t>(), kv[arch + ".attention.head_count"].get<int64_t>());
+    EXPECT_EQ(hp["n_head_kv"].get<int64_t>(), kv[arch + ".attention.head_count_kv"].get<int64_t>());
+    EXPECT_EQ(hp["n_ff"].get<int64_t>(), kv[arch + ".feed_forward_length"].get<int64_t>());
+    EXPECT_EQ(hp["n_vocab"].get<int64_t>(), kv["n_vocab"].get<int64_t>());
+    EXPECT_EQ(hp["n_ctx_train"].get<int64_t>(), kv[arch + ".context_length"].get<int64_t>());
+    EXPECT_EQ(hp["rope_type"].get<std::string>(), arch == "llada" ? "norm" : "neox");
+    EXPECT_FLOAT_EQ(hp["rope_theta"].get<double>(), kv[arch + ".rope.freq_base"].get<double>());
     const Json& tok = (*report)["tokenizer"];
-    EXPECT_EQ(tok["pre"].as_string(), kv["tokenizer.ggml.pre"].as_string());
-    EXPECT_EQ(tok["mask_token_id"].as_int(), kv["tokenizer.ggml.mask_token_id"].as_int());
-    EXPECT_EQ(tok["bos_token_id"].as_int(), kv["tokenizer.ggml.bos_token_id"].as_int());
-    EXPECT_EQ(tok["eos_token_id"].as_int(), kv["tokenizer.ggml.eos_token_id"].as_int());
+    EXPECT_EQ(tok["pre"].get<std::string>(), kv["tokenizer.ggml.pre"].get<std::string>());
+    EXPECT_EQ(tok["mask_token_id"].get<int64_t>(), kv["tokenizer.ggml.mask_token_id"].get<int64_t>());
+    EXPECT_EQ(tok["bos_token_id"].get<int64_t>(), kv["tokenizer.ggml.bos_token_id"].get<int64_t>());
+    EXPECT_EQ(tok["eos_token_id"].get<int64_t>(), kv["tokenizer.ggml.eos_token_id"].get<int64_t>());
     EXPECT_EQ((*report)["tensors"].size(), (*m)["tensors"].size());
-    for (const auto& [type, count] : (*m)["tensor_type_counts"].as_object()) {
-      EXPECT_EQ((*report)["tensor_totals"][type]["count"].as_int(), count.as_int()) << type;
+    for (const auto& [type, count] : (*m)["tensor_type_counts"].items()) {
+      EXPECT_EQ((*report)["tensor_totals"][type]["count"].get<int64_t>(), count.get<int64_t>()) << type;
     }
-    EXPECT_TRUE((*report)["compatibility"]["can_run"].as_bool())
-        << (*report)["compatibility"].Dump();
+    EXPECT_TRUE((*report)["compatibility"]["can_run"].get<bool>())
+        << DumpJson((*report)["compatibility"]);
 
     const RunResult text = RunDllm("inspect " + path);
     EXPECT_EQ(text.exit_code, 0);
@@ -73,7 +73,7 @@ TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
   const std::string path = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
   const RunResult r = RunDllm("inspect --json --canvas 160 " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto report = Json::Parse(r.out);
+  auto report = ParseJson(r.out);
   ASSERT_TRUE(report.ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok());
@@ -84,11 +84,11 @@ TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
   auto pass = ForwardPass::Create(*model, 160);
   ASSERT_TRUE(pass.ok());
   const Json& mem = (*report)["memory"];
-  EXPECT_EQ(mem["activation_bytes"].as_int(), static_cast<int64_t>((*pass)->activation_bytes()));
-  EXPECT_EQ(mem["logits_bytes"].as_int(), 160 * 8256 * 4);
-  EXPECT_EQ(mem["peak_bytes_estimate"].as_int(),
-            static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].as_int() +
-                mem["logits_bytes"].as_int());
+  EXPECT_EQ(mem["activation_bytes"].get<int64_t>(), static_cast<int64_t>((*pass)->activation_bytes()));
+  EXPECT_EQ(mem["logits_bytes"].get<int64_t>(), 160 * 8256 * 4);
+  EXPECT_EQ(mem["peak_bytes_estimate"].get<int64_t>(),
+            static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].get<int64_t>() +
+                mem["logits_bytes"].get<int64_t>());
   EXPECT_EQ(RunDllm("inspect --canvas x " + path).exit_code, 2);
 }
 
@@ -226,9 +226,9 @@ TEST(InspectCommandTest, SaysNoWithTheLoadersOwnMessageForEveryRefusedFile) {
     auto report = InspectReport(*file);
     ASSERT_TRUE(report.ok()) << report.status();
     const Json& compat = (*report)["compatibility"];
-    EXPECT_FALSE(compat["can_run"].as_bool());
+    EXPECT_FALSE(compat["can_run"].get<bool>());
     ASSERT_GE(compat["problems"].size(), 1u);
-    EXPECT_EQ(compat["problems"][0].as_string(), message);
+    EXPECT_EQ(compat["problems"][0].get<std::string>(), message);
     EXPECT_EQ(text.exit_code, 0) << text.err;
     EXPECT_NE(text.out.find("compatible    no"), std::string::npos) << text.out;
     EXPECT_NE(text.out.find(PrintableText(message)), std::string::npos) << text.out;
@@ -262,11 +262,11 @@ TEST(InspectCommandTest, AgreesWithTheLoaderOnMutatedFiles) {
     auto report = InspectReport(*file);
     ASSERT_TRUE(report.ok()) << report.status();
     const Json& compat = (*report)["compatibility"];
-    ASSERT_EQ(compat["can_run"].as_bool(), loaded.ok())
+    ASSERT_EQ(compat["can_run"].get<bool>(), loaded.ok())
         << "trial " << trial << ": " << (loaded.ok() ? std::string("loads")
                                                      : std::string(loaded.status().message()));
     if (!loaded.ok()) {
-      EXPECT_EQ(compat["problems"][0].as_string(), loaded.status().message());
+      EXPECT_EQ(compat["problems"][0].get<std::string>(), loaded.status().message());
       ++agreed_no;
     } else {
       ++agreed_yes;
@@ -281,16 +281,16 @@ TEST(InspectCommandTest, MoeFilesShowTheirExperts) {
   testing::WriteFileOrDie(path, testing::TinyModelBuilder("rnd1").Build());
   const RunResult r = RunDllm("inspect --json " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  auto report = Json::Parse(r.out);
+  auto report = ParseJson(r.out);
   ASSERT_TRUE(report.ok());
   const Json& hp = (*report)["hyperparameters"];
-  EXPECT_EQ(hp["n_expert"].as_int(), 4);
-  EXPECT_EQ(hp["n_expert_used"].as_int(), 2);
-  EXPECT_EQ(hp["n_ff_exp"].as_int(), 16);
-  EXPECT_TRUE(hp["expert_weights_norm"].as_bool());
+  EXPECT_EQ(hp["n_expert"].get<int64_t>(), 4);
+  EXPECT_EQ(hp["n_expert_used"].get<int64_t>(), 2);
+  EXPECT_EQ(hp["n_ff_exp"].get<int64_t>(), 16);
+  EXPECT_TRUE(hp["expert_weights_norm"].get<bool>());
   // Per layer: q, k, v, o (32x32 each), the router (32x4), 2 of 4 experts x 3 x 32x16.
-  EXPECT_EQ(hp["active_layer_params"].as_int(), 2 * (4 * 32 * 32 + 32 * 4 + 2 * 3 * 32 * 16));
-  EXPECT_TRUE((*report)["compatibility"]["can_run"].as_bool());
+  EXPECT_EQ(hp["active_layer_params"].get<int64_t>(), 2 * (4 * 32 * 32 + 32 * 4 + 2 * 3 * 32 * 16));
+  EXPECT_TRUE((*report)["compatibility"]["can_run"].get<bool>());
   const RunResult text = RunDllm("inspect " + path);
   EXPECT_NE(text.out.find("experts       4, 2 active per token, FFN width 16, weights renormalised"),
             std::string::npos)

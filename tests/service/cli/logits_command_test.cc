@@ -2,7 +2,7 @@
 // layout, and rejects bad arguments with a one-line error.
 #include <cstring>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "engine/model/forward.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
@@ -20,9 +20,9 @@ TEST(LogitsCommandTest, WritesForwardLogitsAndMetadata) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto meta = ReadJsonFile(out + ".json");
   ASSERT_TRUE(meta.ok()) << meta.status();
-  EXPECT_EQ((*meta)["n_vocab"].as_int(), 8256);
-  EXPECT_EQ((*meta)["isa"].as_string(), "scalar");
-  EXPECT_EQ((*meta)["model_sha256"].as_string(),
+  EXPECT_EQ((*meta)["n_vocab"].get<int64_t>(), 8256);
+  EXPECT_EQ((*meta)["isa"].get<std::string>(), "scalar");
+  EXPECT_EQ((*meta)["model_sha256"].get<std::string>(),
             "666b4f7eb50a1ce64d76a2d7cee5f13f51f1cda86cb75a6a415a4e756ed2e0f9");
   EXPECT_EQ((*meta)["rows"].size(), 2u);
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
@@ -27,24 +27,24 @@ TEST(TokenizeCommandTest, MatchesLlamaCppIdForIdFromAJsonFile) {
     SCOPED_TRACE(g.golden);
     auto golden = ReadJsonFile(testing::TestDataDir() + "/tokenizer/" + g.golden);
     ASSERT_TRUE(golden.ok()) << golden.status();
-    Json texts = Json::MakeArray();
-    for (const Json& item : (*golden)["items"].as_array()) texts.Push(item["text"].as_string());
+    Json texts = Json::array();
+    for (const Json& item : (*golden)["items"]) texts.push_back(item["text"].get<std::string>());
     const std::string file = testing::TempDir() + "/texts.json";
-    testing::WriteFileOrDie(file, texts.Dump());
+    testing::WriteFileOrDie(file, DumpJson(texts));
     const std::string model = testing::TestDataDir() + "/" + g.vocab;
     for (const bool plain : {false, true}) {
       const RunResult r = RunDllm("tokenize --json --model " + model + " --file " + file +
                                   (plain ? " --no-special" : ""));
       ASSERT_EQ(r.exit_code, 0) << r.err;
-      auto out = Json::Parse(r.out);
+      auto out = ParseJson(r.out);
       ASSERT_TRUE(out.ok()) << out.status();
       const Json& items = (*golden)["items"];
       ASSERT_EQ(out->size(), items.size());
       for (size_t i = 0; i < items.size(); ++i) {
-        EXPECT_EQ((*out)[i]["ids"].Dump(), items[i][plain ? "ids_plain" : "ids_cli"].Dump())
-            << items[i]["text"].Dump();
+        EXPECT_EQ(DumpJson((*out)[i]["ids"]), DumpJson(items[i][plain ? "ids_plain" : "ids_cli"]))
+            << DumpJson(items[i]["text"]);
         if (plain) {
-          EXPECT_EQ((*out)[i]["pieces_hex"].Dump(), items[i]["pieces_plain_hex"].Dump());
+          EXPECT_EQ(DumpJson((*out)[i]["pieces_hex"]), DumpJson(items[i]["pieces_plain_hex"]));
         }
       }
     }

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "engine/base/json.h"
+#include "service/cli/json.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
@@ -77,10 +77,10 @@ class ServerProcess {
       std::ifstream in(port_file_);
       if (in) {
         std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        auto json = Json::Parse(text);
+        auto json = ParseJson(text);
         if (json.ok()) {
-          EXPECT_GT((*json)["metrics"].as_int(), 0);
-          return static_cast<int>((*json)["grpc"].as_int());
+          EXPECT_GT((*json)["metrics"].get<int64_t>(), 0);
+          return static_cast<int>((*json)["grpc"].get<int64_t>());
         }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));

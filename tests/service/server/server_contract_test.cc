@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "engine/base/json.h"
-#include "engine/scheduler/denoise_session.h"
+#include "service/cli/json.h"
+#include "engine/session/denoise_session.h"
 #include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
@@ -644,8 +644,8 @@ TEST_F(ServerContractTest, InfoAndTokenize) {
 TEST_F(ServerContractTest, TokenizeGivesLlamaCppsIds) {
   auto golden = ReadJsonFile(testing::TestDataDir() + "/tokenizer/llamacpp.gpt2-trunc8192.json");
   ASSERT_TRUE(golden.ok()) << golden.status();
-  for (const Json& item : (*golden)["items"].as_array()) {
-    const std::string& text = item["text"].as_string();
+  for (const Json& item : (*golden)["items"]) {
+    const std::string& text = item["text"].get<std::string>();
     if (text.empty()) continue;  // proto3 cannot tell "" from unset; covered below
     SCOPED_TRACE(text);
     for (const bool plain : {false, true}) {
@@ -656,8 +656,8 @@ TEST_F(ServerContractTest, TokenizeGivesLlamaCppsIds) {
       v1::TokenizeResponse tokens;
       ASSERT_TRUE(stub_->Tokenize(&ctx, tr, &tokens).ok());
       std::vector<int32_t> want;
-      for (const Json& id : item[plain ? "ids_plain" : "ids_cli"].as_array()) {
-        want.push_back(static_cast<int32_t>(id.as_int()));
+      for (const Json& id : item[plain ? "ids_plain" : "ids_cli"]) {
+        want.push_back(static_cast<int32_t>(id.get<int64_t>()));
       }
       EXPECT_EQ(Ids(tokens.ids()), want);
     }

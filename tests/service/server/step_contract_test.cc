@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "engine/scheduler/denoise_session.h"
+#include "engine/session/denoise_session.h"
 #include "gtest/gtest.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/request_validation.h"

@@ -1,0 +1,40 @@
+// The oneTBB driver of the GEMM tiles of kernels/gemm.h: hands output tiles
+// out dynamically (one task per tile, work stealing; never a static split)
+// to the threads of a task arena. Also the parallel weight packer.
+#ifndef DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
+#define DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
+
+#include "kernels/gemm.h"
+
+#include <oneapi/tbb/task_arena.h>
+
+namespace dllm {
+
+// Computes Y = X W^T for `args` (see kernels/gemm.h) on the threads of
+// `arena`, or of the arena the caller runs in when `arena` is null. Tiles are
+// sized for the arena's concurrency (PlanGemmTiles: >= 8 per thread where the
+// shape allows). Blocks until every tile is done. Allocates nothing beyond
+// TBB's task objects. Results are bit-identical to `Gemm(kernels, args)`.
+void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
+                  tbb::task_arena* arena = nullptr);
+
+// The whole projection the forward pass needs, allocation-free:
+//   y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ   for r in [0, m)
+// Quantizes the (gathered) rows of `x` (row stride `ldx` floats) into `xq`
+// (caller-owned scratch: xq.rows >= m, xq.cols == w.cols, e.g. carved once
+// with CarveQuantizedRows from the activation arena), in parallel over row
+// blocks, then runs ParallelGemm into the compact `y` (row stride `ldy`).
+// Bit-identical to the serial QuantizeGatheredRows/QuantizeRows + Gemm.
+void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
+                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
+                             float* y, int64_t ldy, tbb::task_arena* arena = nullptr);
+
+// PackMatrix (kernels/quantized_matrix.h) with its panels spread over the
+// threads of `arena` (or the current arena): for loading, where one core
+// packs about 3-4 ns a weight. Same contract and result as PackMatrix.
+QuantizedMatrix ParallelPackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols,
+                                   void* dst, tbb::task_arena* arena = nullptr);
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_

@@ -1,0 +1,312 @@
+// DenoiseSession: Advance, and the client-driven operations (candidates,
+// Forward, Commit, Rewind over a replayable history); see denoise_session.h.
+#include "engine/session/denoise_session.h"
+
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "engine/base/status_macros.h"
+#include "engine/sampler/remasking.h"
+
+namespace dllm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+absl::Status CheckTopK(int k) {
+  if (k < 1 || k > kMaxCandidates) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("top_candidates: ", k, " is outside [1, ", kMaxCandidates, "]"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    std::unique_ptr<ForwardPass> pass) {
+  const ModelConfig& c = model->config();
+  SamplerConfig effective = config;
+  effective.family = SamplerFamilyOf(c.arch);
+  effective.shift_logits = c.shift_logits;
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    if (prompt[i] < 0 || prompt[i] >= c.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
+                                                     " is outside the vocabulary of ", c.n_vocab));
+    }
+  }
+  DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,
+                        DenoiseSampler::Create(effective, c.tokens, prompt,
+                                               static_cast<int>(c.n_vocab), c.n_ctx_train));
+  const int canvas = static_cast<int>(sampler.canvas().size());
+  if (pass == nullptr || pass->max_tokens() < canvas) {
+    DLLM_ASSIGN_OR_RETURN(pass, ForwardPass::Create(model, canvas));
+  }
+  auto session = std::unique_ptr<DenoiseSession>(
+      new DenoiseSession(std::move(model), std::move(sampler), std::move(pass)));
+  session->logits_.resize(static_cast<size_t>(canvas) * c.n_vocab);
+  if (config.cfg_scale > 0) session->uncond_.resize(session->logits_.size());
+  // Each position is committed at most once per history, and each entry
+  // commits at least one position or is a scheduled step (at most `steps`,
+  // or 2 x canvas under threshold).
+  const int gen = config.gen_length;
+  session->history_.reserve(static_cast<size_t>(gen + std::max(config.steps, 2 * canvas)));
+  session->history_positions_.reserve(gen);
+  session->history_tokens_.reserve(gen);
+  session->last_rows_.reserve(canvas);
+  return session;
+}
+
+DenoiseSession::DenoiseSession(std::shared_ptr<const Model> model, DenoiseSampler sampler,
+                               std::unique_ptr<ForwardPass> pass)
+    : model_(std::move(model)), sampler_(std::move(sampler)), pass_(std::move(pass)) {}
+
+absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
+  if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
+  last_op_advanced_ = false;
+  StepReport report;
+  report.step = sampler_.step();
+  const Clock::time_point start = Clock::now();
+  const std::span<const int32_t> rows = sampler_.rows();
+  const size_t n = rows.size() * static_cast<size_t>(sampler_.n_vocab());
+  std::span<const float> logits, uncond;
+  if (!rows.empty()) {
+    ForwardStats stats;
+    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), rows, logits_.data(), check, &stats));
+    report.forward += stats;
+    ++report.forward_passes;
+    logits = std::span<const float>(logits_.data(), n);
+    if (sampler_.needs_unconditional()) {
+      DLLM_RETURN_IF_ERROR(
+          pass_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), check, &stats));
+      report.forward += stats;
+      ++report.forward_passes;
+      uncond = std::span<const float>(uncond_.data(), n);
+    }
+  }
+  report.forward_seconds = Since(start);
+  const Clock::time_point sample_start = Clock::now();
+  last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
+  const StepCommits commits = sampler_.Step(logits, uncond);
+  report.sample_seconds = Since(sample_start);
+  positions_.assign(commits.positions.begin(), commits.positions.end());
+  tokens_.assign(commits.tokens.begin(), commits.tokens.end());
+  report.positions = positions_;
+  report.tokens = tokens_;
+  report.masked_remaining = masked_remaining();
+  forward_passes_ += report.forward_passes;
+  Record(/*scheduled=*/true, positions_, tokens_);
+  last_op_advanced_ = true;
+  report.step_seconds = Since(start);
+  return report;
+}
+
+int DenoiseSession::masked_remaining() const {
+  const int32_t mask = model_->config().tokens.mask;
+  const std::span<const int32_t> canvas = sampler_.canvas();
+  return static_cast<int>(std::count(canvas.begin() + sampler_.prompt_len(), canvas.end(), mask));
+}
+
+void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
+                            std::span<const int32_t> tokens) {
+  history_.push_back(HistoryEntry{scheduled, static_cast<int>(history_positions_.size()),
+                                  static_cast<int>(positions.size())});
+  history_positions_.insert(history_positions_.end(), positions.begin(), positions.end());
+  history_tokens_.insert(history_tokens_.end(), tokens.begin(), tokens.end());
+}
+
+int32_t DenoiseSession::RowOf(int p) const {
+  return sampler_.LogitRowOf(p);
+}
+
+void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
+                                  const float* logits, const float* uncond,
+                                  std::span<float> cfg_row, PositionCandidates* out) const {
+  const size_t v = static_cast<size_t>(sampler_.n_vocab());
+  const auto it = std::lower_bound(rows.begin(), rows.end(), RowOf(p));
+  DLLM_CHECK(it != rows.end() && *it == RowOf(p));
+  const size_t r = static_cast<size_t>(it - rows.begin());
+  std::span<const float> row(logits + r * v, v);
+  if (uncond != nullptr) {
+    CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_.config().cfg_scale,
+               cfg_row);
+    row = cfg_row;
+  }
+  out->position = p - sampler_.prompt_len();
+  out->top.resize(static_cast<size_t>(k));
+  out->top.resize(static_cast<size_t>(TopCandidates(row, k, out->top)));
+}
+
+absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(int k) const {
+  DLLM_RETURN_IF_ERROR(CheckTopK(k));
+  if (!last_op_advanced_) {
+    return absl::FailedPreconditionError(
+        "step candidates: the last operation was not a successful advance");
+  }
+  const bool cfg = sampler_.config().cfg_scale > 0;
+  std::vector<PositionCandidates> out(positions_.size());
+  tbb::parallel_for(size_t{0}, out.size(), [&](size_t i) {
+    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    CandidatesAt(positions_[i], k, last_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
+                 cfg_row, &out[i]);
+  });
+  return out;
+}
+
+absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> positions, int k,
+                                                      const LayerCheck* check) {
+  DLLM_RETURN_IF_ERROR(CheckTopK(k));
+  const int gen = gen_length();
+  const int prompt_len = sampler_.prompt_len();
+  // Canvas positions, in the order asked for.
+  std::vector<int32_t> wanted;
+  if (positions.empty()) {
+    const int32_t mask = model_->config().tokens.mask;
+    for (int p = prompt_len; p < prompt_len + gen; ++p) {
+      if (sampler_.canvas()[p] == mask) wanted.push_back(p);
+    }
+  } else {
+    std::vector<bool> seen(static_cast<size_t>(gen), false);
+    for (int32_t p : positions) {
+      if (p < 0 || p >= gen) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "forward: position ", p, " is outside the generated region [0, ", gen, ")"));
+      }
+      if (seen[p]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("forward: position ", p, " is asked for twice"));
+      }
+      seen[p] = true;
+      wanted.push_back(prompt_len + p);
+    }
+  }
+  ForwardReport report;
+  if (wanted.empty()) return report;
+
+  forward_rows_.clear();
+  for (int32_t p : wanted) forward_rows_.push_back(RowOf(p));
+  std::sort(forward_rows_.begin(), forward_rows_.end());
+  forward_rows_.erase(std::unique(forward_rows_.begin(), forward_rows_.end()), forward_rows_.end());
+
+  // The logits buffer is about to be overwritten.
+  last_op_advanced_ = false;
+  const Clock::time_point start = Clock::now();
+  const bool cfg = sampler_.config().cfg_scale > 0;
+  ForwardStats stats;
+  DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), forward_rows_, logits_.data(), check, &stats));
+  ++report.forward_passes;
+  if (cfg) {
+    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.unconditional_canvas(), forward_rows_, uncond_.data(),
+                                    check, &stats));
+    ++report.forward_passes;
+  }
+  forward_passes_ += report.forward_passes;
+  report.forward_seconds = Since(start);
+
+  report.candidates.resize(wanted.size());
+  tbb::parallel_for(size_t{0}, wanted.size(), [&](size_t i) {
+    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    CandidatesAt(wanted[i], k, forward_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
+                 cfg_row, &report.candidates[i]);
+  });
+  return report;
+}
+
+absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
+                                    std::span<const int32_t> tokens) {
+  if (sampler_.done()) return absl::FailedPreconditionError("commit: generation already finished");
+  if (positions.empty()) return absl::InvalidArgumentError("commit: no tokens");
+  if (positions.size() != tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("commit: ", positions.size(),
+                                                   " positions but ", tokens.size(), " tokens"));
+  }
+  const int gen = gen_length();
+  const int prompt_len = sampler_.prompt_len();
+  const int n_vocab = sampler_.n_vocab();
+  const int32_t mask = model_->config().tokens.mask;
+  std::vector<bool> seen(static_cast<size_t>(gen), false);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const int32_t p = positions[i], t = tokens[i];
+    if (p < 0 || p >= gen) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "commit: position ", p, " is outside the generated region [0, ", gen, ")"));
+    }
+    if (seen[p]) {
+      return absl::InvalidArgumentError(absl::StrCat("commit: position ", p, " appears twice"));
+    }
+    seen[p] = true;
+    if (t < 0 || t >= n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("commit: token ", t, " at position ", p,
+                                                     " is outside the vocabulary of ", n_vocab));
+    }
+    if (t == mask) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("commit: token ", t, " at position ", p, " is the mask token"));
+    }
+  }
+  for (int32_t p : positions) {
+    const int32_t current = sampler_.canvas()[prompt_len + p];
+    if (current != mask) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "commit: position ", p, " is not masked (token ", current, " is committed there)"));
+    }
+  }
+  // Ascending, like a step's commits.
+  std::vector<size_t> order(positions.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return positions[a] < positions[b]; });
+  std::vector<int32_t> canvas_positions, sorted_tokens;
+  for (size_t i : order) {
+    canvas_positions.push_back(prompt_len + positions[i]);
+    sorted_tokens.push_back(tokens[i]);
+  }
+  last_op_advanced_ = false;
+  sampler_.Commit(canvas_positions, sorted_tokens);
+  Record(/*scheduled=*/false, canvas_positions, sorted_tokens);
+  return absl::OkStatus();
+}
+
+absl::Status DenoiseSession::Rewind(int to_step) {
+  if (to_step < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("rewind: step ", to_step, " is negative"));
+  }
+  if (to_step > history_size()) {
+    return absl::FailedPreconditionError(absl::StrCat("rewind: step ", to_step,
+                                                      " is beyond the history of ",
+                                                      history_size(), " steps"));
+  }
+  last_op_advanced_ = false;
+  sampler_.Restart();
+  for (int i = 0; i < to_step; ++i) {
+    const HistoryEntry& e = history_[i];
+    const std::span<const int32_t> positions(history_positions_.data() + e.offset, e.count);
+    const std::span<const int32_t> tokens(history_tokens_.data() + e.offset, e.count);
+    if (e.scheduled) {
+      sampler_.ApplyStep(positions, tokens);
+    } else {
+      sampler_.Commit(positions, tokens);
+    }
+  }
+  const size_t kept = to_step == 0 ? 0 : static_cast<size_t>(history_[to_step - 1].offset +
+                                                             history_[to_step - 1].count);
+  history_.resize(static_cast<size_t>(to_step));
+  history_positions_.resize(kept);
+  history_tokens_.resize(kept);
+  return absl::OkStatus();
+}
+
+std::span<const int32_t> DenoiseSession::OutputTokens() const {
+  return dllm::OutputTokens(sampler_.canvas(), sampler_.prompt_len(), sampler_.stop_ids());
+}
+
+bool DenoiseSession::exited_early() const { return sampler_.exited_early(); }
+
+}  // namespace dllm

@@ -1,0 +1,164 @@
+// DenoiseSession: one generation request end to end — the sampler's canvas,
+// the forward pass that feeds it, and per-step timings. The CLI's
+// `generate` and the gRPC service both drive generations through it.
+//
+// Client-driven sessions (the Step RPC) add, beside Advance(): candidates
+// for the positions a step committed, Forward() (candidates without
+// committing), Commit() (client-chosen tokens) and Rewind() (back to an
+// earlier point of the history). The history has one entry per Advance()
+// and per Commit(); Rewind(n) restores exactly the state after n entries by
+// restarting the sampler and re-applying them, so advancing again after a
+// rewind reproduces the original run token for token (the sampler's random
+// draws are keyed by seed, step and position).
+//
+// Positions: StepReport holds canvas positions (prompt included); the
+// session operations below take and return positions in the generated
+// region (0 = the first position after the prompt), as the API does.
+#ifndef DLLM_ENGINE_SESSION_DENOISE_SESSION_H_
+#define DLLM_ENGINE_SESSION_DENOISE_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/forward.h"
+#include "engine/model/model.h"
+#include "engine/sampler/candidates.h"
+#include "engine/sampler/denoise_sampler.h"
+#include "engine/sampler/sampler_config.h"
+
+namespace dllm {
+
+// What one Advance() did. Spans are valid until the next Advance().
+struct StepReport {
+  int step = 0;                         // 0-based
+  std::span<const int32_t> positions;   // committed this step, ascending
+  std::span<const int32_t> tokens;
+  int masked_remaining = 0;             // in the generated region
+  int forward_passes = 0;               // 0 (nothing to commit), 1, or 2 (CFG)
+  double forward_seconds = 0;
+  double sample_seconds = 0;
+  double step_seconds = 0;
+  ForwardStats forward;                 // summed over this step's passes
+};
+
+// The most probable tokens at one position (candidates.h says what the
+// probabilities are).
+struct PositionCandidates {
+  int position = 0;             // in the generated region
+  std::vector<TokenProb> top;   // most probable first
+};
+
+// What one Forward() found.
+struct ForwardReport {
+  std::vector<PositionCandidates> candidates;  // in the order asked for
+  int forward_passes = 0;                      // 0 (no positions), 1, or 2 (CFG)
+  double forward_seconds = 0;
+};
+
+// One thread at a time. The ForwardPass must have been created in the task
+// arena that Advance() runs in; Forward() and StepCandidates() run in it too.
+// A failed operation (any non-OK status except CANCELLED) changes nothing:
+// the session stays usable.
+class DenoiseSession {
+ public:
+  // Validates `config` against the prompt and the model's context, then
+  // sizes the sampler and (when `pass` is null) a ForwardPass for the canvas.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
+      std::shared_ptr<const Model> model, const SamplerConfig& config,
+      std::vector<int32_t> prompt, std::unique_ptr<ForwardPass> pass = nullptr);
+
+  bool done() const { return sampler_.done(); }
+  // Runs one denoising step and appends it to the history.
+  // FAILED_PRECONDITION when done(). CANCELLED if `check` stops the
+  // forward (the session is then unusable).
+  absl::StatusOr<StepReport> Advance(const LayerCheck* check = nullptr);
+
+  // Candidates (1 <= k <= kMaxCandidates) for each position the last
+  // Advance() committed, ascending, from the logits that step read (under
+  // CFG: the guided logits). FAILED_PRECONDITION unless the session's last
+  // operation was a successful Advance() (its logits are kept until the next
+  // operation). O(n_vocab) per position.
+  absl::StatusOr<std::vector<PositionCandidates>> StepCandidates(int k) const;
+
+  // One forward pass over the current canvas (two under CFG) and the top `k`
+  // (1..kMaxCandidates) candidates at each of `positions` (unique, in the
+  // generated region, masked or not; empty = every masked position,
+  // ascending). Commits nothing, adds nothing to the history and leaves the
+  // sampler's schedule as it was. Allowed after done(). INVALID_ARGUMENT
+  // for a bad k or position.
+  absl::StatusOr<ForwardReport> Forward(std::span<const int32_t> positions, int k,
+                                        const LayerCheck* check = nullptr);
+
+  // Writes client-chosen tokens[i] at positions[i] (generated region) as one
+  // history entry that takes no scheduled step (DenoiseSampler::Commit says
+  // how the schedule copes). INVALID_ARGUMENT: empty, sizes differ, position
+  // outside the generated region or repeated, token outside the vocabulary
+  // or the mask token. FAILED_PRECONDITION: done(), or a position that is
+  // not masked. Each message names the position.
+  absl::Status Commit(std::span<const int32_t> positions, std::span<const int32_t> tokens);
+
+  // Restores the canvas and the sampler's schedule to exactly what they were
+  // after the first `to_step` history entries (0 = the initial canvas) and
+  // drops the later entries. FAILED_PRECONDITION beyond history_size().
+  absl::Status Rewind(int to_step);
+
+  // Advance() and Commit() calls in the history (what Rewind counts).
+  int history_size() const { return static_cast<int>(history_.size()); }
+  int gen_length() const { return sampler_.config().gen_length; }
+  // Masked positions in the generated region.
+  int masked_remaining() const;
+
+  std::span<const int32_t> canvas() const { return sampler_.canvas(); }
+  int prompt_len() const { return sampler_.prompt_len(); }
+  const DenoiseSampler& sampler() const { return sampler_; }
+  // Generated tokens up to the first stop token (EOS/EoT).
+  std::span<const int32_t> OutputTokens() const;
+  // Whether the loop stopped before its last scheduled step (early exit).
+  bool exited_early() const;
+  int forward_passes() const { return forward_passes_; }
+
+ private:
+  DenoiseSession(std::shared_ptr<const Model> model, DenoiseSampler sampler,
+                 std::unique_ptr<ForwardPass> pass);
+
+  // One history entry: `count` commits from `offset` in history_positions_ /
+  // history_tokens_ (canvas positions), made by Advance() (scheduled) or by
+  // Commit(). Flat arrays, reserved at Create(), so Advance() never allocates.
+  struct HistoryEntry {
+    bool scheduled = true;
+    int offset = 0;
+    int count = 0;
+  };
+  void Record(bool scheduled, std::span<const int32_t> positions,
+              std::span<const int32_t> tokens);
+  // Candidates for canvas position `p` from `logits` / `uncond`, which hold
+  // the rows `rows` (ascending); `cfg_row` is n_vocab scratch under CFG.
+  void CandidatesAt(int p, int k, std::span<const int32_t> rows, const float* logits,
+                    const float* uncond, std::span<float> cfg_row,
+                    PositionCandidates* out) const;
+  int32_t RowOf(int p) const;  // the logits row position p reads
+
+  std::shared_ptr<const Model> model_;
+  DenoiseSampler sampler_;
+  std::unique_ptr<ForwardPass> pass_;
+  std::vector<float> logits_;  // (canvas, n_vocab): the most rows a step can ask for
+  std::vector<float> uncond_;  // CFG only
+  std::vector<int32_t> positions_, tokens_;
+  int forward_passes_ = 0;
+
+  std::vector<HistoryEntry> history_;
+  std::vector<int32_t> history_positions_, history_tokens_;
+  // The rows the last Advance() read; its logits (and uncond_) stay valid
+  // while last_op_advanced_.
+  std::vector<int32_t> last_rows_;
+  bool last_op_advanced_ = false;
+  std::vector<int32_t> forward_rows_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_SESSION_DENOISE_SESSION_H_

@@ -1,0 +1,43 @@
+// JSON for the CLI's `--json` output, result files, and the golden files
+// the tests read: nlohmann::json (Debian's nlohmann-json3-dev), with object
+// keys kept in insertion order so result files read in the order written.
+// The functions below are the exception-free edges: parse errors become a
+// Status, and bytes that are not UTF-8 are replaced on output.
+#ifndef DLLM_SERVICE_CLI_JSON_H_
+#define DLLM_SERVICE_CLI_JSON_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "engine/base/status_macros.h"
+
+// A const operator[] on a missing key is undefined behaviour in
+// nlohmann::json (its assertion is compiled out under NDEBUG); keep it a
+// loud abort in every build.
+#ifndef JSON_ASSERT
+#define JSON_ASSERT(cond) DLLM_CHECK(cond)
+#endif
+#include <nlohmann/json.hpp>
+
+namespace dllm {
+
+using Json = nlohmann::ordered_json;
+
+// Parses `text`; errors say where (line and column) and what.
+absl::StatusOr<Json> ParseJson(absl::string_view text);
+
+// Reads and parses a JSON file; errors name the file.
+absl::StatusOr<Json> ReadJsonFile(const std::string& path);
+
+// Compact when `indent` < 0, pretty-printed otherwise. Bytes that are not
+// valid UTF-8 (a token piece that splits a character) become U+FFFD.
+std::string DumpJson(const Json& value, int indent = -1);
+
+// The member `key` of an object, or nullptr when `value` is not an object
+// or has no such member.
+const Json* FindMember(const Json& value, absl::string_view key);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_CLI_JSON_H_

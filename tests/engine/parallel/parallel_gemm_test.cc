@@ -1,0 +1,106 @@
+// ParallelGemm must give bit-identical results to the single-threaded Gemm,
+// inside a caller's arena and in the current one, for every ISA level.
+#include "engine/parallel/parallel_gemm.h"
+
+#include <oneapi/tbb/task_arena.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/gemm_test_util.h"
+
+namespace dllm {
+namespace {
+
+TEST(ParallelGemmTest, MatchesSingleThreadedGemmBitForBit) {
+  std::mt19937 rng(3);
+  const int64_t m = 70, n = 200, k = 512;
+  const std::vector<uint8_t> wb = testing::RandomWeights(GgmlType::kQ4_K, n, k, rng);
+  PackedMatrix w(GgmlType::kQ4_K, wb.data(), n, k);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(m * k);
+  for (float& v : x) v = normal(rng);
+  auto buf = testing::AlignedBytes(QuantizedRowsBytes(m, k));
+  const QuantizedRows xq = CarveQuantizedRows(buf.get(), m, k);
+  QuantizeRows(x.data(), k, nullptr, m, xq);
+  const std::vector<int32_t> some_rows = {1, 2, 3, 50, 69};
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const GemmKernels& kernels = SelectGemmKernels(isa);
+    for (bool selected : {false, true}) {
+      GemmArgs args;
+      args.w = &w.view();
+      args.x = &xq;
+      args.y_stride = n;
+      args.row_ids = selected ? some_rows.data() : nullptr;
+      args.num_rows = selected ? static_cast<int64_t>(some_rows.size()) : m;
+      std::vector<float> serial(m * n, -1.0f), in_arena(m * n, -1.0f), current(m * n, -1.0f);
+      args.y = serial.data();
+      Gemm(kernels, args);
+      tbb::task_arena arena(2);
+      args.y = in_arena.data();
+      ParallelGemm(kernels, args, &arena);
+      args.y = current.data();
+      ParallelGemm(kernels, args);
+      EXPECT_EQ(serial, in_arena) << IsaLevelName(isa);
+      EXPECT_EQ(serial, current) << IsaLevelName(isa);
+    }
+  }
+}
+
+TEST(ParallelGemmTest, QuantizedLinearMatchesSerialQuantizeAndGemm) {
+  std::mt19937 rng(9);
+  const int64_t m_all = 50, n = 70, k = 256, ldx = k + 5, ldy = n + 2;
+  const std::vector<uint8_t> wb = testing::RandomWeights(GgmlType::kQ6_K, n, k, rng);
+  PackedMatrix w(GgmlType::kQ6_K, wb.data(), n, k);
+  std::normal_distribution<float> normal;
+  std::vector<float> x(m_all * ldx);
+  for (float& v : x) v = normal(rng);
+  const std::vector<int32_t> rows = {49, 3, 3, 17, 0, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+  auto sbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
+  auto pbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
+  const QuantizedRows serial_q = CarveQuantizedRows(sbuf.get(), m_all, k);
+  const QuantizedRows par_q = CarveQuantizedRows(pbuf.get(), m_all, k);
+  tbb::task_arena arena(2);
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const GemmKernels& kernels = SelectGemmKernels(isa);
+    for (bool gathered : {false, true}) {
+      const int64_t m = gathered ? static_cast<int64_t>(rows.size()) : m_all;
+      std::vector<float> want(m * ldy, -1.0f), got(m * ldy, -1.0f);
+      if (gathered) {
+        QuantizeGatheredRows(x.data(), ldx, rows.data(), m, serial_q);
+      } else {
+        QuantizeRows(x.data(), ldx, nullptr, m, serial_q);
+      }
+      GemmArgs args;
+      args.w = &w.view();
+      args.x = &serial_q;
+      args.y = want.data();
+      args.y_stride = ldy;
+      args.num_rows = m;
+      Gemm(kernels, args);
+      ParallelQuantizedLinear(kernels, w.view(), x.data(), ldx, gathered ? rows.data() : nullptr, m,
+                              par_q, got.data(), ldy, &arena);
+      EXPECT_EQ(want, got) << IsaLevelName(isa) << (gathered ? " gathered" : "");
+    }
+  }
+}
+
+TEST(ParallelGemmTest, ParallelPackMatrixMatchesPackMatrix) {
+  std::mt19937 rng(8);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
+    const int64_t n = 333, k = 512;  // 21 panels, the last one ragged
+    const std::vector<uint8_t> wb = testing::RandomWeights(type, n, k, rng);
+    const size_t bytes = PackedBytes(type, n, k);
+    auto a = testing::AlignedBytes(bytes), b = testing::AlignedBytes(bytes);
+    PackMatrix(type, wb.data(), n, k, a.get());
+    tbb::task_arena arena(2);
+    const QuantizedMatrix v = ParallelPackMatrix(type, wb.data(), n, k, b.get(), &arena);
+    EXPECT_EQ(v.panel_bytes * v.num_panels(), bytes);
+    EXPECT_EQ(std::memcmp(a.get(), b.get(), bytes), 0) << GgmlTypeName(type);
+  }
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,83 @@
+// Synthetic models have the real shapes and llama.cpp's per-tensor type
+// mixing: the tiny shape equals the reference `-k` models (made by
+// llama-quantize), tensor for tensor, for every preset those files cover.
+#include "engine/synth/synthetic_model.h"
+
+#include "service/cli/json.h"
+#include "engine/gguf/gguf_reader.h"
+#include "engine/model/model_config.h"
+#include "engine/model/tensor_layout.h"
+#include "gtest/gtest.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+TEST(SyntheticModelTest, TinyShapeMatchesLlamaQuantizeTypeMixing) {
+  auto manifest = ReadJsonFile(testing::TestDataDir() + "/models/MANIFEST.json");
+  ASSERT_TRUE(manifest.ok());
+  for (const char* arch_name : {"llada", "dream"}) {
+    const Arch arch = *ParseArch(arch_name);
+    for (const char* preset_name : {"q4_k_m", "q5_k_m", "q6_k", "q8_0", "q4_0", "f16"}) {
+      SCOPED_TRACE(std::string(arch_name) + " " + preset_name);
+      auto shape = SyntheticShapeFor(arch, "tiny");
+      ASSERT_TRUE(shape.ok());
+      auto preset = ParseQuantPreset(preset_name);
+      ASSERT_TRUE(preset.ok());
+      const std::string path = testing::TempDir() + "/synth.gguf";
+      ASSERT_TRUE(WriteSyntheticModel(arch, *shape, *preset, 7, path).ok());
+      auto file = GgufFile::Open(path);
+      ASSERT_TRUE(file.ok()) << file.status();
+      auto config = ModelConfigFromGguf(*file);
+      ASSERT_TRUE(config.ok()) << config.status();
+      EXPECT_TRUE(CompatibilityProblems(*file, *config).empty());
+      EXPECT_EQ(config->tokens.mask, shape->mask);
+
+      const std::string reference = std::string("tiny-") + arch_name + "-k-" + preset_name + ".gguf";
+      const Json* entry = nullptr;
+      for (const Json& e : *manifest) {
+        if (e["file"].get<std::string>() == reference) entry = &e;
+      }
+      ASSERT_NE(entry, nullptr) << reference;
+      const Json& tensors = (*entry)["tensors"];
+      EXPECT_EQ(file->tensors().size(), tensors.size());
+      for (const auto& [name, info] : tensors.items()) {
+        const GgufTensor* t = file->FindTensor(name);
+        ASSERT_NE(t, nullptr) << name;
+        EXPECT_STREQ(GgmlTypeName(t->type), info[0].get<std::string>().c_str()) << name;
+        for (size_t d = 0; d < info[1].size(); ++d) EXPECT_EQ(t->ne[d], info[1][d].get<int64_t>()) << name;
+      }
+    }
+  }
+}
+
+TEST(SyntheticModelTest, RealShapesAndTheirPresets) {
+  auto llada = SyntheticShapeFor(Arch::kLlada, "8b");
+  ASSERT_TRUE(llada.ok());
+  EXPECT_EQ(llada->n_embd, 4096);
+  EXPECT_EQ(llada->n_ff, 12288);
+  EXPECT_EQ(llada->n_vocab, 126464);
+  EXPECT_EQ(llada->mask, 126336);
+  auto dream = SyntheticShapeFor(Arch::kDream, "7b");
+  ASSERT_TRUE(dream.ok());
+  EXPECT_EQ(dream->n_head_kv, 4);
+  EXPECT_EQ(dream->n_ff, 18944);
+  EXPECT_EQ(dream->mask, 151666);
+  // llama.cpp's use_more_bits on 32 layers: the first 4, the last 4 and
+  // every third from layer 6.
+  int q6 = 0;
+  for (int l = 0; l < 32; ++l) {
+    q6 += PresetTensorType(QuantPreset::kQ4_K_M, "blk.x.ffn_down.weight", l, 32) == GgmlType::kQ6_K;
+  }
+  EXPECT_EQ(q6, 4 + 4 + 8);
+  EXPECT_EQ(PresetTensorType(QuantPreset::kQ4_K_M, "blk.5.ffn_gate.weight", 5, 32), GgmlType::kQ4_K);
+  auto custom = SyntheticShapeFor(Arch::kLlada, "custom:d=512,l=3,h=8,ff=1024,v=1000");
+  ASSERT_TRUE(custom.ok()) << custom.status();
+  EXPECT_EQ(custom->n_head_kv, 8);
+  EXPECT_FALSE(SyntheticShapeFor(Arch::kLlada, "custom:d=500,h=7,l=1,ff=1").ok());
+  EXPECT_FALSE(SyntheticShapeFor(Arch::kLlada, "70b").ok());
+  EXPECT_FALSE(ParseQuantPreset("q3_k_s").ok());
+}
+
+}  // namespace
+}  // namespace dllm

@@ -1,0 +1,48 @@
+// The exception-free edges of service/cli/json.h around nlohmann::json.
+#include "service/cli/json.h"
+
+#include "gtest/gtest.h"
+
+namespace dllm {
+namespace {
+
+TEST(JsonTest, ParseErrorsAreStatusesThatSayWhere) {
+  for (const char* bad : {"", "{", "[1,", "{\"a\" 1}", "\"abc", "tru", "[1] x"}) {
+    absl::StatusOr<Json> j = ParseJson(bad);
+    ASSERT_FALSE(j.ok()) << bad;
+    EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(j.status().message().find("column"), absl::string_view::npos) << j.status();
+  }
+}
+
+TEST(JsonTest, ReadJsonFileNamesTheFile) {
+  absl::StatusOr<Json> j = ReadJsonFile("/nonexistent/x.json");
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("/nonexistent/x.json"), absl::string_view::npos);
+}
+
+TEST(JsonTest, DumpReplacesBytesThatAreNotUtf8) {
+  Json j = {{"piece", std::string("a\xe2\x82")}};  // a truncated U+20AC
+  EXPECT_EQ(DumpJson(j), "{\"piece\":\"a\xef\xbf\xbd\"}");
+}
+
+TEST(JsonTest, ObjectsKeepInsertionOrderAndFloatsRoundTrip) {
+  Json j = Json::object();
+  j["z"] = 1;
+  j["a"] = 9.999999974752427e-07;
+  EXPECT_EQ(DumpJson(j), "{\"z\":1,\"a\":9.999999974752427e-07}");
+  absl::StatusOr<Json> back = ParseJson(DumpJson(j));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ((*back)["a"].get<double>(), 9.999999974752427e-07);
+}
+
+TEST(JsonTest, FindMember) {
+  Json j = {{"a", 1}};
+  ASSERT_NE(FindMember(j, "a"), nullptr);
+  EXPECT_EQ(FindMember(j, "a")->get<int>(), 1);
+  EXPECT_EQ(FindMember(j, "b"), nullptr);
+  EXPECT_EQ(FindMember(Json::array(), "a"), nullptr);
+}
+
+}  // namespace
+}  // namespace dllm
