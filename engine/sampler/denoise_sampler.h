@@ -3,7 +3,7 @@
 // Each step it names the logits rows it needs (so the model runs its LM head
 // on those rows only), then takes those rows and commits tokens.
 //
-// Driver loop (generate_loop.h's RunGeneration is exactly this):
+// Driver loop (DenoiseSession::Advance runs exactly this):
 //
 //   DLLM_ASSIGN_OR_RETURN(DenoiseSampler s, DenoiseSampler::Create(...));
 //   while (!s.done()) {

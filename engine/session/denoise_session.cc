@@ -30,29 +30,58 @@ absl::Status CheckTopK(int k) {
 
 }  // namespace
 
+SessionModel SessionModel::Of(const ModelConfig& c) {
+  return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
+                      static_cast<int>(c.n_vocab), c.n_ctx_train};
+}
+
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt,
     std::unique_ptr<ForwardPass> pass) {
-  const ModelConfig& c = model->config();
+  return Build(SessionModel::Of(model->config()), config, std::move(prompt),
+               [&](int canvas) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
+                 if (pass == nullptr || pass->max_tokens() < canvas) {
+                   DLLM_ASSIGN_OR_RETURN(pass, ForwardPass::Create(model, canvas));
+                 }
+                 return ForwardLogits(std::move(pass));
+               });
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    std::unique_ptr<LogitsSource> logits) {
+  return Build(model, config, std::move(prompt),
+               [&](int canvas) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
+                 if (logits->max_tokens() < canvas) {
+                   return absl::InvalidArgumentError(
+                       absl::StrCat("the logits source takes ", logits->max_tokens(),
+                                    " tokens, the canvas has ", canvas));
+                 }
+                 return std::move(logits);
+               });
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
+    const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(int canvas)>& make_source) {
   SamplerConfig effective = config;
-  effective.family = SamplerFamilyOf(c.arch);
-  effective.shift_logits = c.shift_logits;
+  effective.family = model.family;
+  effective.shift_logits = model.shift_logits;
   for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= c.n_vocab) {
+    if (prompt[i] < 0 || prompt[i] >= model.n_vocab) {
       return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
-                                                     " is outside the vocabulary of ", c.n_vocab));
+                                                     " is outside the vocabulary of ", model.n_vocab));
     }
   }
+  // The sampler validates the request before anything is allocated for it.
   DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,
-                        DenoiseSampler::Create(effective, c.tokens, prompt,
-                                               static_cast<int>(c.n_vocab), c.n_ctx_train));
+                        DenoiseSampler::Create(effective, model.tokens, prompt, model.n_vocab,
+                                               model.n_ctx));
   const int canvas = static_cast<int>(sampler.canvas().size());
-  if (pass == nullptr || pass->max_tokens() < canvas) {
-    DLLM_ASSIGN_OR_RETURN(pass, ForwardPass::Create(model, canvas));
-  }
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(canvas));
   auto session = std::unique_ptr<DenoiseSession>(
-      new DenoiseSession(std::move(model), std::move(sampler), std::move(pass)));
-  session->logits_.resize(static_cast<size_t>(canvas) * c.n_vocab);
+      new DenoiseSession(model, std::move(sampler), std::move(source)));
+  session->logits_.resize(static_cast<size_t>(canvas) * model.n_vocab);
   if (config.cfg_scale > 0) session->uncond_.resize(session->logits_.size());
   // Each position is committed at most once per history, and each entry
   // commits at least one position or is a scheduled step (at most `steps`,
@@ -65,9 +94,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
   return session;
 }
 
-DenoiseSession::DenoiseSession(std::shared_ptr<const Model> model, DenoiseSampler sampler,
-                               std::unique_ptr<ForwardPass> pass)
-    : model_(std::move(model)), sampler_(std::move(sampler)), pass_(std::move(pass)) {}
+DenoiseSession::DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
+                               std::unique_ptr<LogitsSource> source)
+    : model_(model), sampler_(std::move(sampler)), source_(std::move(source)) {}
 
 absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
   if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
@@ -80,13 +109,13 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
     ForwardStats stats;
-    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), rows, logits_.data(), check, &stats));
+    DLLM_RETURN_IF_ERROR(source_->Run(sampler_.canvas(), rows, logits_.data(), check, &stats));
     report.forward += stats;
     ++report.forward_passes;
     logits = std::span<const float>(logits_.data(), n);
     if (sampler_.needs_unconditional()) {
       DLLM_RETURN_IF_ERROR(
-          pass_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), check, &stats));
+          source_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), check, &stats));
       report.forward += stats;
       ++report.forward_passes;
       uncond = std::span<const float>(uncond_.data(), n);
@@ -110,7 +139,7 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
 }
 
 int DenoiseSession::masked_remaining() const {
-  const int32_t mask = model_->config().tokens.mask;
+  const int32_t mask = model_.tokens.mask;
   const std::span<const int32_t> canvas = sampler_.canvas();
   return static_cast<int>(std::count(canvas.begin() + sampler_.prompt_len(), canvas.end(), mask));
 }
@@ -169,7 +198,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   // Canvas positions, in the order asked for.
   std::vector<int32_t> wanted;
   if (positions.empty()) {
-    const int32_t mask = model_->config().tokens.mask;
+    const int32_t mask = model_.tokens.mask;
     for (int p = prompt_len; p < prompt_len + gen; ++p) {
       if (sampler_.canvas()[p] == mask) wanted.push_back(p);
     }
@@ -201,10 +230,10 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
   ForwardStats stats;
-  DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.canvas(), forward_rows_, logits_.data(), check, &stats));
+  DLLM_RETURN_IF_ERROR(source_->Run(sampler_.canvas(), forward_rows_, logits_.data(), check, &stats));
   ++report.forward_passes;
   if (cfg) {
-    DLLM_RETURN_IF_ERROR(pass_->Run(sampler_.unconditional_canvas(), forward_rows_, uncond_.data(),
+    DLLM_RETURN_IF_ERROR(source_->Run(sampler_.unconditional_canvas(), forward_rows_, uncond_.data(),
                                     check, &stats));
     ++report.forward_passes;
   }
@@ -231,7 +260,7 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   const int gen = gen_length();
   const int prompt_len = sampler_.prompt_len();
   const int n_vocab = sampler_.n_vocab();
-  const int32_t mask = model_->config().tokens.mask;
+  const int32_t mask = model_.tokens.mask;
   std::vector<bool> seen(static_cast<size_t>(gen), false);
   for (size_t i = 0; i < positions.size(); ++i) {
     const int32_t p = positions[i], t = tokens[i];

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "engine/sampler/candidates.h"
 #include "engine/sampler/denoise_sampler.h"
 #include "engine/sampler/sampler_config.h"
+#include "engine/session/logits_source.h"
 
 namespace dllm {
 
@@ -59,6 +61,18 @@ struct ForwardReport {
   double forward_seconds = 0;
 };
 
+// What a session needs to know of its model: the sampler family and logit
+// shift it implies, the special tokens, the vocabulary and the context.
+struct SessionModel {
+  SamplerFamily family = SamplerFamily::kLlada;
+  bool shift_logits = false;
+  SpecialTokens tokens;
+  int n_vocab = 0;
+  int64_t n_ctx = 0;
+
+  static SessionModel Of(const ModelConfig& config);
+};
+
 // One thread at a time. The ForwardPass must have been created in the task
 // arena that Advance() runs in; Forward() and StepCandidates() run in it too.
 // A failed operation (any non-OK status except CANCELLED) changes nothing:
@@ -70,6 +84,11 @@ class DenoiseSession {
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       std::shared_ptr<const Model> model, const SamplerConfig& config,
       std::vector<int32_t> prompt, std::unique_ptr<ForwardPass> pass = nullptr);
+  // The same session over any logits source (tests script the logits); the
+  // family and shift of `model` override the config's, as above.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
+      const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+      std::unique_ptr<LogitsSource> logits);
 
   bool done() const { return sampler_.done(); }
   // Runs one denoising step and appends it to the history.
@@ -122,8 +141,12 @@ class DenoiseSession {
   int forward_passes() const { return forward_passes_; }
 
  private:
-  DenoiseSession(std::shared_ptr<const Model> model, DenoiseSampler sampler,
-                 std::unique_ptr<ForwardPass> pass);
+  DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
+                 std::unique_ptr<LogitsSource> source);
+  // Validates and sizes the session; `make_source` gets the canvas length.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Build(
+      const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+      const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(int canvas)>& make_source);
 
   // One history entry: `count` commits from `offset` in history_positions_ /
   // history_tokens_ (canvas positions), made by Advance() (scheduled) or by
@@ -142,9 +165,9 @@ class DenoiseSession {
                     PositionCandidates* out) const;
   int32_t RowOf(int p) const;  // the logits row position p reads
 
-  std::shared_ptr<const Model> model_;
+  SessionModel model_;
   DenoiseSampler sampler_;
-  std::unique_ptr<ForwardPass> pass_;
+  std::unique_ptr<LogitsSource> source_;
   std::vector<float> logits_;  // (canvas, n_vocab): the most rows a step can ask for
   std::vector<float> uncond_;  // CFG only
   std::vector<int32_t> positions_, tokens_;

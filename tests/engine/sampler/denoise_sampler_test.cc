@@ -8,7 +8,7 @@
 #include <map>
 #include <vector>
 
-#include "engine/sampler/generate_loop.h"
+#include "tests/testing/session_trace.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -142,7 +142,7 @@ TEST(DenoiseSamplerTest, ThresholdCommitsBestPlusConfidentOnes) {
   SamplerConfig cfg = Llada(4, 4, 4);
   cfg.threshold = 0.9f;
   // Position 3: very sure; 4: sure; 5, 6: unsure.
-  auto trace = RunGeneration(cfg, Special(), kPrompt, kVocab, 64,
+  auto trace = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64,
                              WishLogits({{3, {2, 12.0f}}, {4, {3, 10.0f}}}, false));
   ASSERT_THAT(trace.status(), IsOk());
   ASSERT_GE(trace->steps.size(), 2u);
@@ -172,7 +172,7 @@ TEST(DenoiseSamplerTest, CfgRunsUnconditionalPassWithPromptMasked) {
     }
     return absl::OkStatus();
   };
-  auto trace = RunGeneration(cfg, Special(), kPrompt, kVocab, 64, fn);
+  auto trace = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64, fn);
   ASSERT_THAT(trace.status(), IsOk());
   EXPECT_EQ(calls, 4);
   EXPECT_EQ(trace->n_forward, 4);
@@ -186,18 +186,18 @@ TEST(DenoiseSamplerTest, RandomDrawsAreKeyedBySeed) {
     cfg.temperature = 0.7f;
     cfg.seed = 42;
     const LogitsFn fn = WishLogits({}, false);
-    auto a = RunGeneration(cfg, Special(), kPrompt, kVocab, 64, fn);
-    auto b = RunGeneration(cfg, Special(), kPrompt, kVocab, 64, fn);
+    auto a = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64, fn);
+    auto b = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64, fn);
     cfg.seed = 43;
-    auto c = RunGeneration(cfg, Special(), kPrompt, kVocab, 64, fn);
+    auto c = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64, fn);
     ASSERT_THAT(a.status(), IsOk());
     EXPECT_EQ(a->canvas, b->canvas);
     EXPECT_NE(a->canvas, c->canvas);
   }
   SamplerConfig d = Dream(16, 4, Algorithm::kOrigin);
   d.seed = 1;
-  auto a = RunGeneration(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
-  auto b = RunGeneration(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto a = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto b = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
   ASSERT_THAT(a.status(), IsOk());
   EXPECT_EQ(a->steps.size(), 4u);
   for (size_t i = 0; i < a->steps.size(); ++i) EXPECT_EQ(a->steps[i].positions, b->steps[i].positions);
@@ -208,7 +208,7 @@ TEST(DenoiseSamplerTest, DreamAlgTempDrawsDistinctPositions) {
   SamplerConfig d = Dream(16, 4, Algorithm::kEntropy);
   d.alg_temp = 0.5f;
   d.seed = 9;
-  auto a = RunGeneration(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto a = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
   ASSERT_THAT(a.status(), IsOk());
   for (int32_t t : a->canvas) EXPECT_NE(t, kMask);
 }
@@ -245,9 +245,9 @@ TEST(EarlyExitTest, OutputUpToFirstStopIsIdentical) {
   thr.threshold = 0.5f;
   cases.push_back({thr, false});
   for (Case& c : cases) {
-    auto full = RunGeneration(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
+    auto full = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
     c.cfg.early_exit = true;
-    auto early = RunGeneration(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
+    auto early = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
     ASSERT_THAT(full.status(), IsOk());
     ASSERT_THAT(early.status(), IsOk());
     const std::vector<int32_t> stop = {kEos};

@@ -12,10 +12,11 @@
 #include <vector>
 
 #include "service/cli/json.h"
+#include "engine/model/model.h"
 #include "engine/sampler/denoise_sampler.h"
-#include "engine/sampler/generate_loop.h"
 #include "engine/sampler/schedule.h"
-#include "tests/engine/sampler/forward_logits_hook.h"
+#include "engine/session/denoise_session.h"
+#include "tests/testing/session_trace.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -144,7 +145,9 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
   for (const OfficialRun& run : AllRuns()) {
     SCOPED_TRACE(run.path);
     const bool dream = run.config.family == SamplerFamily::kDream;
-    std::vector<int32_t> vocab;
+    // The prompt's ids and the committed ones, renumbered into a small
+    // vocabulary; the mask stays outside it.
+    std::vector<int32_t> vocab = run.prompt;
     for (const RunStep& s : run.steps) vocab.insert(vocab.end(), s.tokens.begin(), s.tokens.end());
     std::sort(vocab.begin(), vocab.end());
     vocab.erase(std::unique(vocab.begin(), vocab.end()), vocab.end());
@@ -183,7 +186,10 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
     };
     SpecialTokens special;
     special.mask = run.mask_id;
-    auto trace = RunGeneration(run.config, special, run.prompt, n_vocab, 1 << 20, fn);
+    std::vector<int32_t> local_prompt;
+    for (int32_t t : run.prompt) local_prompt.push_back(local(t));
+    auto trace = ::dllm::testing::RunSessionToEnd(run.config, special, local_prompt, n_vocab,
+                                                  1 << 20, fn);
     ASSERT_THAT(trace.status(), IsOk());
     ASSERT_EQ(trace->steps.size(), run.steps.size());
     for (size_t i = 0; i < run.steps.size(); ++i) {
@@ -193,7 +199,7 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
       EXPECT_EQ(tokens, run.steps[i].tokens) << "step " << i;
     }
     std::vector<int32_t> canvas = trace->canvas;
-    for (int p = prompt_len; p < static_cast<int>(canvas.size()); ++p) canvas[p] = vocab[canvas[p]];
+    for (int32_t& t : canvas) t = t < n_vocab ? vocab[t] : t;
     EXPECT_EQ(canvas, run.final_canvas);
     // Steps that commit nothing cost no forward.
     int empty = 0;
@@ -227,11 +233,14 @@ TEST_P(ForwardReplayTest, ReproducesTheRun) {
     if (!shared) GTEST_SKIP() << "needs ../shared/models/" << run.model_file;
     model = *shared + "/models/" + run.model_file;
   }
-  auto forward = ::dllm::testing::MakeForwardLogits(model);
-  ASSERT_THAT(forward.status(), IsOk());
-  SpecialTokens special;
-  special.mask = run.mask_id;
-  auto trace = RunGeneration(run.config, special, run.prompt, forward->n_vocab, 1 << 20, forward->fn);
+  // Production code end to end: the model's own family, shift and special
+  // tokens, the session and its forward pass.
+  absl::StatusOr<std::shared_ptr<const Model>> loaded = Model::Load(model, {BestIsaLevel()});
+  ASSERT_THAT(loaded.status(), IsOk());
+  ASSERT_EQ((*loaded)->config().tokens.mask, run.mask_id);
+  auto session = DenoiseSession::Create(*loaded, run.config, run.prompt);
+  ASSERT_THAT(session.status(), IsOk());
+  auto trace = ::dllm::testing::RunToEnd(**session);
   ASSERT_THAT(trace.status(), IsOk());
   ASSERT_EQ(trace->steps.size(), run.steps.size());
   for (size_t i = 0; i < run.steps.size(); ++i) {

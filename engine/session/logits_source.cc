@@ -1,0 +1,49 @@
+#include "engine/session/logits_source.h"
+
+#include <limits>
+#include <utility>
+
+namespace dllm {
+namespace {
+
+class ForwardPassLogits final : public LogitsSource {
+ public:
+  explicit ForwardPassLogits(std::unique_ptr<ForwardPass> pass) : pass_(std::move(pass)) {}
+  absl::Status Run(std::span<const int32_t> canvas, std::span<const int32_t> rows, float* out,
+                   const LayerCheck* check, ForwardStats* stats) override {
+    return pass_->Run(canvas, rows, out, check, stats);
+  }
+  int max_tokens() const override { return pass_->max_tokens(); }
+
+ private:
+  std::unique_ptr<ForwardPass> pass_;
+};
+
+class FunctionLogitsSource final : public LogitsSource {
+ public:
+  FunctionLogitsSource(LogitsFn fn, int n_vocab) : fn_(std::move(fn)), n_vocab_(n_vocab) {}
+  absl::Status Run(std::span<const int32_t> canvas, std::span<const int32_t> rows, float* out,
+                   const LayerCheck* check, ForwardStats*) override {
+    if (check != nullptr && check->cancel != nullptr && check->cancel->load()) {
+      return absl::CancelledError("cancelled before the logits");
+    }
+    return fn_(canvas, rows, std::span<float>(out, rows.size() * static_cast<size_t>(n_vocab_)));
+  }
+  int max_tokens() const override { return std::numeric_limits<int>::max(); }
+
+ private:
+  LogitsFn fn_;
+  int n_vocab_;
+};
+
+}  // namespace
+
+std::unique_ptr<LogitsSource> ForwardLogits(std::unique_ptr<ForwardPass> pass) {
+  return std::make_unique<ForwardPassLogits>(std::move(pass));
+}
+
+std::unique_ptr<LogitsSource> FunctionLogits(LogitsFn fn, int n_vocab) {
+  return std::make_unique<FunctionLogitsSource>(std::move(fn), n_vocab);
+}
+
+}  // namespace dllm
