@@ -44,14 +44,6 @@ absl::StatusOr<int64_t> ReadDim(const GgufFile& f, const std::string& key,
   return static_cast<int64_t>(value);
 }
 
-absl::StatusOr<int32_t> ReadTokenId(const GgufFile& f, absl::string_view key) {
-  if (!f.HasKey(key)) return -1;
-  DLLM_ASSIGN_OR_RETURN(uint64_t id, f.GetUint(key));
-  if (id > static_cast<uint64_t>(INT32_MAX)) {
-    return Invalid(f, absl::StrCat("key '", key, "' = ", id, " is not a token id"));
-  }
-  return static_cast<int32_t>(id);
-}
 
 // expert_count, expert_used_count and the expert FFN width, checked
 // against each other (llama.cpp asserts both counts are positive).
@@ -209,18 +201,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   c.tokenizer_model = std::string(tok_model);
   c.tokenizer_pre = std::string(tok_pre);
   c.has_chat_template = f.HasKey("tokenizer.chat_template");
-  DLLM_ASSIGN_OR_RETURN(c.tokens.bos, ReadTokenId(f, "tokenizer.ggml.bos_token_id"));
-  DLLM_ASSIGN_OR_RETURN(c.tokens.eos, ReadTokenId(f, "tokenizer.ggml.eos_token_id"));
-  DLLM_ASSIGN_OR_RETURN(c.tokens.eot, ReadTokenId(f, "tokenizer.ggml.eot_token_id"));
-  DLLM_ASSIGN_OR_RETURN(c.tokens.pad, ReadTokenId(f, "tokenizer.ggml.padding_token_id"));
-  DLLM_ASSIGN_OR_RETURN(c.tokens.mask, ReadTokenId(f, "tokenizer.ggml.mask_token_id"));
-  DLLM_ASSIGN_OR_RETURN(c.tokens.add_bos, f.GetBoolOr("tokenizer.ggml.add_bos_token", false));
-  for (int32_t id : {c.tokens.bos, c.tokens.eos, c.tokens.eot, c.tokens.pad, c.tokens.mask}) {
-    if (id >= c.n_vocab) {
-      return Invalid(f, absl::StrCat("special token id ", id, " is outside the vocabulary of ",
-                                     c.n_vocab));
-    }
-  }
+  // Checked against the embedding rows here; the tokenizer checks the same
+  // ids against its token list.
+  DLLM_ASSIGN_OR_RETURN(c.tokens, ReadSpecialTokens(f, c.n_vocab));
   return c;
 }
 

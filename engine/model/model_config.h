@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/tokenizer/special_tokens.h"
 
 namespace dllm {
 
@@ -42,15 +43,6 @@ struct ArchTraits {
   bool q_is_n_embd;      // attn_q is {n_embd, n_embd}: n_head * head_dim == n_embd
 };
 const ArchTraits& TraitsOf(Arch arch);
-
-struct SpecialTokens {
-  int32_t bos = -1;   // tokenizer.ggml.bos_token_id
-  int32_t eos = -1;   // tokenizer.ggml.eos_token_id
-  int32_t eot = -1;   // tokenizer.ggml.eot_token_id
-  int32_t pad = -1;   // tokenizer.ggml.padding_token_id
-  int32_t mask = -1;  // tokenizer.ggml.mask_token_id; required for diffusion
-  bool add_bos = false;  // tokenizer.ggml.add_bos_token
-};
 
 struct ModelConfig {
   Arch arch = Arch::kLlada;

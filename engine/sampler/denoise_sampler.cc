@@ -59,8 +59,7 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
     s.uncond_canvas_ = s.canvas_;
     for (int32_t& t : s.uncond_canvas_) t = special.mask;
   }
-  if (special.eos >= 0) s.stop_ids_.push_back(special.eos);
-  if (special.eot >= 0 && special.eot != special.eos) s.stop_ids_.push_back(special.eot);
+  s.stop_ids_ = special.StopIds();
   if (config.family == SamplerFamily::kLlada) {
     s.block_counts_.resize(config.StepsPerBlock());
   } else {

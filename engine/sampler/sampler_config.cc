@@ -70,6 +70,11 @@ const char* FamilyAlgorithmNames(SamplerFamily family) {
                                          : "origin, maskgit_plus, topk_margin, entropy";
 }
 
+int DefaultBlockLength(SamplerFamily family, int gen_length, int preferred) {
+  return family == SamplerFamily::kLlada && preferred > 0 && gen_length % preferred == 0 ? preferred
+                                                                                        : 0;
+}
+
 SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length) {
   SamplerConfig c;
   c.family = SamplerFamilyOf(arch);
@@ -77,7 +82,7 @@ SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length) {
   c.algorithm = llada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
   c.gen_length = gen_length;
   c.steps = gen_length;
-  c.block_length = llada && gen_length % 32 == 0 ? 32 : 0;
+  c.block_length = DefaultBlockLength(c.family, gen_length);
   c.early_exit = true;
   return c;
 }

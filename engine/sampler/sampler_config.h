@@ -85,6 +85,14 @@ struct SamplerConfig {
 
 // gen_length when a request or command line gives none.
 inline constexpr int kDefaultGenLength = 128;
+// LLaDA's semi-autoregressive block when a request gives none.
+inline constexpr int kDefaultBlockLength = 32;
+
+// The block a LLaDA-family request gets by default: `preferred` where it
+// divides gen_length, else one block of the whole generation (0). Dream's
+// family takes no blocks by default (0).
+int DefaultBlockLength(SamplerFamily family, int gen_length,
+                       int preferred = kDefaultBlockLength);
 
 // The settings every front end (CLI, server, bench, the proto's documented
 // defaults) starts from for a model of `arch`: its family's algorithm

@@ -27,7 +27,8 @@ namespace {
 
 // Texts llama.cpp treats as control tokens whatever their type (its
 // "control-looking" overrides), so that e.g. Qwen's FIM tokens are only
-// matched with parse_special. The first group also ends generation.
+// matched with parse_special. (llama.cpp also ends generation at the first
+// group; dllm stops at the file's EOS and EoT ids only, SpecialTokens::StopIds.)
 constexpr absl::string_view kEogTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
     "<EOT>", "<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>",
@@ -196,46 +197,14 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
                         absl::StrCat("token ", i, " '", t.tokens_[i], "' repeats token ", it->second));
     }
   }
-  t.eog_.assign(n, false);
   for (absl::string_view text : kEogTexts) {
-    if (int32_t id = t.FindToken(text); id >= 0) {
-      t.types_[id] = TokenType::kControl;
-      t.eog_[id] = true;
-    }
+    if (int32_t id = t.FindToken(text); id >= 0) t.types_[id] = TokenType::kControl;
   }
   for (absl::string_view text : kControlOnlyTexts) {
     if (int32_t id = t.FindToken(text); id >= 0) t.types_[id] = TokenType::kControl;
   }
 
-  // Special ids and flags.
-  struct SpecialKey {
-    const char* key;
-    int32_t* id;
-  };
-  for (const SpecialKey& k : {SpecialKey{"tokenizer.ggml.bos_token_id", &t.bos_},
-                              SpecialKey{"tokenizer.ggml.eos_token_id", &t.eos_},
-                              SpecialKey{"tokenizer.ggml.eot_token_id", &t.eot_},
-                              SpecialKey{"tokenizer.ggml.padding_token_id", &t.pad_},
-                              SpecialKey{"tokenizer.ggml.mask_token_id", &t.mask_}}) {
-    if (!file.HasKey(k.key)) continue;
-    DLLM_ASSIGN_OR_RETURN(int64_t id, file.GetInt(k.key));
-    if (id < 0 || id >= static_cast<int64_t>(n)) {
-      return InvalidKey(k.key, absl::StrCat("token id ", id, " is outside the vocabulary of ", n));
-    }
-    *k.id = static_cast<int32_t>(id);
-  }
-  for (int32_t id : {t.eos_, t.eot_}) {
-    if (id >= 0) t.eog_[id] = true;
-  }
-  DLLM_ASSIGN_OR_RETURN(t.add_bos_, file.GetBoolOr("tokenizer.ggml.add_bos_token",
-                                                   t.pre_ == PreTokenizer::kLlama3));
-  DLLM_ASSIGN_OR_RETURN(t.add_eos_, file.GetBoolOr("tokenizer.ggml.add_eos_token", false));
-  if (t.add_bos_ && t.bos_ < 0) {
-    return InvalidKey("tokenizer.ggml.add_bos_token", "true, but there is no bos_token_id");
-  }
-  if (t.add_eos_ && t.eos_ < 0) {
-    return InvalidKey("tokenizer.ggml.add_eos_token", "true, but there is no eos_token_id");
-  }
+  DLLM_ASSIGN_OR_RETURN(t.special_ids_, ReadSpecialTokens(file, static_cast<int64_t>(n)));
 
   // Byte characters and pieces.
   const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
@@ -334,7 +303,6 @@ int32_t BpeTokenizer::FindToken(absl::string_view text) const {
   return it == text_to_id_.end() ? -1 : it->second;
 }
 
-bool BpeTokenizer::IsEog(int32_t id) const { return IsValid(id) && eog_[id]; }
 
 void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out) const {
   if (ignore_merges_) {
@@ -441,7 +409,7 @@ std::vector<int32_t> BpeTokenizer::Encode(absl::string_view text, bool add_speci
   }
 
   std::vector<int32_t> out;
-  if (add_special && add_bos_) out.push_back(bos_);
+  if (add_special && special_ids_.add_bos) out.push_back(special_ids_.bos);
   for (const Fragment& f : frags) {
     if (f.id >= 0) {
       out.push_back(f.id);
@@ -449,7 +417,7 @@ std::vector<int32_t> BpeTokenizer::Encode(absl::string_view text, bool add_speci
       EncodeText(f.text, &out);
     }
   }
-  if (add_special && add_eos_) out.push_back(eos_);
+  if (add_special && special_ids_.add_eos) out.push_back(special_ids_.eos);
   return out;
 }
 

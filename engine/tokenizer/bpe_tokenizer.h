@@ -18,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/pre_tokenizer.h"
+#include "engine/tokenizer/special_tokens.h"
 
 namespace dllm {
 
@@ -78,20 +79,16 @@ class BpeTokenizer {
   const std::string& TokenText(int32_t id) const { return tokens_[id]; }
   TokenType Type(int32_t id) const { return types_[id]; }
   bool IsControl(int32_t id) const { return types_[id] == TokenType::kControl; }
-  // End of generation: EOS, EOT and llama.cpp's end-like texts
-  // (<|im_end|>, <|eot_id|>, <|endoftext|>, ...).
-  bool IsEog(int32_t id) const;
   // The id of a token text, or -1.
   int32_t FindToken(absl::string_view text) const;
 
   // Special ids from `tokenizer.ggml.*_token_id`; -1 when absent.
-  int32_t bos() const { return bos_; }
-  int32_t eos() const { return eos_; }
-  int32_t eot() const { return eot_; }
-  int32_t pad() const { return pad_; }
-  int32_t mask() const { return mask_; }
-  bool add_bos() const { return add_bos_; }
-  bool add_eos() const { return add_eos_; }
+  int32_t bos() const { return special_ids_.bos; }
+  int32_t eos() const { return special_ids_.eos; }
+  int32_t eot() const { return special_ids_.eot; }
+  bool add_bos() const { return special_ids_.add_bos; }
+  bool add_eos() const { return special_ids_.add_eos; }
+  const SpecialTokens& special() const { return special_ids_; }
   PreTokenizer pre_tokenizer() const { return pre_; }
   // The most bytes of text one token covers: a text of more than
   // n * max_token_bytes() bytes encodes to more than n tokens, which bounds
@@ -111,7 +108,6 @@ class BpeTokenizer {
   std::vector<std::string> tokens_;  // (n_vocab) GGUF texts
   std::vector<std::string> pieces_;  // (n_vocab) rendered bytes
   std::vector<TokenType> types_;     // (n_vocab)
-  std::vector<bool> eog_;            // (n_vocab)
   absl::flat_hash_map<absl::string_view, int32_t> text_to_id_;  // views into tokens_
   // Keyed by (left id << 32 | right id).
   absl::flat_hash_map<uint64_t, Merge> merges_;
@@ -122,13 +118,7 @@ class BpeTokenizer {
   PreTokenizer pre_ = PreTokenizer::kGpt2;
   bool ignore_merges_ = false;  // llama3: a word that is a token is emitted whole
   bool clean_spaces_ = false;   // the vocabulary asks for clean_spaces
-  bool add_bos_ = false;
-  bool add_eos_ = false;
-  int32_t bos_ = -1;
-  int32_t eos_ = -1;
-  int32_t eot_ = -1;
-  int32_t pad_ = -1;
-  int32_t mask_ = -1;
+  SpecialTokens special_ids_;  // bos, eos, ... from the file
 };
 
 // GPT-2's bytes_to_unicode: the code point that stands for each byte in a

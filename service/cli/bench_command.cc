@@ -131,7 +131,7 @@ int RunBench(int argc, char** argv) {
                                                   "--gen-lengths", 0);
   if (!gens.ok()) return Fail(gens.status());
   absl::StatusOr<int64_t> prompt_len = flags->GetInt("prompt-len", 16);
-  absl::StatusOr<int64_t> block = flags->GetInt("block-length", 32);
+  absl::StatusOr<int64_t> block = flags->GetInt("block-length", kDefaultBlockLength);
   absl::StatusOr<int64_t> measured = flags->GetInt("steps", 5);
   absl::StatusOr<int64_t> warmup = flags->GetInt("warmup", 1);
   for (const absl::Status& s : {prompt_len.status(), block.status(), measured.status(),
@@ -195,8 +195,7 @@ int RunBench(int argc, char** argv) {
     const double bandwidth = bandwidth_by_threads[t];
     for (int gen : *gens) {
       SamplerConfig sc = DefaultSamplerConfig(c.arch, gen);
-      const bool llada = sc.family == SamplerFamily::kLlada;
-      sc.block_length = llada && gen % *block == 0 ? static_cast<int>(*block) : 0;
+      sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
       sc.early_exit = false;
       tbb::task_arena arena(t);
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
@@ -249,7 +248,7 @@ int RunBench(int argc, char** argv) {
       const double floor_ms = weight_bytes / bandwidth * 1e3;
       // Rows the sampler reads per step: a LLaDA block, or every masked
       // position of a Dream canvas.
-      const int64_t rows = llada ? sc.EffectiveBlockLength() : gen;
+      const int64_t rows = sc.family == SamplerFamily::kLlada ? sc.EffectiveBlockLength() : gen;
       const double step_ops = ProjectionOps(c, static_cast<int64_t>(prompt.size()) + gen, rows);
       const double compute_floor_ms =
           peak_per_thread > 0 ? step_ops / (peak_per_thread * t) * 1e3 : 0;

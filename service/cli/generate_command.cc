@@ -98,7 +98,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
     if (!alg.ok()) return alg.status();
     c.algorithm = *alg;
   }
-  absl::StatusOr<int64_t> steps = f.GetInt("steps", *gen);
+  absl::StatusOr<int64_t> steps = f.GetInt("steps", c.steps);
   if (!steps.ok()) return steps.status();
   absl::StatusOr<int64_t> block = f.GetInt("block-length", c.block_length);
   if (!block.ok()) return block.status();
@@ -111,13 +111,14 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
   c.gen_length = static_cast<int>(*gen);
   c.steps = static_cast<int>(*steps);
   c.block_length = static_cast<int>(*block);
-  absl::StatusOr<double> temperature = f.GetDouble("temperature", 0.0);
-  absl::StatusOr<double> top_p = f.GetDouble("top-p", 1.0);
-  absl::StatusOr<int64_t> top_k = f.GetInt("top-k", 0);
-  absl::StatusOr<double> alg_temp = f.GetDouble("alg-temp", 0.0);
+  // Every fallback is the default config's own value.
+  absl::StatusOr<double> temperature = f.GetDouble("temperature", c.temperature);
+  absl::StatusOr<double> top_p = f.GetDouble("top-p", c.top_p);
+  absl::StatusOr<int64_t> top_k = f.GetInt("top-k", c.top_k);
+  absl::StatusOr<double> alg_temp = f.GetDouble("alg-temp", c.alg_temp);
   absl::StatusOr<double> eps = f.GetDouble("eps", c.eps);
-  absl::StatusOr<double> cfg = f.GetDouble("cfg", 0.0);
-  absl::StatusOr<int64_t> seed = f.GetInt("seed", 0);
+  absl::StatusOr<double> cfg = f.GetDouble("cfg", c.cfg_scale);
+  absl::StatusOr<int64_t> seed = f.GetInt("seed", static_cast<int64_t>(c.seed));
   for (const absl::Status& s : {temperature.status(), top_p.status(), top_k.status(),
                                 alg_temp.status(), eps.status(), cfg.status(), seed.status()}) {
     if (!s.ok()) return s;
@@ -134,7 +135,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
     if (!tau.ok()) return tau.status();
     c.threshold = static_cast<float>(*tau);
   }
-  c.early_exit = !f.Has("no-early-exit");
+  if (f.Has("no-early-exit")) c.early_exit = false;
   if (absl::Status s = c.Validate(); !s.ok()) return s;
   return c;
 }

@@ -341,17 +341,11 @@ grpc::ServerUnaryReactor* DiffusionLmService::Tokenize(grpc::CallbackServerConte
 absl::Status DiffusionLmService::ModelInfo(v1::ModelInfo* info) const {
   if (draining_) return absl::UnavailableError("server is draining");
   const ModelConfig& c = model_->config();
-  const BpeTokenizer& tok = model_->tokenizer();
   info->set_name(c.name);
   info->set_architecture(std::string(ArchName(c.arch)));
   info->set_vocab_size(static_cast<uint32_t>(c.n_vocab));
   info->set_mask_token_id(c.tokens.mask);
-  for (int32_t id : {tok.eos(), tok.eot()}) {
-    if (id >= 0 && std::find(info->eos_token_ids().begin(), info->eos_token_ids().end(),
-                             static_cast<uint32_t>(id)) == info->eos_token_ids().end()) {
-      info->add_eos_token_ids(id);
-    }
-  }
+  for (int32_t id : c.tokens.StopIds()) info->add_eos_token_ids(id);
   info->set_max_context(static_cast<uint32_t>(c.n_ctx_train));
   uint64_t weight_bytes = 0;
   for (const GgufTensor& t : model_->file().tensors()) weight_bytes += t.n_bytes;

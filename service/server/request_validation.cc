@@ -244,12 +244,12 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   if (d.has_threshold()) c.threshold = d.threshold();
   if (d.has_eps()) c.eps = d.eps();
   c.cfg_scale = d.cfg_scale();
-  c.early_exit = !d.has_early_exit() || d.early_exit();
+  if (d.has_early_exit()) c.early_exit = d.early_exit();
   c.logits_eos_inf = d.logits_eos_inf();
   c.confidence_eos_eot_inf = d.confidence_eos_eot_inf();
   c.temperature = s.temperature();
-  // Proto3 zero means "off" for top_p; the engine says off with 1.
-  c.top_p = s.top_p() == 0.0f ? 1.0f : s.top_p();
+  // Proto3 zero is "unset" for top_p: the default (off).
+  if (s.top_p() != 0.0f) c.top_p = s.top_p();
   if (s.top_k() > (1u << 30)) return Invalid("sampling.top_k", absl::StrCat(s.top_k(), " is too large"));
   c.top_k = static_cast<int>(s.top_k());
   c.alg_temp = s.alg_temp();
@@ -322,9 +322,13 @@ v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config) {
   return d;
 }
 
-v1::SamplingParams DefaultSamplingParams(const ModelConfig&) {
+v1::SamplingParams DefaultSamplingParams(const ModelConfig& config) {
+  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
   v1::SamplingParams s;
-  s.set_temperature(0.0f);
+  s.set_temperature(c.temperature);
+  s.set_top_p(c.top_p);
+  s.set_top_k(static_cast<uint32_t>(c.top_k));
+  s.set_alg_temp(c.alg_temp);
   return s;
 }
 

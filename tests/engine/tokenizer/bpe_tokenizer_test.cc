@@ -83,11 +83,10 @@ TEST(BpeTokenizerTest, LoadsVocabularies) {
   EXPECT_EQ(gpt2->pre_tokenizer(), PreTokenizer::kGpt2);
   EXPECT_EQ(gpt2->bos(), 50257);
   EXPECT_EQ(gpt2->eos(), 50256);
-  EXPECT_EQ(gpt2->mask(), 50258);
+  EXPECT_EQ(gpt2->special().mask, 50258);
   EXPECT_TRUE(gpt2->add_bos());
   EXPECT_TRUE(gpt2->IsControl(50258));
-  EXPECT_TRUE(gpt2->IsEog(50256));
-  EXPECT_FALSE(gpt2->IsEog(50258));
+  EXPECT_EQ(gpt2->special().StopIds(), std::vector<int32_t>{50256});
   EXPECT_EQ(gpt2->TokenPiece(50259), "");  // [PAD50259] is UNUSED
 
   const BpeTokenizer* qwen = Load("tokenizer/vocab-qwen2.gguf").tok.get();
@@ -95,9 +94,9 @@ TEST(BpeTokenizerTest, LoadsVocabularies) {
   EXPECT_EQ(qwen->n_vocab(), 152064);
   EXPECT_EQ(qwen->pre_tokenizer(), PreTokenizer::kQwen2);
   EXPECT_FALSE(qwen->add_bos());
-  EXPECT_EQ(qwen->mask(), 151666);
-  EXPECT_EQ(qwen->pad(), 151643);
-  EXPECT_TRUE(qwen->IsEog(151645));  // <|im_end|>
+  EXPECT_EQ(qwen->special().mask, 151666);
+  EXPECT_EQ(qwen->special().pad, 151643);
+  EXPECT_TRUE(qwen->IsControl(151645));  // <|im_end|>, llama.cpp's end-like text
   // llama.cpp's override: FIM tokens are control even though typed user-defined.
   EXPECT_TRUE(qwen->IsControl(qwen->FindToken("<|fim_prefix|>")));
   EXPECT_EQ(qwen->Type(qwen->FindToken("<tool_call>")), TokenType::kUserDefined);
@@ -149,7 +148,7 @@ TEST(BpeTokenizerTest, SharedModelsMatchLlamaCppGoldens) {
     auto tok = BpeTokenizer::FromGguf(*file);
     ASSERT_THAT(tok.status(), IsOk());
     EXPECT_EQ(tok->n_vocab(), golden["n_vocab"].get<int64_t>());
-    EXPECT_EQ(tok->mask(), golden["mask_token"].get<int64_t>());
+    EXPECT_EQ(tok->special().mask, golden["mask_token"].get<int64_t>());
     const Json& items = golden["items"];
     for (size_t i = 0; i < items.size(); ++i) {
       const std::string& text = items[i]["text"].get<std::string>();
