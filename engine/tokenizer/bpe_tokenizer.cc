@@ -1,5 +1,6 @@
 // Loading (validation, byte map, merge table, llama.cpp's token-type
 // overrides) and the encode / decode paths of `BpeTokenizer`.
+#include "engine/base/utf8.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
@@ -44,61 +45,6 @@ int HexDigit(char c) {
   return -1;
 }
 
-// Appends the UTF-8 of U+FFFD.
-void AppendReplacement(std::string* out) { out->append("\xEF\xBF\xBD"); }
-
-// Appends `in` to `out` with invalid sequences replaced; returns the bytes
-// consumed. Without `final`, stops before a trailing incomplete character.
-size_t AppendValidUtf8(absl::string_view in, bool final, std::string* out) {
-  const auto* s = reinterpret_cast<const unsigned char*>(in.data());
-  const size_t n = in.size();
-  size_t pos = 0;
-  while (pos < n) {
-    const unsigned char b0 = s[pos];
-    if (b0 < 0x80) {
-      out->push_back(static_cast<char>(b0));
-      ++pos;
-      continue;
-    }
-    int len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-      len = 2;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-      len = 3;
-      if (b0 == 0xE0) lo = 0xA0;
-      if (b0 == 0xED) hi = 0x9F;
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-      len = 4;
-      if (b0 == 0xF0) lo = 0x90;
-      if (b0 == 0xF4) hi = 0x8F;
-    }
-    if (len == 0) {
-      AppendReplacement(out);
-      ++pos;
-      continue;
-    }
-    int k = 1;
-    for (; k < len && pos + k < n; ++k) {
-      const unsigned char b = s[pos + k];
-      const bool ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
-      if (!ok) break;
-    }
-    if (k == len) {
-      out->append(in.data() + pos, len);
-      pos += len;
-    } else if (pos + k < n) {  // proven invalid: the first k bytes are a maximal subpart
-      AppendReplacement(out);
-      pos += k;
-    } else if (final) {
-      AppendReplacement(out);
-      pos = n;
-    } else {
-      break;
-    }
-  }
-  return pos;
-}
 
 // llama.cpp's clean_up_tokenization_spaces passes, in place.
 void CleanSpaces(std::string* text) {
@@ -451,22 +397,17 @@ absl::StatusOr<std::string> StreamingDecoder::Push(int32_t id) {
   }
   pending_ += tokenizer_->TokenPiece(id);
   std::string out;
-  const size_t used = AppendValidUtf8(pending_, /*final=*/false, &out);
+  const size_t used = AppendReplacingInvalidUtf8(pending_, /*final=*/false, &out);
   pending_.erase(0, used);
   return out;
 }
 
 std::string StreamingDecoder::Finish() {
   std::string out;
-  AppendValidUtf8(pending_, /*final=*/true, &out);
+  AppendReplacingInvalidUtf8(pending_, /*final=*/true, &out);
   pending_.clear();
   return out;
 }
 
-std::string SanitizeUtf8(absl::string_view bytes) {
-  std::string out;
-  AppendValidUtf8(bytes, /*final=*/true, &out);
-  return out;
-}
 
 }  // namespace dllm

@@ -151,9 +151,6 @@ class StreamingDecoder {
   std::string pending_;
 };
 
-// Replaces invalid UTF-8 in `bytes` with U+FFFD (maximal subparts).
-std::string SanitizeUtf8(absl::string_view bytes);
-
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_TOKENIZER_BPE_TOKENIZER_H_

@@ -12,6 +12,7 @@
 #include "engine/model/isa_option.h"
 #include "service/cli/json.h"
 #include "engine/base/stopwatch.h"
+#include "engine/base/utf8.h"
 #include "engine/parallel/arena.h"
 #include "engine/session/denoise_session.h"
 

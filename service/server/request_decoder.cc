@@ -101,13 +101,9 @@ class Walker {
     if (field != nullptr && field->type() == pb::FieldDescriptor::TYPE_STRING) {
       std::string text;
       if (!in_->ReadString(&text, static_cast<int>(length))) return Fail(name + ": truncated");
-      for (size_t pos = 0; pos < text.size();) {
-        const Utf8Char c = DecodeUtf8At(text, pos);
-        if (c.cp == kInvalidCodepoint) {
-          at_ = start + static_cast<int>(pos);
-          return Fail(absl::StrCat(name, ": invalid UTF-8 (byte ", pos, " of the string)"));
-        }
-        pos += static_cast<size_t>(c.len);
+      if (const int64_t bad = FirstInvalidUtf8(text); bad >= 0) {
+        at_ = start + static_cast<int>(bad);
+        return Fail(absl::StrCat(name, ": invalid UTF-8 (byte ", bad, " of the string)"));
       }
       return true;
     }

@@ -136,15 +136,6 @@ absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const M
   return t;
 }
 
-int64_t FirstInvalidUtf8(absl::string_view text) {
-  for (size_t pos = 0; pos < text.size();) {
-    const Utf8Char c = DecodeUtf8At(text, pos);
-    if (c.cp == kInvalidCodepoint) return static_cast<int64_t>(pos);
-    pos += c.len;
-  }
-  return -1;
-}
-
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model) {
   const ModelConfig& c = model.config();
   switch (prompt.input_case()) {

@@ -59,9 +59,6 @@ bool NamesServedModel(absl::string_view model, const Model& served, absl::string
 absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const Model& model,
                                                  absl::string_view field);
 
-// Byte offset of the first invalid UTF-8 sequence in `text`, or -1.
-int64_t FirstInvalidUtf8(absl::string_view text);
-
 // Prompt, DiffusionParams and SamplingParams of GenerateRequest and Open.
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model);
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,

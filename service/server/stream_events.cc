@@ -1,5 +1,7 @@
 #include "service/server/stream_events.h"
 
+#include "engine/base/utf8.h"
+
 #include <algorithm>
 
 namespace dllm {

@@ -210,13 +210,5 @@ TEST_F(RequestValidationTest, OpenUsesTheSameRules) {
   EXPECT_EQ(spec->sampler.gen_length, 32);
 }
 
-TEST(Utf8Test, FindsTheFirstInvalidByte) {
-  EXPECT_EQ(FirstInvalidUtf8("plain"), -1);
-  EXPECT_EQ(FirstInvalidUtf8("h\xc3\xa9llo \xf0\x9f\x98\x80"), -1);
-  EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2);
-  EXPECT_EQ(FirstInvalidUtf8("\xed\xa0\x80"), 0);  // surrogate
-  EXPECT_EQ(FirstInvalidUtf8("x\xe2\x82"), 1);     // truncated
-}
-
 }  // namespace
 }  // namespace dllm

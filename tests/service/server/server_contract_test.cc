@@ -13,6 +13,7 @@
 
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "service/cli/json.h"
+#include "engine/base/utf8.h"
 #include "engine/session/denoise_session.h"
 #include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
