@@ -5,7 +5,8 @@
 // waiting one (committed lists joined, text deltas concatenated, newest
 // canvas kept, `merged_steps` added) instead of queueing without bound. The
 // Final event is never merged or dropped. Heartbeats (Progress) are posted
-// by a ticker when nothing was written for `heartbeat_seconds`. No gRPC
+// by a ticker when nothing was written for `heartbeat_seconds`. The write
+// ordering itself is OrderedWriter's, shared with the Step stream. No gRPC
 // type appears here; the reactor implements EventSink.
 #ifndef DLLM_SERVICE_SERVER_GENERATE_STREAM_H_
 #define DLLM_SERVICE_SERVER_GENERATE_STREAM_H_
@@ -17,27 +18,20 @@
 
 #include "absl/status/status.h"
 #include "dllm/v1/dllm.pb.h"
+#include "service/server/ordered_writer.h"
 
 namespace dllm {
 
 class ServiceMetrics;
 
-// The writing end of one stream (the reactor). The mailbox calls Write at
-// most once per OnWriteDone and Close exactly once, never under its lock.
-class EventSink {
- public:
-  virtual ~EventSink() = default;
-  // Starts writing `event`, which stays valid until OnWriteDone.
-  virtual void Write(const v1::GenerateEvent* event) = 0;
-  // Ends the call with `status` (after the last write completed).
-  virtual void Close(const absl::Status& status) = 0;
-};
+// The writing end of a Generate stream (the reactor).
+using EventSink = OrderedWriter<v1::GenerateEvent>::Sink;
 
 // Merges `next` into `into` (the older event) as if both steps were one.
 void MergeStepEvents(v1::StepEvent&& next, v1::StepEvent* into);
 
-// Thread-safe.
-class GenerateMailbox {
+// Thread-safe. Write ordering, End/Fail and broken writes: OrderedWriter.
+class GenerateMailbox : public OrderedWriter<v1::GenerateEvent> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -45,13 +39,11 @@ class GenerateMailbox {
   GenerateMailbox(std::string request_id, int heartbeat_seconds, EventSink* sink,
                   ServiceMetrics* metrics = nullptr);
 
-  // Engine side.
+  // Engine side. Nothing is posted once the stream is ending.
   void PostStarted(const v1::Started& started);
   void PostStep(v1::StepEvent step);
   // The last event; the call then ends with OK.
   void PostFinal(const v1::Final& final);
-  // Ends the call with `status` (not OK); waiting events are dropped.
-  void Fail(const absl::Status& status);
   // What the next heartbeat reports.
   void SetProgress(int step, int planned_steps, int masked_remaining);
 
@@ -59,38 +51,20 @@ class GenerateMailbox {
   // heartbeat period. Returns false once the stream is over (forget it).
   bool MaybeHeartbeat(Clock::time_point now);
 
-  // Reactor side.
-  void OnWriteDone(bool ok);
-  void Detach();  // the call is done; the sink is gone
-
   const std::string& request_id() const { return request_id_; }
-  int events_sent() const;
   int events_coalesced() const;
 
  private:
+  bool accepting_locked() const { return !over_locked() && !end_wanted_; }
   void PostLocked(v1::GenerateEvent event);
-  // Starts the next write or the close when nothing is in flight; the
-  // caller does it after unlocking.
-  enum class Action { kNone, kWrite, kClose };
-  Action NextLocked();
-  void Run(Action action);
+  void OnWriteLocked() override { last_write_ = Clock::now(); }
+  void OnClosing(int sent) override;
 
   const std::string request_id_;
   const Clock::duration heartbeat_;
   ServiceMetrics* const metrics_;
-
-  mutable std::mutex mu_;
-  EventSink* sink_;  // non-owning; null after Detach
-  std::deque<v1::GenerateEvent> pending_;
-  v1::GenerateEvent current_;  // the write in flight
-  bool in_flight_ = false;
-  bool final_posted_ = false;
-  bool close_wanted_ = false;
-  bool closed_ = false;
-  absl::Status close_status_;
-  Clock::time_point last_write_;
+  Clock::time_point last_write_;  // guarded by mu_
   v1::Progress progress_;
-  int sent_ = 0;
   int coalesced_ = 0;
 };
 

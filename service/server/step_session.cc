@@ -11,18 +11,13 @@ namespace dllm {
 // ---- StepOutbox ----
 
 StepOutbox::StepOutbox(StepSink* sink, int idle_timeout_seconds, ServiceMetrics* metrics)
-    : metrics_(metrics),
-      sink_(sink),
+    : OrderedWriter(sink),
+      metrics_(metrics),
       idle_timeout_(std::chrono::seconds(idle_timeout_seconds)),
       idle_since_(Clock::now()) {}
 
 void StepOutbox::Start() {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    action = NextLocked();
-  }
-  Run(action);
+  Act([] {});
 }
 
 void StepOutbox::BeginOp() {
@@ -32,16 +27,12 @@ void StepOutbox::BeginOp() {
 }
 
 void StepOutbox::Post(uint64_t seq, v1::StepResponse response) {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || fail_) return;
+  Act([&] {
+    if (over_locked()) return;
     response.set_seq(seq);
     response.set_request_id(request_id_);
     pending_.push_back(std::move(response));
-    action = NextLocked();
-  }
-  Run(action);
+  });
 }
 
 void StepOutbox::PostError(uint64_t seq, const absl::Status& status) {
@@ -52,45 +43,14 @@ void StepOutbox::PostError(uint64_t seq, const absl::Status& status) {
 }
 
 void StepOutbox::EndOp() {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    op_ = false;
-    action = NextLocked();
-  }
-  Run(action);
-}
-
-void StepOutbox::EndLocked(const absl::Status& status) {
-  if (end_wanted_) return;
-  end_wanted_ = true;
-  end_status_ = status;
+  Act([&] { op_ = false; });
 }
 
 void StepOutbox::End(const absl::Status& status) {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
+  Act([&] {
     reading_ = false;
     EndLocked(status);
-    action = NextLocked();
-  }
-  Run(action);
-}
-
-void StepOutbox::Fail(const absl::Status& status) {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || fail_) return;
-    pending_.clear();
-    fail_ = true;
-    // A failure replaces a gentler end that is still waiting for its op.
-    end_wanted_ = true;
-    end_status_ = status;
-    action = NextLocked();
-  }
-  Run(action);
+  });
 }
 
 void StepOutbox::set_request_id(std::string request_id) {
@@ -104,96 +64,29 @@ void StepOutbox::set_idle_timeout(int seconds) {
 }
 
 bool StepOutbox::MaybeExpire(Clock::time_point now) {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closed_ || sink_ == nullptr) return false;
-    if (!reading_ || op_ || end_wanted_ || now - idle_since_ < idle_timeout_) return true;
+  bool live = true;
+  Act([&] {
+    if (done_locked()) {
+      live = false;
+      return;
+    }
+    if (!reading_ || op_ || end_wanted_ || now - idle_since_ < idle_timeout_) return;
     EndLocked(absl::DeadlineExceededError(absl::StrCat(
         "session idle for more than ",
         std::chrono::duration_cast<std::chrono::seconds>(idle_timeout_).count(), " s")));
-    action = NextLocked();
-  }
-  Run(action);
+  });
+  return live;
+}
+
+bool StepOutbox::StartReadLocked() {
+  if (op_ || reading_) return false;
+  reading_ = true;
+  idle_since_ = Clock::now();
   return true;
 }
 
-StepOutbox::Action StepOutbox::NextLocked() {
-  if (closed_ || sink_ == nullptr) return Action::kNone;
-  if (!in_flight_ && !pending_.empty()) {
-    current_ = std::move(pending_.front());
-    pending_.pop_front();
-    in_flight_ = true;
-    ++sent_;
-    ++sink_calls_;
-    return Action::kWrite;
-  }
-  if (in_flight_ || !pending_.empty()) return Action::kNone;
-  if (end_wanted_) {
-    if ((op_ && !fail_) || sink_calls_ > 0) return Action::kNone;
-    closed_ = true;
-    return Action::kClose;
-  }
-  if (!op_ && !reading_) {
-    reading_ = true;
-    idle_since_ = Clock::now();
-    ++sink_calls_;
-    return Action::kRead;
-  }
-  return Action::kNone;
-}
-
-void StepOutbox::Run(Action action) {
-  // The sink is only touched here, outside the lock. Close waits until no
-  // Write/Read call is running, and OnDone (Detach) follows Close, so the
-  // sink stays valid for every call.
-  while (action != Action::kNone) {
-    switch (action) {
-      case Action::kNone:
-        return;
-      case Action::kWrite:
-        sink_->Write(&current_);
-        break;
-      case Action::kRead:
-        sink_->Read();
-        break;
-      case Action::kClose:
-        DLLM_METRICS_CALL(metrics_, OnEventsSent(RpcKind::kStep, sent_, 0));
-        sink_->Close(end_status_);
-        return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    --sink_calls_;
-    action = NextLocked();
-  }
-}
-
-void StepOutbox::OnWriteDone(bool ok) {
-  Action action;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_ = false;
-    if (!ok && !closed_ && !fail_) {
-      // The client went away; the reactor cancels the op through OnCancel.
-      pending_.clear();
-      fail_ = true;
-      end_wanted_ = true;
-      end_status_ = absl::CancelledError("the stream broke while writing");
-    }
-    action = NextLocked();
-  }
-  Run(action);
-}
-
-void StepOutbox::Detach() {
-  std::lock_guard<std::mutex> lock(mu_);
-  sink_ = nullptr;
-  closed_ = true;
-}
-
-int StepOutbox::events_sent() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sent_;
+void StepOutbox::OnClosing(int sent) {
+  DLLM_METRICS_CALL(metrics_, OnEventsSent(RpcKind::kStep, sent, 0));
 }
 
 // ---- StepOpJob ----

@@ -26,6 +26,7 @@
 #include "dllm/v1/dllm.pb.h"
 #include "engine/session/denoise_session.h"
 #include "service/server/engine_worker.h"
+#include "service/server/ordered_writer.h"
 #include "service/server/request_validation.h"
 #include "service/server/stream_events.h"
 
@@ -33,23 +34,12 @@ namespace dllm {
 
 class ServiceMetrics;
 
-// The reactor's side of a Step stream. The outbox calls each method outside
-// its lock: Write at most once per OnWriteDone, Read only when no op is in
-// progress and nothing is left to write, Close exactly once and never while
-// another of these calls is running.
-class StepSink {
- public:
-  virtual ~StepSink() = default;
-  // Starts writing `response`, which stays valid until OnWriteDone.
-  virtual void Write(const v1::StepResponse* response) = 0;
-  // Starts reading the client's next op.
-  virtual void Read() = 0;
-  // Ends the call with `status`.
-  virtual void Close(const absl::Status& status) = 0;
-};
+// The reactor's side of a Step stream. Read is called only when no op is
+// in progress and nothing is left to write (OrderedWriter says the rest).
+using StepSink = OrderedWriter<v1::StepResponse>::Sink;
 
-// Thread-safe.
-class StepOutbox {
+// Thread-safe. Write ordering, Fail and broken writes: OrderedWriter.
+class StepOutbox : public OrderedWriter<v1::StepResponse> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -70,8 +60,6 @@ class StepOutbox {
   // Ends the call with `status` once the op in progress (if any) has
   // written all its responses (Close, drain, the client's half-close).
   void End(const absl::Status& status);
-  // Ends the call with `status` (not OK) now; waiting responses are dropped.
-  void Fail(const absl::Status& status);
 
   // Echoed on every later response (the Open's request id).
   void set_request_id(std::string request_id);
@@ -80,37 +68,19 @@ class StepOutbox {
   // client's next op longer than the idle timeout. False once the call is over.
   bool MaybeExpire(Clock::time_point now);
 
-  // Reactor side.
-  void OnWriteDone(bool ok);
-  void Detach();  // the call is done; the sink is gone
-
-  int events_sent() const;
-
  private:
-  enum class Action { kNone, kWrite, kRead, kClose };
-  // What to do next; the caller does it after unlocking (Run).
-  Action NextLocked();
-  void Run(Action action);
-  void EndLocked(const absl::Status& status);
+  // The next op is read only between ops, and the call closes only after one.
+  bool StartReadLocked() override;
+  bool HoldCloseLocked() const override { return op_; }
+  void OnClosing(int sent) override;
 
   ServiceMetrics* const metrics_;
-
-  mutable std::mutex mu_;
-  StepSink* sink_;  // non-owning; null after Detach
+  // Guarded by mu_.
   std::string request_id_;
-  std::deque<v1::StepResponse> pending_;
-  v1::StepResponse current_;  // the write in flight
-  bool in_flight_ = false;
   bool op_ = false;       // an op was read and has not ended
   bool reading_ = false;  // waiting for the client's next op
-  int sink_calls_ = 0;    // Write/Read calls running outside the lock
-  bool end_wanted_ = false;
-  bool fail_ = false;     // end without waiting for the op
-  bool closed_ = false;
-  absl::Status end_status_;
   Clock::duration idle_timeout_;
   Clock::time_point idle_since_;
-  int sent_ = 0;
 };
 
 // What a session's reactor and engine jobs share.
