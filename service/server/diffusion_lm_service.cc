@@ -45,21 +45,6 @@ std::string PeerHost(const std::string& peer) {
   return colon > 5 ? peer.substr(0, colon) : peer;
 }
 
-// The live entries of `watched`; dead ones are dropped.
-template <typename T>
-std::vector<std::shared_ptr<T>> Live(std::vector<std::weak_ptr<T>>& watched) {
-  std::vector<std::shared_ptr<T>> live;
-  for (auto it = watched.begin(); it != watched.end();) {
-    if (std::shared_ptr<T> p = it->lock()) {
-      live.push_back(std::move(p));
-      ++it;
-    } else {
-      it = watched.erase(it);
-    }
-  }
-  return live;
-}
-
 }  // namespace
 
 std::string WeightFormat(const Model& model) {
@@ -161,7 +146,7 @@ class DiffusionLmService::GenerateReactor final
       service_->CallEnded();
       return admitted;
     }
-    service_->WatchHeartbeats(mailbox_);
+    service_->watchdog_.Watch(mailbox_);
     return absl::OkStatus();
   }
 
@@ -202,18 +187,9 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       worker_(worker),
       facts_(std::move(facts)),
       metrics_(metrics),
-      uptime_() {
-  ticker_thread_ = std::thread([this] { TickerLoop(); });
-}
+      uptime_() {}
 
-DiffusionLmService::~DiffusionLmService() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  stop_cv_.notify_all();
-  ticker_thread_.join();
-}
+DiffusionLmService::~DiffusionLmService() = default;
 
 absl::Status DiffusionLmService::CheckAvailable() const {
   if (draining_) return absl::UnavailableError("server is draining");
@@ -223,20 +199,11 @@ absl::Status DiffusionLmService::CheckAvailable() const {
 
 void DiffusionLmService::StartDraining() {
   draining_ = true;
-  std::lock_guard<std::mutex> lock(mu_);
-  stop_cv_.notify_all();
+  watchdog_.StartDrain();
 }
 
 void DiffusionLmService::WatchSession(const std::shared_ptr<StepOutbox>& outbox) {
-  std::lock_guard<std::mutex> lock(mu_);
-  sessions_.push_back(outbox);
-  // A session that registers after the drain began still ends promptly.
-  if (draining_) stop_cv_.notify_all();
-}
-
-void DiffusionLmService::WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox) {
-  std::lock_guard<std::mutex> lock(mu_);
-  mailboxes_.push_back(mailbox);
+  watchdog_.Watch(outbox);
 }
 
 void DiffusionLmService::CallStarted() {
@@ -258,29 +225,6 @@ int DiffusionLmService::active_streams() const {
 bool DiffusionLmService::WaitNoStreams(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mu_);
   return streams_cv_.wait_for(lock, timeout, [this] { return active_streams_ == 0; });
-}
-
-void DiffusionLmService::TickerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    stop_cv_.wait_for(lock, std::chrono::milliseconds(250));
-    std::vector<std::shared_ptr<GenerateMailbox>> mailboxes = Live(mailboxes_);
-    std::vector<std::shared_ptr<StepOutbox>> sessions = Live(sessions_);
-    lock.unlock();
-    const auto now = std::chrono::steady_clock::now();
-    for (const auto& m : mailboxes) m->MaybeHeartbeat(now);
-    const bool draining = draining_;
-    for (const auto& s : sessions) {
-      if (draining) {
-        s->End(absl::UnavailableError("server is draining"));
-      } else {
-        s->MaybeExpire(now);
-      }
-    }
-    mailboxes.clear();
-    sessions.clear();
-    lock.lock();
-  }
 }
 
 void DiffusionLmService::OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,

@@ -1,12 +1,12 @@
 // DiffusionLmService: the dllm.v1.DiffusionLM callback service. RPC threads
 // validate, admit and enqueue; all model work runs on the EngineWorker's
 // thread. Generate streams through a GenerateMailbox (one write in flight,
-// coalescing when the client is slow, heartbeats from a ticker thread);
+// coalescing when the client is slow, heartbeats from the StreamWatchdog);
 // GetModelInfo, GetServerInfo and Tokenize answer inline. While draining,
 // every new call is UNAVAILABLE "server is draining". Step sessions run in
-// StepReactor (step_reactor.h); the service's ticker thread sends Generate's
-// heartbeats, ends idle sessions (DEADLINE_EXCEEDED) and, while draining,
-// ends every session after its current op (UNAVAILABLE).
+// StepReactor (step_reactor.h); the service's StreamWatchdog sends
+// Generate's heartbeats, ends idle sessions (DEADLINE_EXCEEDED) and, while
+// draining, ends every session after its current op (UNAVAILABLE).
 #ifndef DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 #define DLLM_SERVICE_SERVER_DIFFUSION_LM_SERVICE_H_
 
@@ -27,6 +27,7 @@
 #include "service/metrics/service_metrics.h"
 #include "service/server/generate_stream.h"
 #include "service/server/step_session.h"
+#include "service/server/stream_watchdog.h"
 
 namespace dllm {
 
@@ -117,11 +118,6 @@ class DiffusionLmService final : public RawDiffusionLmService {
   absl::Status ServerInfo(v1::ServerInfo* info) const;
   absl::Status TokenizeText(const v1::TokenizeRequest& request, v1::TokenizeResponse* response);
 
-  // Heartbeats for `mailbox` until its stream ends.
-  void WatchHeartbeats(const std::shared_ptr<GenerateMailbox>& mailbox);
-  // The ticker: heartbeats, session idle timeouts, drain.
-  void TickerLoop();
-
   std::shared_ptr<const Model> model_;
   std::string model_path_;
   EngineWorker* worker_;
@@ -134,11 +130,9 @@ class DiffusionLmService final : public RawDiffusionLmService {
   mutable std::mutex mu_;
   std::condition_variable streams_cv_;
   int active_streams_ = 0;
-  std::vector<std::weak_ptr<GenerateMailbox>> mailboxes_;  // for heartbeats
-  std::vector<std::weak_ptr<StepOutbox>> sessions_;         // idle timeout, drain
-  bool stop_ = false;
-  std::condition_variable stop_cv_;  // stop, or draining started
-  std::thread ticker_thread_;
+
+  // Heartbeats, session idle timeouts and the drain of open streams.
+  StreamWatchdog watchdog_;
 
   std::mutex malformed_mu_;
   // When each client (peer address) last had a malformed request logged.

@@ -5,7 +5,7 @@
 // waiting one (committed lists joined, text deltas concatenated, newest
 // canvas kept, `merged_steps` added) instead of queueing without bound. The
 // Final event is never merged or dropped. Heartbeats (Progress) are posted
-// by a ticker when nothing was written for `heartbeat_seconds`. The write
+// by the StreamWatchdog when nothing was written for `heartbeat_seconds`. The write
 // ordering itself is OrderedWriter's, shared with the Step stream. No gRPC
 // type appears here; the reactor implements EventSink.
 #ifndef DLLM_SERVICE_SERVER_GENERATE_STREAM_H_
@@ -47,7 +47,7 @@ class GenerateMailbox : public OrderedWriter<v1::GenerateEvent> {
   // What the next heartbeat reports.
   void SetProgress(int step, int planned_steps, int masked_remaining);
 
-  // Heartbeat ticker: posts a Progress when nothing was written for the
+  // The watchdog's tick: posts a Progress when nothing was written for the
   // heartbeat period. Returns false once the stream is over (forget it).
   bool MaybeHeartbeat(Clock::time_point now);
 

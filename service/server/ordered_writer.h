@@ -1,6 +1,6 @@
 // OrderedWriter: the one write-ordering core under both server streams
 // (GenerateMailbox for Generate, StepOutbox for Step). Producers (the
-// engine thread, the ticker) post messages from any thread without
+// engine thread, the watchdog) post messages from any thread without
 // blocking; the gRPC reactor behind `Sink` gets them one write at a time, in
 // order, and one Close after the last. Every Sink call is made outside the
 // lock, by whichever thread moved the state machine, so a reactor may call

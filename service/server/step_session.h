@@ -64,7 +64,7 @@ class StepOutbox : public OrderedWriter<v1::StepResponse> {
   // Echoed on every later response (the Open's request id).
   void set_request_id(std::string request_id);
   void set_idle_timeout(int seconds);
-  // Ticker: ends the call with DEADLINE_EXCEEDED when it has waited for the
+  // The watchdog's tick: ends the call with DEADLINE_EXCEEDED when it has waited for the
   // client's next op longer than the idle timeout. False once the call is over.
   bool MaybeExpire(Clock::time_point now);
 
