@@ -6,7 +6,6 @@
 #include "service/metrics/service_metrics.h"
 
 #include <array>
-#include <cctype>
 #include <exception>
 #include <utility>
 #include <vector>
@@ -66,19 +65,11 @@ constexpr int kUnknownCode = 2;
 constexpr std::array<const char*, 7> kOpNames = {"embed", "norm", "projections", "attention",
                                                  "ffn",   "head", "sample"};
 
-// Index into kGrpcCodes; names match case-insensitively ("OK", "Cancelled"),
-// anything else counts as UNKNOWN so the label set stays closed.
-int GrpcCodeIndex(absl::string_view code) {
-  for (size_t i = 0; i < kGrpcCodes.size(); ++i) {
-    absl::string_view name = kGrpcCodes[i];
-    if (name.size() != code.size()) continue;
-    bool same = true;
-    for (size_t j = 0; j < name.size() && same; ++j) {
-      same = std::toupper(static_cast<unsigned char>(code[j])) == name[j];
-    }
-    if (same) return static_cast<int>(i);
-  }
-  return kUnknownCode;
+// Index into kGrpcCodes (the canonical code numbers); a value outside them
+// counts as UNKNOWN so the label set stays closed.
+int CodeIndex(absl::StatusCode code) {
+  const int i = static_cast<int>(code);
+  return i >= 0 && i < static_cast<int>(kGrpcCodes.size()) ? i : kUnknownCode;
 }
 
 std::string OrUnknown(const std::string& s) { return s.empty() ? "unknown" : s; }
@@ -280,36 +271,51 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(
 }
 
 ServiceMetrics::ServiceMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ServiceMetrics* ServiceMetrics::NoOp() {
+  static ServiceMetrics* const no_op = new ServiceMetrics(nullptr);  // never destroyed
+  return no_op;
+}
+
+ServiceMetrics* ServiceMetrics::OrNoOp(ServiceMetrics* metrics) {
+  return metrics != nullptr ? metrics : NoOp();
+}
 ServiceMetrics::~ServiceMetrics() = default;
 
-int ServiceMetrics::port() const { return impl_->port; }
+int ServiceMetrics::port() const { return impl_ == nullptr ? 0 : impl_->port; }
 
 std::string ServiceMetrics::Serialize() const {
+  if (impl_ == nullptr) return "";
   std::vector<prometheus::MetricFamily> families = impl_->registry->Collect();
   for (prometheus::MetricFamily& f : impl_->process->Collect()) families.push_back(std::move(f));
   return prometheus::TextSerializer().Serialize(families);
 }
 
 void ServiceMetrics::SetLoad(int running, int waiting, int sessions_open) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->running->Set(running);
   impl_->waiting->Set(waiting);
   impl_->sessions_open->Set(sessions_open);
 }
 
 void ServiceMetrics::SetActivationBytes(uint64_t bytes) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->activation_bytes->Set(static_cast<double>(bytes));
 }
 
 void ServiceMetrics::OnRejected(RejectReason reason) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->rejected[static_cast<size_t>(reason)]->Increment();
 }
 
-void ServiceMetrics::OnRejected(RpcKind rpc, RejectReason reason, absl::string_view grpc_code) {
+void ServiceMetrics::OnRejected(RpcKind rpc, RejectReason reason, absl::StatusCode code) {
+  if (impl_ == nullptr) return;  // the no-op object
   OnRejected(reason);
-  impl_->requests[static_cast<size_t>(rpc)][GrpcCodeIndex(grpc_code)]->Increment();
+  impl_->requests[static_cast<size_t>(rpc)][CodeIndex(code)]->Increment();
 }
 
 void ServiceMetrics::OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->queue->Observe(queue_seconds);
   impl_->prompt_tokens->Increment(prompt_tokens);
   impl_->canvas_tokens->Observe(canvas_tokens);
@@ -317,6 +323,7 @@ void ServiceMetrics::OnStarted(double queue_seconds, int prompt_tokens, int canv
 
 void ServiceMetrics::OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
                             double sample_seconds, int forward_passes, int committed) {
+  if (impl_ == nullptr) return;  // the no-op object
   const std::array<double, kOpNames.size()> op_seconds = {
       ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head, sample_seconds};
   for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);
@@ -328,32 +335,38 @@ void ServiceMetrics::OnStep(const ForwardStats& ops, double step_seconds, double
 }
 
 void ServiceMetrics::OnFirstStep(double seconds_since_arrival) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->first_step->Observe(seconds_since_arrival);
 }
 
 void ServiceMetrics::OnFirstToken(double seconds_since_arrival) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->first_token->Observe(seconds_since_arrival);
 }
 
-void ServiceMetrics::OnFinished(RpcKind rpc, FinishKind finish, absl::string_view grpc_code,
+void ServiceMetrics::OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode code,
                                 double duration_seconds, int steps, int generated_tokens) {
+  if (impl_ == nullptr) return;  // the no-op object
   const size_t r = static_cast<size_t>(rpc);
-  impl_->requests[r][GrpcCodeIndex(grpc_code)]->Increment();
+  impl_->requests[r][CodeIndex(code)]->Increment();
   impl_->finished[static_cast<size_t>(finish)]->Increment();
   impl_->request_duration[r]->Observe(duration_seconds);
   impl_->request_steps->Observe(steps);
   impl_->generated_tokens->Increment(generated_tokens);
 }
 
-void ServiceMetrics::OnCallEnded(RpcKind rpc, absl::string_view grpc_code) {
-  impl_->requests[static_cast<size_t>(rpc)][GrpcCodeIndex(grpc_code)]->Increment();
+void ServiceMetrics::OnCallEnded(RpcKind rpc, absl::StatusCode code) {
+  if (impl_ == nullptr) return;  // the no-op object
+  impl_->requests[static_cast<size_t>(rpc)][CodeIndex(code)]->Increment();
 }
 
 void ServiceMetrics::OnCancelled(double cancel_to_idle_seconds) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->cancellation->Observe(cancel_to_idle_seconds);
 }
 
 void ServiceMetrics::OnEventsSent(RpcKind rpc, int sent, int coalesced) {
+  if (impl_ == nullptr) return;  // the no-op object
   impl_->events_sent[static_cast<size_t>(rpc)]->Increment(sent);
   impl_->events_coalesced[static_cast<size_t>(rpc)]->Increment(coalesced);
 }

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/model/forward.h"
@@ -53,10 +54,31 @@ enum class RejectReason {
 // complete; kUnavailable: ended by the server shutting down.
 enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError, kClosed, kUnavailable };
 
+// The dllm_requests_finished_total reason for how a Generate request or Step
+// session ended; `eos` tells an OK end by end-of-text from a full canvas.
+inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return eos ? FinishKind::kEos : FinishKind::kLength;
+    case absl::StatusCode::kCancelled:
+      return FinishKind::kCancelled;
+    case absl::StatusCode::kDeadlineExceeded:
+      return FinishKind::kDeadline;
+    case absl::StatusCode::kUnavailable:
+      return FinishKind::kUnavailable;
+    default:
+      return FinishKind::kError;
+  }
+}
+
 class ServiceMetrics {
  public:
   // Starts the exposer when options.listen is set (port 0 picks one).
   static absl::StatusOr<std::unique_ptr<ServiceMetrics>> Create(const MetricsOptions& options);
+  // The object that records nothing, for a server run without metrics (the
+  // in-process tests): callers always have an object to call.
+  static ServiceMetrics* NoOp();
+  static ServiceMetrics* OrNoOp(ServiceMetrics* metrics);  // `metrics`, or NoOp() for null
   ~ServiceMetrics();
 
   int port() const;  // bound HTTP port, 0 without an endpoint
@@ -70,20 +92,19 @@ class ServiceMetrics {
   // Request lifecycle.
   void OnRejected(RejectReason reason);
   // Also counts the refused RPC in dllm_requests_total{rpc,code} (which
-  // OnFinished fills for requests that ran). `grpc_code` is a status code
-  // name such as "RESOURCE_EXHAUSTED", matched case-insensitively; anything
-  // else is counted as "UNKNOWN".
-  void OnRejected(RpcKind rpc, RejectReason reason, absl::string_view grpc_code);
+  // OnFinished fills for requests that ran), labelled with the code's
+  // canonical name.
+  void OnRejected(RpcKind rpc, RejectReason reason, absl::StatusCode code);
   void OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens);
   void OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
               double sample_seconds, int forward_passes, int committed);
   void OnFirstStep(double seconds_since_arrival);
   void OnFirstToken(double seconds_since_arrival);
-  void OnFinished(RpcKind rpc, FinishKind finish, absl::string_view grpc_code,
+  void OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode code,
                   double duration_seconds, int steps, int generated_tokens);
   // An RPC that ran no request (a Step stream that never opened a session):
   // dllm_requests_total{rpc,code} only.
-  void OnCallEnded(RpcKind rpc, absl::string_view grpc_code);
+  void OnCallEnded(RpcKind rpc, absl::StatusCode code);
   void OnCancelled(double cancel_to_idle_seconds);
   void OnEventsSent(RpcKind rpc, int sent, int coalesced);
 

@@ -9,7 +9,7 @@
 #include "kernels/ggml_types.h"
 #include "service/server/generate_job.h"
 #include "service/server/grpc_status.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 #include "service/server/step_reactor.h"
@@ -119,17 +119,17 @@ class DiffusionLmService::GenerateReactor final
   absl::Status Admit(const v1::GenerateRequest& request) {
     ServiceMetrics* metrics = service_->metrics_;
     if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
-      MetricsRejected(metrics, RpcKind::kGenerate,
-                      service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
-                      "UNAVAILABLE");
+      metrics->OnRejected(
+          RpcKind::kGenerate,
+          service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+          absl::StatusCode::kUnavailable);
       return s;
     }
     const Model& model = *service_->model_;
     absl::StatusOr<GenerationSpec> spec =
         ValidateGenerateRequest(request, model, service_->model_path_);
     if (!spec.ok()) {
-      MetricsRejected(metrics, RpcKind::kGenerate, RejectReason::kInvalid,
-                      absl::StatusCodeToString(spec.status().code()));
+      metrics->OnRejected(RpcKind::kGenerate, RejectReason::kInvalid, spec.status().code());
       return spec.status();
     }
     const uint64_t bytes = EngineWorker::ReservationBytes(
@@ -186,7 +186,7 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       model_path_(std::move(model_path)),
       worker_(worker),
       facts_(std::move(facts)),
-      metrics_(metrics),
+      metrics_(ServiceMetrics::OrNoOp(metrics)),
       uptime_() {}
 
 DiffusionLmService::~DiffusionLmService() = default;
@@ -229,7 +229,7 @@ bool DiffusionLmService::WaitNoStreams(std::chrono::milliseconds timeout) {
 
 void DiffusionLmService::OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
                                      const char* method, const absl::Status& status) {
-  MetricsRejected(metrics_, rpc, RejectReason::kMalformed, "INVALID_ARGUMENT");
+  metrics_->OnRejected(rpc, RejectReason::kMalformed, absl::StatusCode::kInvalidArgument);
   const std::string peer = PeerHost(context.peer());
   const auto now = std::chrono::steady_clock::now();
   {

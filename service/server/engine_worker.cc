@@ -10,7 +10,7 @@
 #include "engine/model/forward.h"
 #include "engine/parallel/arena.h"
 #include "engine/session/denoise_session.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 
 namespace dllm {
 namespace {
@@ -71,7 +71,7 @@ EngineWorker::SessionLease::~SessionLease() {
 
 EngineWorker::EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
                            const EngineOptions& options, ServiceMetrics* metrics)
-    : model_(std::move(model)), plan_(plan), options_(options), metrics_(metrics) {
+    : model_(std::move(model)), plan_(plan), options_(options), metrics_(ServiceMetrics::OrNoOp(metrics)) {
   options_.max_running = std::max(1, options_.max_running);
   options_.max_queue = std::max(0, options_.max_queue);
   options_.max_sessions = std::max(0, options_.max_sessions);
@@ -128,8 +128,8 @@ bool EngineWorker::FitsLocked(uint64_t bytes) const {
 void EngineWorker::ReleaseLocked(uint64_t bytes) { reserved_bytes_ -= std::min(bytes, reserved_bytes_); }
 
 void EngineWorker::PublishLoadLocked() {
-  MetricsSetLoad(metrics_, running_requests_, static_cast<int>(queue_.size()), sessions_open_);
-  MetricsSetActivationBytes(metrics_, reserved_bytes_);
+  metrics_->SetLoad(running_requests_, static_cast<int>(queue_.size()), sessions_open_);
+  metrics_->SetActivationBytes(reserved_bytes_);
 }
 
 // Lock order: a job's mu_ is never taken while holding the worker's (Cancel()
@@ -164,14 +164,14 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
   if (!ready_) return refuse(absl::UnavailableError("the model is still warming up"));
   const int admitted = running_requests_ + static_cast<int>(queue_.size());
   if (admitted >= options_.max_running + options_.max_queue) {
-    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kQueueFull, "RESOURCE_EXHAUSTED");
+    metrics_->OnRejected(RpcKind::kGenerate, RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
     return refuse(absl::ResourceExhaustedError(
         absl::StrCat("server is at capacity: ", running_requests_, " running and ",
                      queue_.size(), " waiting requests (max_running ", options_.max_running,
                      ", max_queue ", options_.max_queue, ")")));
   }
   if (!FitsLocked(reserved_bytes)) {
-    MetricsRejected(metrics_, RpcKind::kGenerate, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
+    metrics_->OnRejected(RpcKind::kGenerate, RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
     return refuse(absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory: the request needs ", BytesText(reserved_bytes),
         " of activations and logits, ",
@@ -192,12 +192,12 @@ absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSe
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (!ready_) return absl::UnavailableError("the model is still warming up");
   if (sessions_open_ >= options_.max_sessions) {
-    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kSessionsFull, "RESOURCE_EXHAUSTED");
+    metrics_->OnRejected(RpcKind::kStep, RejectReason::kSessionsFull, absl::StatusCode::kResourceExhausted);
     return absl::ResourceExhaustedError(
         absl::StrCat("too many open sessions (max_sessions ", options_.max_sessions, ")"));
   }
   if (!FitsLocked(reserved_bytes)) {
-    MetricsRejected(metrics_, RpcKind::kStep, RejectReason::kMemory, "RESOURCE_EXHAUSTED");
+    metrics_->OnRejected(RpcKind::kStep, RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
     return absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory for the session: it needs ", BytesText(reserved_bytes), ", ",
         BytesText(options_.memory_budget_bytes -
@@ -316,7 +316,7 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
   ReleaseLocked(job->reserved_bytes_);
   if (job->stop_latency_seconds_ >= 0) {
     last_cancel_latency_ = job->stop_latency_seconds_;
-    MetricsCancelled(metrics_, last_cancel_latency_);
+    metrics_->OnCancelled(last_cancel_latency_);
   }
   PublishLoadLocked();
   idle_cv_.notify_all();

@@ -162,7 +162,7 @@ class EngineWorker {
     uint64_t bytes_;
   };
 
-  // `metrics` may be null (no metrics); non-owning, outlives the worker.
+  // `metrics` may be null (nothing is recorded); non-owning, outlives the worker.
   EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
                const EngineOptions& options, ServiceMetrics* metrics = nullptr);
   ~EngineWorker();  // Stop()
@@ -242,7 +242,7 @@ class EngineWorker {
   std::shared_ptr<const Model> model_;
   ThreadPlan plan_;
   EngineOptions options_;
-  ServiceMetrics* metrics_;  // non-owning, may be null
+  ServiceMetrics* metrics_;  // non-owning; ServiceMetrics::NoOp() when none was given
   std::unique_ptr<tbb::task_arena> arena_;  // created on, and used only by, the engine thread
 
   mutable std::mutex mu_;

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 
 namespace dllm {
 namespace {
@@ -20,7 +20,7 @@ GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec
     : model_(std::move(model)),
       spec_(std::move(spec)),
       mailbox_(std::move(mailbox)),
-      metrics_(metrics),
+      metrics_(ServiceMetrics::OrNoOp(metrics)),
       text_(&model_->tokenizer()) {}
 
 GenerateJob::~GenerateJob() = default;
@@ -34,8 +34,8 @@ absl::Status GenerateJob::Begin() {
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   const int prompt_len = static_cast<int>(spec_.prompt.size());
-  DLLM_METRICS_CALL(metrics_, OnStarted(queue_seconds(), prompt_len,
-                                        prompt_len + spec_.sampler.gen_length));
+  metrics_->OnStarted(queue_seconds(), prompt_len,
+                                        prompt_len + spec_.sampler.gen_length);
   mailbox_->SetProgress(0, planned_steps(), spec_.sampler.gen_length);
   mailbox_->PostStarted(MakeStarted(spec_, *model_, queue_seconds()));
   return absl::OkStatus();
@@ -49,13 +49,13 @@ absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   if (!report.ok()) return report.status();
   ++steps_;
   step_seconds_total_ += report->step_seconds;
-  DLLM_METRICS_CALL(metrics_, OnStep(report->forward, report->step_seconds,
+  metrics_->OnStep(report->forward, report->step_seconds,
                                      report->forward_seconds, report->sample_seconds,
                                      report->forward_passes,
-                                     static_cast<int>(report->positions.size())));
+                                     static_cast<int>(report->positions.size()));
   if (steps_ == 1) {
     first_step_seconds_ = SecondsSince(arrival());
-    DLLM_METRICS_CALL(metrics_, OnFirstStep(first_step_seconds_));
+    metrics_->OnFirstStep(first_step_seconds_);
   }
   const bool done = session_->done();
   const v1::Detail detail = spec_.stream.detail;
@@ -66,7 +66,7 @@ absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   const std::string delta = text_.Update(*session_, model_->config().tokens.mask, done);
   if (!delta.empty() && first_token_seconds_ == 0) {
     first_token_seconds_ = SecondsSince(arrival());
-    DLLM_METRICS_CALL(metrics_, OnFirstToken(first_token_seconds_));
+    metrics_->OnFirstToken(first_token_seconds_);
   }
   mailbox_->SetProgress(steps_, planned_steps(), report->masked_remaining);
 
@@ -156,9 +156,7 @@ void GenerateJob::Finish(const absl::Status& status) {
     end_ = status.ok() ? absl::InternalError("generation ended without a result") : status;
   }
   const FinishKind kind = FinishKindOf(status, eos);
-  DLLM_METRICS_CALL(metrics_, OnFinished(RpcKind::kGenerate, kind,
-                                         absl::StatusCodeToString(status.code()), total, steps_,
-                                         generated));
+  metrics_->OnFinished(RpcKind::kGenerate, kind, status.code(), total, steps_, generated);
   const std::string reason = status.ok() ? (eos ? "eos" : "length")
                                          : absl::StatusCodeToString(status.code());
   std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());

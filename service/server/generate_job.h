@@ -24,7 +24,7 @@ namespace dllm {
 // Engine-thread only, except what EngineJob allows from any thread.
 class GenerateJob : public EngineJob {
  public:
-  // `metrics` may be null; `mailbox` receives every event and the end.
+  // `metrics` may be null (nothing is recorded); `mailbox` receives every event and the end.
   GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,
               std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics = nullptr);
   ~GenerateJob() override;
@@ -43,7 +43,7 @@ class GenerateJob : public EngineJob {
   std::shared_ptr<const Model> model_;
   GenerationSpec spec_;
   std::shared_ptr<GenerateMailbox> mailbox_;
-  ServiceMetrics* metrics_;  // non-owning, may be null
+  ServiceMetrics* metrics_;  // non-owning; ServiceMetrics::NoOp() when none was given
 
   std::unique_ptr<DenoiseSession> session_;
   StableText text_;  // the stable prefix and every text delta so far

@@ -1,6 +1,6 @@
 #include "service/server/generate_stream.h"
 
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 
 namespace dllm {
 
@@ -34,7 +34,7 @@ GenerateMailbox::GenerateMailbox(std::string request_id, int heartbeat_seconds, 
     : OrderedWriter(sink),
       request_id_(std::move(request_id)),
       heartbeat_(std::chrono::seconds(heartbeat_seconds)),
-      metrics_(metrics),
+      metrics_(ServiceMetrics::OrNoOp(metrics)),
       last_write_(Clock::now()) {}
 
 void GenerateMailbox::PostLocked(v1::GenerateEvent event) {
@@ -101,7 +101,7 @@ bool GenerateMailbox::MaybeHeartbeat(Clock::time_point now) {
 }
 
 void GenerateMailbox::OnClosing(int sent) {
-  DLLM_METRICS_CALL(metrics_, OnEventsSent(RpcKind::kGenerate, sent, coalesced_));
+  metrics_->OnEventsSent(RpcKind::kGenerate, sent, coalesced_);
 }
 
 int GenerateMailbox::events_coalesced() const {

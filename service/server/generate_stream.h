@@ -35,7 +35,7 @@ class GenerateMailbox : public OrderedWriter<v1::GenerateEvent> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null.
+  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is recorded).
   GenerateMailbox(std::string request_id, int heartbeat_seconds, EventSink* sink,
                   ServiceMetrics* metrics = nullptr);
 

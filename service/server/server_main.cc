@@ -21,7 +21,7 @@
 #include "engine/tokenizer/chat_template.h"
 #include "engine/base/flags.h"
 #include "engine/base/stopwatch.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/server.h"
 
 #if defined(__SANITIZE_ADDRESS__)

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "service/server/diffusion_lm_service.h"
 #include "service/server/grpc_status.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 
@@ -21,9 +21,9 @@ StepReactor::StepReactor(DiffusionLmService* service, grpc::CallbackServerContex
                                               service_->metrics());
   outbox_->set_request_id(NewRequestId());
   if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
-    MetricsRejected(service_->metrics(), RpcKind::kStep,
-                    service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
-                    "UNAVAILABLE");
+    service_->metrics()->OnRejected(
+        RpcKind::kStep, service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+        absl::StatusCode::kUnavailable);
     rejected_ = true;
     outbox_->Fail(s);
     return;
@@ -214,12 +214,10 @@ void StepReactor::OnDone() {
       const FinishKind kind = status.ok() && !state_->completed
                                   ? FinishKind::kClosed
                                   : FinishKindOf(status, state_->eos);
-      DLLM_METRICS_CALL(service_->metrics(),
-                        OnFinished(RpcKind::kStep, kind, absl::StatusCodeToString(status.code()),
-                                   seconds, state_->steps, state_->generated));
+      service_->metrics()->OnFinished(RpcKind::kStep, kind, status.code(), seconds, state_->steps,
+                                      state_->generated);
     } else if (!rejected_) {
-      DLLM_METRICS_CALL(service_->metrics(),
-                        OnCallEnded(RpcKind::kStep, absl::StatusCodeToString(status.code())));
+      service_->metrics()->OnCallEnded(RpcKind::kStep, status.code());
     }
     const std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
     std::fprintf(stderr, "dllm-server: session %s: %d steps, %.1f ms, %s%s\n",

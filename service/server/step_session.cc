@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/server/metrics_hooks.h"
+#include "service/metrics/service_metrics.h"
 
 namespace dllm {
 
@@ -12,7 +12,7 @@ namespace dllm {
 
 StepOutbox::StepOutbox(StepSink* sink, int idle_timeout_seconds, ServiceMetrics* metrics)
     : OrderedWriter(sink),
-      metrics_(metrics),
+      metrics_(ServiceMetrics::OrNoOp(metrics)),
       idle_timeout_(std::chrono::seconds(idle_timeout_seconds)),
       idle_since_(Clock::now()) {}
 
@@ -86,7 +86,7 @@ bool StepOutbox::StartReadLocked() {
 }
 
 void StepOutbox::OnClosing(int sent) {
-  DLLM_METRICS_CALL(metrics_, OnEventsSent(RpcKind::kStep, sent, 0));
+  metrics_->OnEventsSent(RpcKind::kStep, sent, 0);
 }
 
 // ---- StepOpJob ----
@@ -136,8 +136,8 @@ bool StepOpJob::RunOpen() {
   s.text.Reset();
   s.open = true;
   const int prompt_len = static_cast<int>(s.spec.prompt.size());
-  DLLM_METRICS_CALL(s.metrics, OnStarted(queue_seconds(), prompt_len,
-                                         prompt_len + s.spec.sampler.gen_length));
+  s.metrics->OnStarted(queue_seconds(), prompt_len,
+                                         prompt_len + s.spec.sampler.gen_length);
   v1::StepResponse r;
   r.mutable_opened()->set_session_id(s.session_id);
   *r.mutable_opened()->mutable_started() = MakeStarted(s.spec, *s.model, queue_seconds());
@@ -197,10 +197,10 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
     return false;
   }
   ++s.steps;
-  DLLM_METRICS_CALL(s.metrics, OnStep(report->forward, report->step_seconds,
+  s.metrics->OnStep(report->forward, report->step_seconds,
                                       report->forward_seconds, report->sample_seconds,
                                       report->forward_passes,
-                                      static_cast<int>(report->positions.size())));
+                                      static_cast<int>(report->positions.size()));
   const bool done = s.session->done();
   const BpeTokenizer& tok = s.model->tokenizer();
   const int prompt_len = s.session->prompt_len();

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/session/denoise_session.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/engine_worker.h"
 #include "service/server/ordered_writer.h"
 #include "service/server/request_validation.h"
@@ -32,7 +33,7 @@
 
 namespace dllm {
 
-class ServiceMetrics;
+
 
 // The reactor's side of a Step stream. Read is called only when no op is
 // in progress and nothing is left to write (OrderedWriter says the rest).
@@ -43,7 +44,7 @@ class StepOutbox : public OrderedWriter<v1::StepResponse> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null.
+  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is recorded).
   StepOutbox(StepSink* sink, int idle_timeout_seconds, ServiceMetrics* metrics = nullptr);
 
   // Starts reading the first op.
@@ -87,12 +88,12 @@ class StepOutbox : public OrderedWriter<v1::StepResponse> {
 struct StepSessionState {
   StepSessionState(std::shared_ptr<const Model> model, std::shared_ptr<StepOutbox> outbox,
                    ServiceMetrics* metrics)
-      : model(std::move(model)), outbox(std::move(outbox)), metrics(metrics),
+      : model(std::move(model)), outbox(std::move(outbox)), metrics(ServiceMetrics::OrNoOp(metrics)),
         text(&this->model->tokenizer()) {}
 
   const std::shared_ptr<const Model> model;
   const std::shared_ptr<StepOutbox> outbox;
-  ServiceMetrics* const metrics;  // non-owning, may be null
+  ServiceMetrics* const metrics;  // non-owning; NoOp() when none was given
 
   // Set by the reactor at Open, before the open job is submitted.
   GenerationSpec spec;

@@ -283,7 +283,7 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   m->SetActivationBytes(4096);
   m->OnRejected(RejectReason::kQueueFull);
   m->OnRejected(RejectReason::kQueueFull);
-  m->OnRejected(RpcKind::kStep, RejectReason::kDraining, "UNAVAILABLE");
+  m->OnRejected(RpcKind::kStep, RejectReason::kDraining, absl::StatusCode::kUnavailable);
   m->OnStarted(0.02, 11, 64);
   ForwardStats ops;
   ops.embed = 0.0001, ops.norm = 0.0002, ops.projections = 0.003, ops.attention = 0.004;
@@ -292,9 +292,10 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   m->OnStep(ops, 0.03, 0.0153, 0.0004, 2, 5);
   m->OnFirstStep(0.04);
   m->OnFirstToken(0.07);
-  m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, "OK", 1.5, 2, 8);
-  m->OnFinished(RpcKind::kGenerate, FinishKind::kCancelled, "Cancelled", 0.3, 1, 0);
-  m->OnFinished(RpcKind::kStep, FinishKind::kError, "no such code", 0.3, 1, 0);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, absl::StatusCode::kOk, 1.5, 2, 8);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kCancelled, absl::StatusCode::kCancelled, 0.3, 1, 0);
+  m->OnFinished(RpcKind::kStep, FinishKind::kError, static_cast<absl::StatusCode>(99), 0.3, 1,
+                0);  // not a canonical code: counted as UNKNOWN
   m->OnCancelled(0.003);
   m->OnEventsSent(RpcKind::kGenerate, 7, 2);
 
@@ -351,6 +352,18 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Generate"}}), 7);
   EXPECT_EQ(Value(t, "dllm_stream_events_coalesced_total", {{"rpc", "Generate"}}), 2);
   EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Step"}}), 0);
+}
+
+TEST(ServiceMetricsTest, TheNoOpObjectTakesEveryCallAndRecordsNothing) {
+  ServiceMetrics* m = ServiceMetrics::NoOp();
+  EXPECT_EQ(ServiceMetrics::OrNoOp(nullptr), m);
+  m->SetLoad(1, 2, 3);
+  m->OnRejected(RpcKind::kGenerate, RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
+  m->OnStep(ForwardStats{}, 0.1, 0.1, 0.0, 1, 1);
+  m->OnFinished(RpcKind::kStep, FinishKind::kEos, absl::StatusCode::kOk, 1.0, 1, 1);
+  m->OnEventsSent(RpcKind::kStep, 3, 0);
+  EXPECT_EQ(m->port(), 0);
+  EXPECT_EQ(m->Serialize(), "");
 }
 
 TEST(ServiceMetricsTest, ProcessSeriesDescribeThisProcess) {
@@ -459,7 +472,7 @@ TEST(ServiceMetricsTest, PromtoolAcceptsTheScrape) {
   m->OnStarted(0.01, 5, 32);
   m->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006, 0.001, 1,
             2);
-  m->OnFinished(RpcKind::kGenerate, FinishKind::kLength, "OK", 0.1, 1, 2);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kLength, absl::StatusCode::kOk, 0.1, 1, 2);
   const std::string body = Body(HttpGet(m->port(), "/metrics"));
   ASSERT_FALSE(body.empty());
 
