@@ -1,7 +1,7 @@
 // AVX2 + FMA vector kernels (compiled with -mavx2 -mfma only). exp is a
 // Cephes-style range reduction (x = n ln2 + r) with a degree-6 polynomial
 // for e^r, relative error below 3e-7 over the float range; inputs below
-// -87.3 give 0, so softmax of masked (-inf) scores is 0 as in the scalar path.
+// -87.3 give 0 (SwiGLU's silu of a very negative gate is 0, as in the scalar path).
 #include <immintrin.h>
 
 #include <cmath>
@@ -70,33 +70,6 @@ void SwigluAvx2(const float* g, const float* u, int64_t n, float* y) {
   for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
-void SoftmaxAvx2(float* x, int64_t n) {
-  __m256 vmax = _mm256_set1_ps(-INFINITY);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(x + i));
-  alignas(32) float m8[8];
-  _mm256_store_ps(m8, vmax);
-  float mx = m8[0];
-  for (int j = 1; j < 8; ++j) mx = std::max(mx, m8[j]);
-  for (; i < n; ++i) mx = std::max(mx, x[i]);
-  const __m256 vm = _mm256_set1_ps(mx);
-  __m256 acc = _mm256_setzero_ps();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = Exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-    _mm256_storeu_ps(x + i, e);
-    acc = _mm256_add_ps(acc, e);
-  }
-  double sum = HorizontalSum(acc);
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  const __m256 vi = _mm256_set1_ps(inv);
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vi));
-  for (; i < n; ++i) x[i] *= inv;
-}
-
 void AddAvx2(const float* a, const float* b, int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -109,9 +82,7 @@ void AddAvx2(const float* a, const float* b, int64_t n, float* y) {
 
 void FillAvx2VectorKernels(VectorKernels* k) {
   k->rms_norm = RmsNormAvx2;
-  k->rope = RopeScalar;
   k->swiglu = SwigluAvx2;
-  k->softmax = SoftmaxAvx2;
   k->add = AddAvx2;
 }
 

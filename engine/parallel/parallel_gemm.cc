@@ -1,5 +1,4 @@
-// ParallelGemm: tbb::parallel_for over tile indices, one tile per task;
-// ParallelPackMatrix: the same over weight panels.
+// ParallelGemm: tbb::parallel_for over tile indices, one tile per task.
 #include "engine/parallel/parallel_gemm.h"
 
 #include <oneapi/tbb/blocked_range.h>
@@ -62,23 +61,6 @@ void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& 
   } else {
     run();
   }
-}
-
-QuantizedMatrix ParallelPackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols,
-                                   void* dst, tbb::task_arena* arena) {
-  const QuantizedMatrix view = PackedView(type, rows, cols, dst);
-  auto run = [&] {
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, view.num_panels(), 16),
-                      [&](const tbb::blocked_range<int64_t>& range) {
-                        PackPanels(view, src, range.begin(), range.end());
-                      });
-  };
-  if (arena != nullptr) {
-    arena->execute(run);
-  } else {
-    run();
-  }
-  return view;
 }
 
 }  // namespace dllm

@@ -29,12 +29,6 @@ void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& 
                              int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
                              float* y, int64_t ldy, tbb::task_arena* arena = nullptr);
 
-// PackMatrix (kernels/quantized_matrix.h) with its panels spread over the
-// threads of `arena` (or the current arena): for loading, where one core
-// packs about 3-4 ns a weight. Same contract and result as PackMatrix.
-QuantizedMatrix ParallelPackMatrix(GgmlType type, const void* src, int64_t rows, int64_t cols,
-                                   void* dst, tbb::task_arena* arena = nullptr);
-
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_

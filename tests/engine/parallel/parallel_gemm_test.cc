@@ -87,20 +87,5 @@ TEST(ParallelGemmTest, QuantizedLinearMatchesSerialQuantizeAndGemm) {
   }
 }
 
-TEST(ParallelGemmTest, ParallelPackMatrixMatchesPackMatrix) {
-  std::mt19937 rng(8);
-  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0}) {
-    const int64_t n = 333, k = 512;  // 21 panels, the last one ragged
-    const std::vector<uint8_t> wb = testing::RandomWeights(type, n, k, rng);
-    const size_t bytes = PackedBytes(type, n, k);
-    auto a = testing::AlignedBytes(bytes), b = testing::AlignedBytes(bytes);
-    PackMatrix(type, wb.data(), n, k, a.get());
-    tbb::task_arena arena(2);
-    const QuantizedMatrix v = ParallelPackMatrix(type, wb.data(), n, k, b.get(), &arena);
-    EXPECT_EQ(v.panel_bytes * v.num_panels(), bytes);
-    EXPECT_EQ(std::memcmp(a.get(), b.get(), bytes), 0) << GgmlTypeName(type);
-  }
-}
-
 }  // namespace
 }  // namespace dllm
