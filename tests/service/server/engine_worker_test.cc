@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/wait.h"
 
 namespace dllm {
 namespace {
@@ -69,7 +70,7 @@ class EngineWorkerTest : public ::testing::Test {
     plan.threads = 1;
     auto w = std::make_unique<EngineWorker>(nullptr, plan, o);
     w->Start();
-    while (!w->ready()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->ready(); }));
     return w;
   }
   std::shared_ptr<ScriptedJob> Job(const std::string& name, int steps) {
@@ -80,7 +81,7 @@ class EngineWorkerTest : public ::testing::Test {
     return j->finished;
   }
   void WaitFinished(const std::shared_ptr<ScriptedJob>& j) {
-    while (!Finished(j)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return Finished(j); }));
   }
 
   std::vector<std::string> log_;
@@ -248,7 +249,7 @@ TEST_F(EngineWorkerTest, CancelStopsARunningJobAndMeasuresLatency) {
   auto a = Job("a", 1000);
   a->hold = true;
   ASSERT_THAT(w->Submit(a, 0), IsOk());
-  while (w->load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->load().running > 0; }));
   a->Cancel();
   WaitFinished(a);
   EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kCancelled, ""));
@@ -275,7 +276,7 @@ TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
                         done = true;
                       }),
               IsOk());
-  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return done.load(); }));
   EXPECT_NE(engine_thread, std::this_thread::get_id());
   lease->reset();
   EXPECT_EQ(w->load().sessions_open, 0);
@@ -297,7 +298,7 @@ TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
   a->hold = true;
   ASSERT_THAT(w->Submit(a, 0), IsOk());
   ASSERT_THAT(w->Submit(b, 0), IsOk());
-  while (w->load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->load().running > 0; }));
   w->Stop();
   EXPECT_TRUE(Finished(a) && Finished(b));
   // Both UNAVAILABLE (clients retry it elsewhere), the running one too.
@@ -318,7 +319,7 @@ TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
     warm = s;
     called = true;
   });
-  while (!called) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return called.load(); }));
   EXPECT_THAT(warm, IsOk());
   EXPECT_TRUE(w.ready());
   SamplerConfig c;

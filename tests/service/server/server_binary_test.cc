@@ -19,6 +19,7 @@
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/timing.h"
+#include "tests/testing/wait.h"
 
 extern char** environ;
 
@@ -128,7 +129,7 @@ class LongCall {
       status_ = reader->Finish();
       ended_ = Clock::now();
     });
-    while (!started_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return started_.load(); }));
   }
   ~LongCall() {
     if (thread_.joinable()) thread_.join();
@@ -188,7 +189,7 @@ TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
     }
     in_flight_status = reader->Finish();
   });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return started.load(); }));
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
   // New calls are refused from the moment the signal lands.
   grpc::StatusCode code = grpc::OK;

@@ -25,6 +25,7 @@
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/wait.h"
 
 namespace dllm {
 namespace {
@@ -569,7 +570,7 @@ TEST_F(ServerContractTest, DeadlineExceeded) {
     }
     reader->Finish();
   });
-  while (server_->worker().load().running == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return server_->worker().load().running > 0; }));
   const CallResult queued = Generate(*stub_, Request("queued", 32, 32, 32), std::chrono::milliseconds(200));
   EXPECT_EQ(queued.status.error_code(), grpc::DEADLINE_EXCEEDED);
   long_ctx.TryCancel();
@@ -900,9 +901,9 @@ TEST_F(ServerContractTest, DrainFinishesInFlightAndRefusesNew) {
                            if (e.has_started()) started = true;
                          });
   });
-  while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return started.load(); }));
   std::thread drain([&] { server->Drain(std::chrono::seconds(60)); });
-  while (!server->service().draining()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return server->service().draining(); }));
   EXPECT_EQ(readiness(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   const CallResult refused = Generate(*stub, Request("new", 32, 32, 32));
   EXPECT_EQ(refused.status.error_code(), grpc::UNAVAILABLE);
