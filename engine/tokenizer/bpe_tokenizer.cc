@@ -108,8 +108,17 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
   DLLM_ASSIGN_OR_RETURN(t.pre_, ParsePreTokenizer(pre));
   t.ignore_merges_ = t.pre_ == PreTokenizer::kLlama3;
   t.clean_spaces_ = t.pre_ == PreTokenizer::kGpt2;
+  DLLM_RETURN_IF_ERROR(t.ReadVocabulary(file));
+  DLLM_ASSIGN_OR_RETURN(t.special_ids_,
+                        ReadSpecialTokens(file, static_cast<int64_t>(t.tokens_.size())));
+  t.BuildPieces();
+  DLLM_RETURN_IF_ERROR(t.ReadMerges(file));
+  t.IndexSpecialTexts();
+  return t;
+}
 
-  // Tokens and types.
+// Tokens and their types, with llama.cpp's renames and control overrides.
+absl::Status BpeTokenizer::ReadVocabulary(const GgufFile& file) {
   DLLM_ASSIGN_OR_RETURN(std::vector<absl::string_view> tokens,
                         file.GetStringArray("tokenizer.ggml.tokens"));
   if (tokens.empty()) return InvalidKey("tokenizer.ggml.tokens", "no tokens");
@@ -117,7 +126,7 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
     return InvalidKey("tokenizer.ggml.tokens", absl::StrCat(tokens.size(), " tokens is too many"));
   }
   const size_t n = tokens.size();
-  t.types_.assign(n, TokenType::kNormal);
+  types_.assign(n, TokenType::kNormal);
   if (file.HasKey("tokenizer.ggml.token_type")) {
     DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> types, file.GetIntArray("tokenizer.ggml.token_type"));
     if (types.size() != n) {
@@ -125,47 +134,49 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
                         absl::StrCat(types.size(), " entries for ", n, " tokens"));
     }
     for (size_t i = 0; i < n; ++i) {
-      t.types_[i] = types[i] >= 1 && types[i] <= 6 ? static_cast<TokenType>(types[i])
+      types_[i] = types[i] >= 1 && types[i] <= 6 ? static_cast<TokenType>(types[i])
                                                    : TokenType::kUndefined;
     }
   }
-  t.tokens_.reserve(n);
+  tokens_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     // llama.cpp renames empty tokens so that every text is matchable.
-    t.tokens_.emplace_back(tokens[i].empty() ? absl::StrCat("[EMPTY_", i, "]")
+    tokens_.emplace_back(tokens[i].empty() ? absl::StrCat("[EMPTY_", i, "]")
                                              : std::string(tokens[i]));
   }
-  t.text_to_id_.reserve(n);
+  text_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = t.text_to_id_.try_emplace(t.tokens_[i], static_cast<int32_t>(i));
+    auto [it, inserted] = text_to_id_.try_emplace(tokens_[i], static_cast<int32_t>(i));
     if (!inserted) {
       return InvalidKey("tokenizer.ggml.tokens",
-                        absl::StrCat("token ", i, " '", t.tokens_[i], "' repeats token ", it->second));
+                        absl::StrCat("token ", i, " '", tokens_[i], "' repeats token ", it->second));
     }
   }
   for (absl::string_view text : kEogTexts) {
-    if (int32_t id = t.FindToken(text); id >= 0) t.types_[id] = TokenType::kControl;
+    if (int32_t id = FindToken(text); id >= 0) types_[id] = TokenType::kControl;
   }
   for (absl::string_view text : kControlOnlyTexts) {
-    if (int32_t id = t.FindToken(text); id >= 0) t.types_[id] = TokenType::kControl;
+    if (int32_t id = FindToken(text); id >= 0) types_[id] = TokenType::kControl;
   }
+  return absl::OkStatus();
+}
 
-  DLLM_ASSIGN_OR_RETURN(t.special_ids_, ReadSpecialTokens(file, static_cast<int64_t>(n)));
-
-  // Byte characters and pieces.
+// The byte map (each byte's character token) and every token's bytes.
+void BpeTokenizer::BuildPieces() {
+  const size_t n = tokens_.size();
   const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
   absl::flat_hash_map<uint32_t, uint8_t> cp_to_byte;
   for (int b = 0; b < 256; ++b) {
     std::string ch;
     AppendUtf8(byte_cp[b], &ch);
-    t.byte_token_[b] = t.FindToken(ch);
+    byte_token_[b] = FindToken(ch);
     cp_to_byte[byte_cp[b]] = static_cast<uint8_t>(b);
   }
-  t.pieces_.resize(n);
+  pieces_.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::string& text = t.tokens_[i];
-    std::string& piece = t.pieces_[i];
-    switch (t.types_[i]) {
+    const std::string& text = tokens_[i];
+    std::string& piece = pieces_[i];
+    switch (types_[i]) {
       case TokenType::kNormal:
         for (size_t pos = 0; pos < text.size();) {
           const Utf8Char c = DecodeUtf8At(text, pos);
@@ -196,16 +207,18 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
   }
   // Special tokens match their text, so they count by it too.
   for (size_t i = 0; i < n; ++i) {
-    t.max_token_bytes_ = std::max({t.max_token_bytes_, t.pieces_[i].size(), t.tokens_[i].size()});
+    max_token_bytes_ = std::max({max_token_bytes_, pieces_[i].size(), tokens_[i].size()});
   }
+}
 
-  // Merges: rank = index; the first of repeated pairs wins, as in llama.cpp.
+// Merges: rank = index; the first of repeated pairs wins, as in llama.cpp.
+absl::Status BpeTokenizer::ReadMerges(const GgufFile& file) {
   DLLM_ASSIGN_OR_RETURN(std::vector<absl::string_view> merges,
                         file.GetStringArray("tokenizer.ggml.merges"));
   if (merges.size() > (1u << 30)) {
     return InvalidKey("tokenizer.ggml.merges", absl::StrCat(merges.size(), " merges is too many"));
   }
-  t.merges_.reserve(merges.size());
+  merges_.reserve(merges.size());
   std::string joined;
   for (size_t i = 0; i < merges.size(); ++i) {
     const absl::string_view m = merges[i];
@@ -217,31 +230,33 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
     if (space == absl::string_view::npos) return bad("no space between the two parts");
     const absl::string_view left = m.substr(0, space);
     const absl::string_view right = m.substr(space + 1);
-    const int32_t lid = t.FindToken(left);
-    const int32_t rid = t.FindToken(right);
+    const int32_t lid = FindToken(left);
+    const int32_t rid = FindToken(right);
     if (lid < 0) return bad(absl::StrCat("'", left, "' is not a token"));
     if (rid < 0) return bad(absl::StrCat("'", right, "' is not a token"));
     joined.assign(left.data(), left.size());
     joined.append(right.data(), right.size());
-    const int32_t result = t.FindToken(joined);
+    const int32_t result = FindToken(joined);
     if (result < 0) return bad(absl::StrCat("the result '", joined, "' is not a token"));
     const uint64_t key = (static_cast<uint64_t>(lid) << 32) | static_cast<uint32_t>(rid);
-    t.merges_.try_emplace(key, Merge{static_cast<int32_t>(i), result});
+    merges_.try_emplace(key, Merge{static_cast<int32_t>(i), result});
   }
+  return absl::OkStatus();
+}
 
-  // Tokens matched as whole strings before BPE, longest first (ties by id,
-  // where llama.cpp's unstable sort leaves the order unspecified).
-  for (size_t i = 0; i < n; ++i) {
-    const TokenType type = t.types_[i];
+// Tokens matched as whole strings before BPE, longest first (ties by id,
+// where llama.cpp's unstable sort leaves the order unspecified).
+void BpeTokenizer::IndexSpecialTexts() {
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const TokenType type = types_[i];
     if (type == TokenType::kControl || type == TokenType::kUserDefined ||
         type == TokenType::kUnknown) {
-      t.special_.push_back(static_cast<int32_t>(i));
+      special_.push_back(static_cast<int32_t>(i));
     }
   }
-  std::stable_sort(t.special_.begin(), t.special_.end(), [&t](int32_t a, int32_t b) {
-    return t.tokens_[a].size() > t.tokens_[b].size();
+  std::stable_sort(special_.begin(), special_.end(), [this](int32_t a, int32_t b) {
+    return tokens_[a].size() > tokens_[b].size();
   });
-  return t;
 }
 
 int32_t BpeTokenizer::FindToken(absl::string_view text) const {

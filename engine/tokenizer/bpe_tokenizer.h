@@ -97,6 +97,12 @@ class BpeTokenizer {
   size_t n_merges() const { return merges_.size(); }
 
  private:
+  // The steps of FromGguf, in order.
+  absl::Status ReadVocabulary(const GgufFile& file);
+  void BuildPieces();
+  absl::Status ReadMerges(const GgufFile& file);
+  void IndexSpecialTexts();
+
   struct Merge {
     int32_t rank;
     int32_t result;
