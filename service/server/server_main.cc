@@ -20,6 +20,7 @@
 #include "engine/base/utf8.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/base/flags.h"
+#include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/server.h"
@@ -101,6 +102,125 @@ class ShutdownSignals {
   int first_ = 0;
 };
 
+// What the flags ask for, checked, before anything is loaded.
+struct ServerSetup {
+  ServerOptions options;
+  ModelOptions model;
+  IsaLevel isa = IsaLevel::kScalar;
+  CpuPolicy policy = CpuPolicy::kAuto;
+  std::string metrics_listen;  // HOST:PORT, or "none"
+};
+
+absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
+  ServerSetup setup;
+  ServerOptions& options = setup.options;
+  options.model_path = flags.Get("model");
+  options.listen = flags.Get("listen", "127.0.0.1:50051");
+  DLLM_ASSIGN_OR_RETURN(options.engine.max_running, flags.GetIntInRange("max-running", 1, 1, 1024));
+  DLLM_ASSIGN_OR_RETURN(options.engine.max_queue, flags.GetIntInRange("max-queue", 8, 0, 1 << 20));
+  DLLM_ASSIGN_OR_RETURN(options.engine.max_sessions,
+                        flags.GetIntInRange("max-sessions", 4, 0, 1 << 16));
+  DLLM_ASSIGN_OR_RETURN(const int64_t threads, flags.GetIntInRange("threads", 0, 0, 4096));
+  DLLM_ASSIGN_OR_RETURN(options.drain_seconds,
+                        flags.GetIntInRange("drain-seconds", 30, 0, 24 * 3600));
+  DLLM_ASSIGN_OR_RETURN(options.session_idle_seconds,
+                        flags.GetIntInRange("session-idle-seconds", 300, 1, 24 * 3600));
+  DLLM_ASSIGN_OR_RETURN(const int64_t budget_mb,
+                        flags.GetIntInRange("memory-budget-mb", 0, 0, 1 << 30));
+  options.engine.memory_budget_bytes = flags.Has("memory-budget-mb")
+                                           ? static_cast<uint64_t>(budget_mb) << 20
+                                           : DefaultMemoryBudget();
+  DLLM_ASSIGN_OR_RETURN(setup.isa, ResolveIsaLevel(flags.Get("isa")));
+  const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags.Get("cpu-policy", "auto"));
+  if (!policy) return absl::InvalidArgumentError("--cpu-policy must be auto, performance or all");
+  setup.policy = *policy;
+  options.tls_cert_file = flags.Get("tls-cert");
+  options.tls_key_file = flags.Get("tls-key");
+
+  const CpuTopology topology = ReadCpuTopology();
+  options.plan = PlanThreads(topology, setup.policy, static_cast<int>(threads));
+  options.facts.isa = IsaLevelName(setup.isa);
+  options.facts.cpu = GetCpuFeatures().brand;
+  options.facts.cpu_policy = CpuPolicyName(setup.policy);
+  options.facts.performance_cores = static_cast<int>(topology.performance_cpus.size());
+  options.facts.efficiency_cores = static_cast<int>(topology.efficiency_cpus.size());
+
+  setup.model.isa = setup.isa;
+  if (flags.Has("chat-template")) {
+    DLLM_ASSIGN_OR_RETURN(setup.model.chat_template, ParseChatTemplate(flags.Get("chat-template")));
+  }
+  setup.metrics_listen = flags.Get("metrics-listen", "127.0.0.1:9464");
+  return setup;
+}
+
+// Loads the model and says what was loaded and how it will be served.
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup) {
+  const ServerOptions& options = setup.options;
+  std::fprintf(stderr, "dllm-server: loading %s\n", options.model_path.c_str());
+  const Stopwatch load_time;
+  DLLM_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
+                        Model::Load(options.model_path, setup.model));
+  const ModelConfig& mc = model->config();
+  if (!model->chat_template().recognised) {
+    std::fprintf(stderr, "dllm-server: warning: %s\n", kUnrecognisedChatTemplateWarning);
+  }
+  std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
+               options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
+               load_time.ElapsedSeconds());
+  std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
+               IsaLevelName(setup.isa), options.plan.threads, options.plan.why.c_str(),
+               CpuPolicyName(setup.policy));
+  std::fprintf(stderr,
+               "dllm-server: max running %d, max queue %d, max sessions %d, memory budget %llu MiB\n",
+               options.engine.max_running, options.engine.max_queue, options.engine.max_sessions,
+               static_cast<unsigned long long>(options.engine.memory_budget_bytes >> 20));
+  return model;
+}
+
+// The Prometheus series, on their own HTTP port unless --metrics-listen none.
+absl::StatusOr<std::unique_ptr<ServiceMetrics>> StartMetrics(const ServerSetup& setup,
+                                                             const Model& model) {
+  const ModelConfig& mc = model.config();
+  MetricsOptions mo;
+  mo.listen = setup.metrics_listen == "none" ? "" : setup.metrics_listen;
+  mo.model_name = mc.name;
+  mo.arch = std::string(ArchName(mc.arch));
+  mo.weight_format = WeightFormat(model);
+  mo.isa = IsaLevelName(setup.isa);
+  mo.cpu_policy = CpuPolicyName(setup.policy);
+  mo.engine_threads = setup.options.plan.threads;
+  mo.performance_cores = setup.options.facts.performance_cores;
+  mo.efficiency_cores = setup.options.facts.efficiency_cores;
+  mo.weights_mapped_bytes = model.file().file_size();
+  mo.layer_parameters = static_cast<uint64_t>(mc.layer_params());
+  mo.active_layer_parameters = static_cast<uint64_t>(mc.active_layer_params());
+  mo.experts = static_cast<int>(mc.n_expert);
+  mo.experts_used = static_cast<int>(mc.n_expert_used);
+  mo.weights_repacked_bytes = model.owned_weight_bytes();
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ServiceMetrics> metrics, ServiceMetrics::Create(mo));
+  if (metrics->port() > 0) {
+    const std::string& listen = setup.metrics_listen;
+    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
+                 listen.substr(0, listen.rfind(':')).c_str(), metrics->port());
+  }
+  return metrics;
+}
+
+// {"grpc": PORT, "metrics": PORT}, renamed into place so that a reader
+// never sees half a file.
+absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "{\"grpc\": " << grpc_port << ", \"metrics\": " << metrics_port << "}\n";
+    if (!out) return absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("--port-file: cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
 int Run(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc - 1, argv + 1, kValueFlags, kBoolFlags);
   if (!flags.ok()) return Fail(flags.status());
@@ -123,101 +243,15 @@ int Run(int argc, char** argv) {
   static ShutdownSignals shutdown;
   std::thread([&signals] { shutdown.Watch(signals); }).detach();
 
-  ServerOptions options;
-  options.model_path = flags->Get("model");
-  options.listen = flags->Get("listen", "127.0.0.1:50051");
-  absl::StatusOr<int64_t> max_running = flags->GetIntInRange("max-running", 1, 1, 1024);
-  absl::StatusOr<int64_t> max_queue = flags->GetIntInRange("max-queue", 8, 0, 1 << 20);
-  absl::StatusOr<int64_t> max_sessions = flags->GetIntInRange("max-sessions", 4, 0, 1 << 16);
-  absl::StatusOr<int64_t> threads = flags->GetIntInRange("threads", 0, 0, 4096);
-  absl::StatusOr<int64_t> drain = flags->GetIntInRange("drain-seconds", 30, 0, 24 * 3600);
-  absl::StatusOr<int64_t> idle = flags->GetIntInRange("session-idle-seconds", 300, 1, 24 * 3600);
-  absl::StatusOr<int64_t> budget_mb = flags->GetIntInRange("memory-budget-mb", 0, 0, 1 << 30);
-  for (const absl::Status& s : {max_running.status(), max_queue.status(), max_sessions.status(),
-                                threads.status(), drain.status(), idle.status(),
-                                budget_mb.status()}) {
-    if (!s.ok()) return Fail(s);
-  }
-  absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
-  if (!isa.ok()) return Fail(isa.status());
-  const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags->Get("cpu-policy", "auto"));
-  if (!policy) return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
-  options.engine.max_running = *max_running;
-  options.engine.max_queue = *max_queue;
-  options.engine.max_sessions = *max_sessions;
-  options.engine.memory_budget_bytes =
-      flags->Has("memory-budget-mb") ? static_cast<uint64_t>(*budget_mb) << 20 : DefaultMemoryBudget();
-  options.drain_seconds = *drain;
-  options.session_idle_seconds = *idle;
-  options.tls_cert_file = flags->Get("tls-cert");
-  options.tls_key_file = flags->Get("tls-key");
-
-  const CpuTopology topology = ReadCpuTopology();
-  options.plan = PlanThreads(topology, *policy, *threads);
-  options.facts.isa = IsaLevelName(*isa);
-  options.facts.cpu = GetCpuFeatures().brand;
-  options.facts.cpu_policy = CpuPolicyName(*policy);
-  options.facts.performance_cores = static_cast<int>(topology.performance_cpus.size());
-  options.facts.efficiency_cores = static_cast<int>(topology.efficiency_cpus.size());
-
-  ModelOptions model_options;
-  model_options.isa = *isa;
-  if (flags->Has("chat-template")) {
-    absl::StatusOr<ChatTemplate> templ = ParseChatTemplate(flags->Get("chat-template"));
-    if (!templ.ok()) return Fail(templ.status());
-    model_options.chat_template = *templ;
-  }
-  std::fprintf(stderr, "dllm-server: loading %s\n", options.model_path.c_str());
-  const Stopwatch load_time;
-  absl::StatusOr<std::shared_ptr<const Model>> model =
-      Model::Load(options.model_path, model_options);
+  absl::StatusOr<ServerSetup> setup = SetupFromFlags(*flags);
+  if (!setup.ok()) return Fail(setup.status());
+  ServerOptions& options = setup->options;
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadModel(*setup);
   if (!model.ok()) return Fail(model.status());
-  const ModelConfig& mc = (*model)->config();
-  if (!(*model)->chat_template().recognised) {
-    std::fprintf(stderr, "dllm-server: warning: %s\n", kUnrecognisedChatTemplateWarning);
-  }
-  std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
-               options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
-               load_time.ElapsedSeconds());
-  std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
-               IsaLevelName(*isa), options.plan.threads, options.plan.why.c_str(),
-               CpuPolicyName(*policy));
-  std::fprintf(stderr,
-               "dllm-server: max running %d, max queue %d, max sessions %d, memory budget %llu MiB\n",
-               options.engine.max_running, options.engine.max_queue, options.engine.max_sessions,
-               static_cast<unsigned long long>(options.engine.memory_budget_bytes >> 20));
-
-  // Metrics: their own HTTP port (service/metrics).
-  const std::string metrics_listen = flags->Get("metrics-listen", "127.0.0.1:9464");
-  int metrics_port = 0;
-  std::unique_ptr<ServiceMetrics> metrics;
-  {
-    MetricsOptions mo;
-    mo.listen = metrics_listen == "none" ? "" : metrics_listen;
-    mo.model_name = mc.name;
-    mo.arch = std::string(ArchName(mc.arch));
-    mo.weight_format = WeightFormat(**model);
-    mo.isa = IsaLevelName(*isa);
-    mo.cpu_policy = CpuPolicyName(*policy);
-    mo.engine_threads = options.plan.threads;
-    mo.performance_cores = options.facts.performance_cores;
-    mo.efficiency_cores = options.facts.efficiency_cores;
-    mo.weights_mapped_bytes = (*model)->file().file_size();
-    mo.layer_parameters = static_cast<uint64_t>(mc.layer_params());
-    mo.active_layer_parameters = static_cast<uint64_t>(mc.active_layer_params());
-    mo.experts = static_cast<int>(mc.n_expert);
-    mo.experts_used = static_cast<int>(mc.n_expert_used);
-    mo.weights_repacked_bytes = (*model)->owned_weight_bytes();
-    absl::StatusOr<std::unique_ptr<ServiceMetrics>> created = ServiceMetrics::Create(mo);
-    if (!created.ok()) return Fail(created.status());
-    metrics = std::move(*created);
-    metrics_port = metrics->port();
-    options.metrics = metrics.get();
-  }
-  if (metrics_port > 0) {
-    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
-                 metrics_listen.substr(0, metrics_listen.rfind(':')).c_str(), metrics_port);
-  }
+  absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = StartMetrics(*setup, **model);
+  if (!metrics.ok()) return Fail(metrics.status());
+  options.metrics = metrics->get();
+  const int metrics_port = (*metrics)->port();
 
   absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
   if (!server.ok()) return Fail(server.status());
@@ -230,16 +264,9 @@ int Run(int argc, char** argv) {
   }
   std::fprintf(stderr, "dllm-server: ready (warm-up step done)\n");
   if (flags->Has("port-file")) {
-    const std::string path = flags->Get("port-file");
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      out << "{\"grpc\": " << (*server)->port() << ", \"metrics\": " << metrics_port << "}\n";
-      if (!out) return Fail(absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp)));
-    }
-    // Renamed into place so a reader never sees half a file.
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-      return Fail(absl::InternalError(absl::StrCat("--port-file: cannot write ", path)));
+    if (absl::Status s = WritePortFile(flags->Get("port-file"), (*server)->port(), metrics_port);
+        !s.ok()) {
+      return Fail(s);
     }
   }
 
@@ -253,7 +280,7 @@ int Run(int argc, char** argv) {
   // to time out, and the process is exiting anyway (no scrape can be in
   // flight once the server is gone, and the kernel closes the socket).
   // LeakSanitizer is told, so the sanitizer runs do not fail on it.
-  [[maybe_unused]] ServiceMetrics* const kept_until_exit = metrics.release();
+  [[maybe_unused]] ServiceMetrics* const kept_until_exit = metrics->release();
 #if defined(__SANITIZE_ADDRESS__)
   if (kept_until_exit != nullptr) __lsan_ignore_object(kept_until_exit);
 #endif
