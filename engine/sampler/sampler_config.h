@@ -81,6 +81,9 @@ struct SamplerConfig {
   int EffectiveBlockLength() const { return block_length == 0 ? gen_length : block_length; }
   int NumBlocks() const { return gen_length / EffectiveBlockLength(); }
   int StepsPerBlock() const { return steps / NumBlocks(); }
+  // The steps a run is scheduled for: `steps`, or 0 (unknown in advance)
+  // under threshold decoding.
+  int PlannedSteps() const { return threshold ? 0 : steps; }
 };
 
 // gen_length when a request or command line gives none.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/model/isa_option.h"
 #include "service/cli/json.h"
+#include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
 #include "engine/base/utf8.h"
 #include "engine/parallel/arena.h"
@@ -141,6 +142,116 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
   return c;
 }
 
+namespace {
+
+// The model a command line names, with its chat template.
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ParsedFlags& flags, IsaLevel isa) {
+  ModelOptions model_options;
+  model_options.isa = isa;
+  if (flags.Has("chat-template")) {
+    if (!flags.Has("chat")) return absl::InvalidArgumentError("--chat-template needs --chat");
+    DLLM_ASSIGN_OR_RETURN(model_options.chat_template,
+                          ParseChatTemplate(flags.Get("chat-template")));
+  }
+  DLLM_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
+                        Model::Load(flags.Get("model"), model_options));
+  if (flags.Has("chat") && !model->chat_template().recognised) {
+    std::fprintf(stderr, "dllm generate: warning: %s\n", kUnrecognisedChatTemplateWarning);
+  }
+  return model;
+}
+
+// --tokens as given, or --prompt encoded (as a chat turn with --chat).
+absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedFlags& flags, const Model& model) {
+  if (flags.Has("tokens")) return ParseIdList(flags.Get("tokens"), "--tokens");
+  PromptEncoding how;
+  how.chat = flags.Has("chat");
+  return EncodePrompt(model.tokenizer(), model.chat_template(), flags.Get("prompt"), how);
+}
+
+// What a run measured.
+struct RunTotals {
+  double load_seconds = 0;
+  double total_seconds = 0;
+  double forward_seconds = 0;
+  double sample_seconds = 0;
+  ForwardStats ops;
+  Json steps = Json::array();  // one record per step, for --json
+};
+
+Json StepJson(const StepReport& step) {
+  Json s = Json::object();
+  s["step"] = step.step;
+  s["positions"] = IdsJson(step.positions);
+  s["tokens"] = IdsJson(step.tokens);
+  s["n_forward"] = step.forward_passes;
+  s["ms"] = step.step_seconds * 1e3;
+  s["forward_ms"] = step.forward_seconds * 1e3;
+  s["sample_ms"] = step.sample_seconds * 1e3;
+  return s;
+}
+
+// The --json document: the run's ids, text, settings and timings.
+Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerConfig& config,
+                const DenoiseSession& session, std::span<const int32_t> prompt,
+                const std::string& text, const RunTotals& totals, int threads, IsaLevel isa) {
+  const std::span<const int32_t> canvas = session.canvas();
+  const int steps_run = session.sampler().step();
+  Json out = Json::object();
+  out["arch"] = std::string(ArchName(mc.arch));
+  out["model_file"] = flags.Get("model");
+  out["prompt_ids"] = IdsJson(prompt);
+  out["prompt_len"] = static_cast<int64_t>(prompt.size());
+  out["mask_id"] = mc.tokens.mask;
+  out["canvas_len"] = static_cast<int64_t>(canvas.size());
+  out["final_canvas"] = IdsJson(canvas);
+  out["generated"] = IdsJson(canvas.subspan(prompt.size()));
+  out["output_ids"] = IdsJson(session.OutputTokens());
+  out["text"] = text;
+  out["n_forward"] = session.forward_passes();
+  out["steps_run"] = steps_run;
+  out["steps_planned"] = config.PlannedSteps();
+  out["early_exit"] = session.exited_early();
+  Json settings = Json::object();
+  settings["gen_length"] = config.gen_length;
+  settings["steps"] = config.steps;
+  settings["block_length"] = config.EffectiveBlockLength();
+  settings["alg"] = std::string(AlgorithmName(config.algorithm));
+  settings["temperature"] = static_cast<double>(config.temperature);
+  settings["seed"] = static_cast<int64_t>(config.seed);
+  settings["threads"] = threads;
+  settings["isa"] = IsaLevelName(isa);
+  out["settings"] = settings;
+  Json timings = Json::object();
+  timings["load_ms"] = totals.load_seconds * 1e3;
+  timings["total_ms"] = totals.total_seconds * 1e3;
+  timings["forward_ms"] = totals.forward_seconds * 1e3;
+  timings["sample_ms"] = totals.sample_seconds * 1e3;
+  timings["ms_per_step"] = steps_run ? totals.total_seconds * 1e3 / steps_run : 0.0;
+  out["timings"] = timings;
+  out["steps"] = totals.steps;
+  return out;
+}
+
+// The one-line summary on stderr after the text.
+void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
+                  const RunTotals& totals, int threads, IsaLevel isa) {
+  const int steps_run = session.sampler().step();
+  auto per_step = [&](double seconds) { return steps_run ? seconds * 1e3 / steps_run : 0.0; };
+  const std::string early =
+      session.exited_early() ? absl::StrCat(" of ", config.PlannedSteps(), ", early exit") : "";
+  const ForwardStats& ops = totals.ops;
+  std::fprintf(stderr,
+               "[%d steps%s, %d forward passes, %.1f ms/step (forward %.1f, sampling %.1f); "
+               "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
+               steps_run, early.c_str(), session.forward_passes(), per_step(totals.total_seconds),
+               per_step(totals.forward_seconds), per_step(totals.sample_seconds),
+               ops.attention * 1e3, ops.projections * 1e3, ops.ffn * 1e3, ops.head * 1e3,
+               IsaLevelName(isa), threads);
+}
+
+}  // namespace
+
 int RunGenerate(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, kValueFlags, kBoolFlags);
   if (!flags.ok()) return Fail(flags.status());
@@ -154,141 +265,62 @@ int RunGenerate(int argc, char** argv) {
   if (!isa.ok()) return Fail(isa.status());
   const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags->Get("cpu-policy", "auto"));
   if (!policy) return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
-  absl::StatusOr<int64_t> threads = flags->GetInt("threads", 0);
+  absl::StatusOr<int64_t> threads = flags->GetIntInRange("threads", 0, 0, 4096);
   if (!threads.ok()) return Fail(threads.status());
-  if (*threads < 0 || *threads > 4096) return Fail(absl::InvalidArgumentError("--threads out of range"));
 
-  ModelOptions model_options;
-  model_options.isa = *isa;
-  if (flags->Has("chat-template")) {
-    if (!flags->Has("chat")) {
-      return Fail(absl::InvalidArgumentError("--chat-template needs --chat"));
-    }
-    absl::StatusOr<ChatTemplate> templ = ParseChatTemplate(flags->Get("chat-template"));
-    if (!templ.ok()) return Fail(templ.status());
-    model_options.chat_template = *templ;
-  }
+  RunTotals totals;
   const Stopwatch load_time;
-  absl::StatusOr<std::shared_ptr<const Model>> model =
-      Model::Load(flags->Get("model"), model_options);
+  absl::StatusOr<std::shared_ptr<const Model>> model = LoadModel(*flags, *isa);
   if (!model.ok()) return Fail(model.status());
-  if (flags->Has("chat") && !(*model)->chat_template().recognised) {
-    std::fprintf(stderr, "dllm generate: warning: %s\n", kUnrecognisedChatTemplateWarning);
-  }
-  const double load_seconds =
-      load_time.ElapsedSeconds();
+  totals.load_seconds = load_time.ElapsedSeconds();
   const ModelConfig& mc = (*model)->config();
-  const BpeTokenizer& tok = (*model)->tokenizer();
-
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc.arch);
   if (!config.ok()) return Fail(config.status());
-
-  std::vector<int32_t> prompt;
-  if (flags->Has("tokens")) {
-    absl::StatusOr<std::vector<int32_t>> ids = ParseIdList(flags->Get("tokens"), "--tokens");
-    if (!ids.ok()) return Fail(ids.status());
-    prompt = *ids;
-  } else {
-    PromptEncoding how;
-    how.chat = flags->Has("chat");
-    prompt = EncodePrompt(tok, (*model)->chat_template(), flags->Get("prompt"), how);
-  }
+  absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*flags, **model);
+  if (!prompt.ok()) return Fail(prompt.status());
 
   const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));
   std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
-  arena->execute([&] { session = DenoiseSession::Create(*model, *config, prompt); });
+  arena->execute([&] { session = DenoiseSession::Create(*model, *config, *prompt); });
   if (!session.ok()) return Fail(session.status());
 
   const bool json = flags->Has("json");
   const bool live = flags->Has("show-canvas") && !json && isatty(STDOUT_FILENO);
   const bool progress = flags->Has("show-canvas") && !json && !live;
-  const int planned = config->threshold ? 0 : config->steps;
-  Json steps_json = Json::array();
-  double forward_total = 0, sample_total = 0;
-  ForwardStats ops;
   const Stopwatch gen_time;
   while (!(*session)->done()) {
     absl::StatusOr<StepReport> step;
     arena->execute([&] { step = (*session)->Advance(); });
     if (!step.ok()) return Fail(step.status());
-    forward_total += step->forward_seconds;
-    sample_total += step->sample_seconds;
-    ops += step->forward;
-    if (live) DrawCanvas(**model, **session, *step, planned);
+    totals.forward_seconds += step->forward_seconds;
+    totals.sample_seconds += step->sample_seconds;
+    totals.ops += step->forward;
+    if (live) DrawCanvas(**model, **session, *step, config->PlannedSteps());
     if (progress) {
       std::printf("step %d: committed %zu, %d masked left, %.1f ms\n", step->step + 1,
                   step->positions.size(), step->masked_remaining, step->step_seconds * 1e3);
     }
-    if (json) {
-      Json s = Json::object();
-      s["step"] = step->step;
-      s["positions"] = IdsJson(step->positions);
-      s["tokens"] = IdsJson(step->tokens);
-      s["n_forward"] = step->forward_passes;
-      s["ms"] = step->step_seconds * 1e3;
-      s["forward_ms"] = step->forward_seconds * 1e3;
-      s["sample_ms"] = step->sample_seconds * 1e3;
-      steps_json.push_back(s);
-    }
+    if (json) totals.steps.push_back(StepJson(*step));
   }
-  const double total =
-      gen_time.ElapsedSeconds();
+  totals.total_seconds = gen_time.ElapsedSeconds();
   const std::span<const int32_t> output = (*session)->OutputTokens();
   DecodeOptions plain;
   plain.render_special = false;
   const std::string text = SanitizeUtf8(
-      tok.Decode(std::vector<int32_t>(output.begin(), output.end()), plain).value_or(""));
-  const int steps_run = (*session)->sampler().step();
+      (*model)->tokenizer().Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
+          .value_or(""));
 
   if (json) {
-    const std::span<const int32_t> canvas = (*session)->canvas();
-    Json out = Json::object();
-    out["arch"] = std::string(ArchName(mc.arch));
-    out["model_file"] = flags->Get("model");
-    out["prompt_ids"] = IdsJson(prompt);
-    out["prompt_len"] = static_cast<int64_t>(prompt.size());
-    out["mask_id"] = mc.tokens.mask;
-    out["canvas_len"] = static_cast<int64_t>(canvas.size());
-    out["final_canvas"] = IdsJson(canvas);
-    out["generated"] = IdsJson(canvas.subspan(prompt.size()));
-    out["output_ids"] = IdsJson(output);
-    out["text"] = text;
-    out["n_forward"] = (*session)->forward_passes();
-    out["steps_run"] = steps_run;
-    out["steps_planned"] = planned;
-    out["early_exit"] = (*session)->exited_early();
-    Json settings = Json::object();
-    settings["gen_length"] = config->gen_length;
-    settings["steps"] = config->steps;
-    settings["block_length"] = config->EffectiveBlockLength();
-    settings["alg"] = std::string(AlgorithmName(config->algorithm));
-    settings["temperature"] = static_cast<double>(config->temperature);
-    settings["seed"] = static_cast<int64_t>(config->seed);
-    settings["threads"] = plan.threads;
-    settings["isa"] = IsaLevelName(*isa);
-    out["settings"] = settings;
-    Json timings = Json::object();
-    timings["load_ms"] = load_seconds * 1e3;
-    timings["total_ms"] = total * 1e3;
-    timings["forward_ms"] = forward_total * 1e3;
-    timings["sample_ms"] = sample_total * 1e3;
-    timings["ms_per_step"] = steps_run ? total * 1e3 / steps_run : 0.0;
-    out["timings"] = timings;
-    out["steps"] = steps_json;
-    const std::string dumped = DumpJson(out, 1) + "\n";
+    const std::string dumped = DumpJson(ResultJson(*flags, mc, *config, **session, *prompt, text,
+                                                   totals, plan.threads, *isa),
+                                        1) +
+                               "\n";
     std::fwrite(dumped.data(), 1, dumped.size(), stdout);
     return 0;
   }
   std::printf("%s%s\n", live ? "\n" : "", text.c_str());
-  std::fprintf(stderr,
-               "[%d steps%s, %d forward passes, %.1f ms/step (forward %.1f, sampling %.1f); "
-               "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
-               steps_run, (*session)->exited_early() ? absl::StrCat(" of ", planned, ", early exit").c_str() : "",
-               (*session)->forward_passes(), steps_run ? total * 1e3 / steps_run : 0.0,
-               steps_run ? forward_total * 1e3 / steps_run : 0.0,
-               steps_run ? sample_total * 1e3 / steps_run : 0.0, ops.attention * 1e3,
-               ops.projections * 1e3, ops.ffn * 1e3, ops.head * 1e3, IsaLevelName(*isa), plan.threads);
+  PrintSummary(**session, *config, totals, plan.threads, *isa);
   return 0;
 }
 

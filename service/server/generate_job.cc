@@ -25,7 +25,7 @@ GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec
 
 GenerateJob::~GenerateJob() = default;
 
-int GenerateJob::planned_steps() const { return PlannedSteps(spec_.sampler); }
+int GenerateJob::planned_steps() const { return spec_.sampler.PlannedSteps(); }
 
 absl::Status GenerateJob::Begin() {
   first_run_ = EngineClock::now();

@@ -149,7 +149,7 @@ v1::StepEvent StepOpJob::StepEventNow(bool done) {
   StepSessionState& s = *state_;
   v1::StepEvent e;
   e.set_step(s.session->history_size());
-  e.set_planned_steps(PlannedSteps(s.spec.sampler));
+  e.set_planned_steps(s.spec.sampler.PlannedSteps());
   e.set_masked_remaining(s.session->masked_remaining());
   e.set_text_delta(s.text.Update(*s.session, s.model->config().tokens.mask, done));
   e.set_stable_length(s.text.stable_length());

@@ -39,8 +39,6 @@ void StableText::Reset() {
   text_.clear();
 }
 
-int PlannedSteps(const SamplerConfig& config) { return config.threshold ? 0 : config.steps; }
-
 int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
                  int prompt_len) {
   if (!config.threshold) return step / std::max(1, config.StepsPerBlock());
@@ -85,7 +83,7 @@ v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double q
   started.set_prompt_tokens(static_cast<uint32_t>(spec.prompt.size()));
   started.set_gen_length(spec.sampler.gen_length);
   started.set_block_length(spec.sampler.EffectiveBlockLength());
-  started.set_planned_steps(PlannedSteps(spec.sampler));
+  started.set_planned_steps(spec.sampler.PlannedSteps());
   started.set_mask_token_id(model.config().tokens.mask);
   started.set_queue_seconds(queue_seconds);
   started.set_seed(spec.sampler.seed);

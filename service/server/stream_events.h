@@ -49,9 +49,6 @@ class StableText {
   std::string text_;
 };
 
-// Scheduled steps (Started.planned_steps); 0 for threshold decoding, which
-// has no schedule.
-int PlannedSteps(const SamplerConfig& config);
 // The LLaDA block a step worked on: by schedule, or under threshold
 // decoding where its last commit landed (`positions` are canvas positions).
 int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
