@@ -337,26 +337,18 @@ absl::Status DiffusionLmService::TokenizeText(const v1::TokenizeRequest& r,
     status = absl::InvalidArgumentError(absl::StrCat(
         "text: ", request->text().size(), " bytes exceed Tokenize's limit of ",
         kMaxTokenizeTextBytes, " (its reply, ids and pieces, must fit the message limit)"));
-  } else if (const int64_t bad = FirstInvalidUtf8(request->text()); bad >= 0) {
-    status = absl::InvalidArgumentError(absl::StrCat("text: invalid UTF-8 at byte ", bad));
-  } else if (const int64_t bad_system = FirstInvalidUtf8(request->system()); bad_system >= 0) {
-    status = absl::InvalidArgumentError(absl::StrCat("system: invalid UTF-8 at byte ", bad_system));
-  } else if (!request->system().empty() && !request->apply_chat_template()) {
-    status = absl::InvalidArgumentError("system: needs apply_chat_template");
   } else if (request->no_special() && request->apply_chat_template()) {
     status = absl::InvalidArgumentError("no_special: not with apply_chat_template");
-  } else if (absl::StatusOr<ChatTemplate> templ =
-                 RequestChatTemplate(request->chat_template(), *model_, "chat_template");
-             !templ.ok()) {
-    status = templ.status();
   } else {
-    PromptEncoding how;
-    how.chat = request->apply_chat_template();
-    how.system = request->system();
-    how.special = !request->no_special();
-    const std::vector<int32_t> ids =
-        EncodePrompt(model_->tokenizer(), *templ, request->text(), how);
-    for (int32_t id : ids) {
+    TextPrompt text;
+    text.text = request->text();
+    text.system = request->system();
+    text.chat_template = request->chat_template();
+    text.apply_chat_template = request->apply_chat_template();
+    text.special = !request->no_special();
+    absl::StatusOr<std::vector<int32_t>> ids = EncodeTextPrompt(text, *model_, "");
+    if (!ids.ok()) return ids.status();
+    for (int32_t id : *ids) {
       response->add_ids(static_cast<uint32_t>(id));
       response->add_pieces(SanitizeUtf8(model_->tokenizer().TokenPiece(id)));
     }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "engine/base/status_macros.h"
 #include "engine/base/utf8.h"
 #include "engine/tokenizer/chat_template.h"
 
@@ -136,6 +137,30 @@ absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const M
   return t;
 }
 
+absl::StatusOr<std::vector<int32_t>> EncodeTextPrompt(const TextPrompt& prompt, const Model& model,
+                                                      absl::string_view field_prefix) {
+  auto field = [&](absl::string_view name) { return absl::StrCat(field_prefix, name); };
+  if (const int64_t bad = FirstInvalidUtf8(prompt.text); bad >= 0) {
+    return Invalid(field("text"), absl::StrCat("invalid UTF-8 at byte ", bad));
+  }
+  if (const int64_t bad = FirstInvalidUtf8(prompt.system); bad >= 0) {
+    return Invalid(field("system"), absl::StrCat("invalid UTF-8 at byte ", bad));
+  }
+  if (!prompt.apply_chat_template && !prompt.system.empty()) {
+    return Invalid(field("system"), "needs apply_chat_template");
+  }
+  if (!prompt.apply_chat_template && !prompt.chat_template.empty()) {
+    return Invalid(field("chat_template"), "needs apply_chat_template");
+  }
+  DLLM_ASSIGN_OR_RETURN(ChatTemplate templ,
+                        RequestChatTemplate(prompt.chat_template, model, field("chat_template")));
+  PromptEncoding how;
+  how.chat = prompt.apply_chat_template;
+  how.system = prompt.system;
+  how.special = prompt.special;
+  return EncodePrompt(model.tokenizer(), templ, prompt.text, how);
+}
+
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model) {
   const ModelConfig& c = model.config();
   switch (prompt.input_case()) {
@@ -152,25 +177,12 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
                                     c.n_ctx_train, " tokens (no token covers more than ",
                                     model.tokenizer().max_token_bytes(), " bytes)"));
       }
-      if (const int64_t bad = FirstInvalidUtf8(prompt.text()); bad >= 0) {
-        return Invalid("prompt.text", absl::StrCat("invalid UTF-8 at byte ", bad));
-      }
-      if (!prompt.apply_chat_template() && !prompt.system().empty()) {
-        return Invalid("prompt.system", "needs apply_chat_template");
-      }
-      if (const int64_t bad = FirstInvalidUtf8(prompt.system()); bad >= 0) {
-        return Invalid("prompt.system", absl::StrCat("invalid UTF-8 at byte ", bad));
-      }
-      if (!prompt.apply_chat_template() && !prompt.chat_template().empty()) {
-        return Invalid("prompt.chat_template", "needs apply_chat_template");
-      }
-      absl::StatusOr<ChatTemplate> templ =
-          RequestChatTemplate(prompt.chat_template(), model, "prompt.chat_template");
-      if (!templ.ok()) return templ.status();
-      PromptEncoding how;
-      how.chat = prompt.apply_chat_template();
-      how.system = prompt.system();
-      std::vector<int32_t> ids = EncodePrompt(model.tokenizer(), *templ, prompt.text(), how);
+      TextPrompt text;
+      text.text = prompt.text();
+      text.system = prompt.system();
+      text.chat_template = prompt.chat_template();
+      text.apply_chat_template = prompt.apply_chat_template();
+      DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodeTextPrompt(text, model, "prompt."));
       if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
       return ids;
     }

@@ -61,6 +61,21 @@ absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const M
 
 // Prompt, DiffusionParams and SamplingParams of GenerateRequest and Open.
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model);
+
+// A text to encode as Generate, Open and Tokenize take it.
+struct TextPrompt {
+  absl::string_view text;
+  absl::string_view system;
+  absl::string_view chat_template;
+  bool apply_chat_template = false;
+  bool special = true;  // BOS and special-token texts (Tokenize's no_special clears it)
+};
+// The checks and the encoding every text prompt gets, whatever the RPC:
+// UTF-8, system and chat_template only with apply_chat_template, a known
+// template; errors name `field_prefix` + the field ("prompt.text", "text").
+// Length bounds are the caller's (they differ per RPC).
+absl::StatusOr<std::vector<int32_t>> EncodeTextPrompt(const TextPrompt& prompt, const Model& model,
+                                                      absl::string_view field_prefix);
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,
                                                      const v1::SamplingParams& sampling,
                                                      const ModelConfig& config);
