@@ -25,6 +25,7 @@
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/test_server.h"
 #include "tests/testing/wait.h"
 
 namespace dllm {
@@ -32,35 +33,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string ModelPath(const char* name) { return testing::TestDataDir() + "/models/" + name; }
-
-std::shared_ptr<const Model> LoadModel(const char* name) {
-  auto model = Model::Load(ModelPath(name), {BestIsaLevel()});
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? *model : nullptr;
-}
-
-std::unique_ptr<DllmServer> StartServer(std::shared_ptr<const Model> model, const char* name,
-                                        EngineOptions engine = {}, std::string cert = "",
-                                        std::string key = "") {
-  ServerOptions o;
-  o.model_path = ModelPath(name);
-  o.listen = "127.0.0.1:0";
-  o.engine = engine;
-  o.plan.threads = 1;
-  o.facts.isa = IsaLevelName(BestIsaLevel());
-  o.tls_cert_file = cert;
-  o.tls_key_file = key;
-  auto server = DllmServer::Start(std::move(model), o);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return nullptr;
-  EXPECT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
-  return std::move(*server);
-}
-
-std::shared_ptr<grpc::Channel> Connect(int port) {
-  return grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
-}
+using ::dllm::testing::ConnectLocal;
+using ::dllm::testing::LoadTestModel;
+using ::dllm::testing::StartTestServer;
+using ::dllm::testing::TestModelPath;
 
 struct CallResult {
   std::vector<v1::GenerateEvent> events;
@@ -134,7 +110,7 @@ struct Reference {
 // The same generation through DenoiseSession directly, as the CLI runs it.
 Reference RunReference(const std::shared_ptr<const Model>& model, const char* name,
                        const v1::GenerateRequest& request) {
-  auto spec = ValidateGenerateRequest(request, *model, ModelPath(name));
+  auto spec = ValidateGenerateRequest(request, *model, TestModelPath(name));
   EXPECT_TRUE(spec.ok()) << spec.status();
   Reference ref;
   tbb::task_arena arena(1);
@@ -185,11 +161,11 @@ class ServerContractTest : public ::testing::Test {
   static constexpr const char* kDream = "tiny-dream-k-q4_k_m.gguf";
 
   static void SetUpTestSuite() {
-    model_ = new std::shared_ptr<const Model>(LoadModel(kLlada));
+    model_ = new std::shared_ptr<const Model>(LoadTestModel(kLlada));
     EngineOptions engine;
     engine.max_running = 1;
     engine.max_queue = 2;
-    server_ = StartServer(*model_, kLlada, engine).release();
+    server_ = StartTestServer(*model_, kLlada, {.engine = engine}).release();
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -197,7 +173,7 @@ class ServerContractTest : public ::testing::Test {
   }
   void SetUp() override {
     ASSERT_NE(server_, nullptr);
-    channel_ = Connect(server_->port());
+    channel_ = ConnectLocal(server_->port());
     stub_ = v1::DiffusionLM::NewStub(channel_);
   }
   // Waits until the engine has nothing admitted (earlier tests' cancels).
@@ -327,11 +303,11 @@ TEST_F(ServerContractTest, GreedyAndSeededMatchDenoiseSession) {
 }
 
 TEST_F(ServerContractTest, DreamMatchesDenoiseSession) {
-  auto dream = LoadModel(kDream);
+  auto dream = LoadTestModel(kDream);
   ASSERT_NE(dream, nullptr);
-  auto server = StartServer(dream, kDream);
+  auto server = StartTestServer(dream, kDream);
   ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   v1::GenerateRequest req = Request("Write a poem", 32, 16, 0);
   req.mutable_diffusion()->set_algorithm(v1::ALGORITHM_MASKGIT_PLUS);
   req.mutable_sampling()->set_temperature(0.7f);
@@ -467,9 +443,9 @@ TEST_F(ServerContractTest, QueueFullIsResourceExhausted) {
 TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
   EngineOptions engine;
   engine.memory_budget_bytes = 1 << 20;  // less than any canvas's activations + logits
-  auto server = StartServer(*model_, kLlada, engine);
+  auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   const CallResult r = Generate(*stub, Request("hello", 32, 32, 32));
   EXPECT_EQ(r.status.error_code(), grpc::RESOURCE_EXHAUSTED);
   EXPECT_NE(r.status.error_message().find("memory"), std::string::npos) << r.status.error_message();
@@ -489,9 +465,9 @@ TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   engine.max_running = 1;
   engine.max_queue = 0;
   engine.memory_budget_bytes = one;
-  auto server = StartServer(*model_, kLlada, engine);
+  auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   int refused = 0;
   for (int i = 0; i < 60; ++i) {
     const CallResult r = Generate(*stub, req);
@@ -510,7 +486,7 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   auto metrics = ServiceMetrics::Create(mo);
   ASSERT_TRUE(metrics.ok());
   ServerOptions o;
-  o.model_path = ModelPath(kLlada);
+  o.model_path = TestModelPath(kLlada);
   o.listen = "127.0.0.1:0";
   o.engine.max_running = 4;
   o.engine.max_queue = 32;
@@ -519,7 +495,7 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   auto server = DllmServer::Start(*model_, o);
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
-  auto stub = v1::DiffusionLM::NewStub(Connect((*server)->port()));
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal((*server)->port()));
   constexpr int kCalls = 24;
   std::vector<grpc::StatusCode> codes(kCalls);
   std::vector<std::thread> calls;
@@ -582,9 +558,9 @@ TEST_F(ServerContractTest, ConcurrentStreamsAreEachCorrect) {
   EngineOptions engine;
   engine.max_running = 3;
   engine.max_queue = 4;
-  auto server = StartServer(*model_, kLlada, engine);
+  auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(Connect(server->port()));
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   constexpr int kStreams = 5;
   std::vector<v1::GenerateRequest> requests;
   for (int i = 0; i < kStreams; ++i) {
@@ -849,12 +825,12 @@ TEST_F(ServerContractTest, HealthAndReflection) {
 
 TEST_F(ServerContractTest, ReadinessTurnsServingAfterWarmUp) {
   ServerOptions o;
-  o.model_path = ModelPath(kLlada);
+  o.model_path = TestModelPath(kLlada);
   o.listen = "127.0.0.1:0";
   o.plan.threads = 1;
   auto server = DllmServer::Start(*model_, o);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto health = grpc::health::v1::Health::NewStub(Connect((*server)->port()));
+  auto health = grpc::health::v1::Health::NewStub(ConnectLocal((*server)->port()));
   // Polled from the moment the port is open: NOT_SERVING until the warm-up
   // step ran (seen only if the probe wins the race), then SERVING for good.
   std::vector<int> seen;
@@ -875,9 +851,9 @@ TEST_F(ServerContractTest, ReadinessTurnsServingAfterWarmUp) {
 }
 
 TEST_F(ServerContractTest, DrainFinishesInFlightAndRefusesNew) {
-  auto server = StartServer(*model_, kLlada);
+  auto server = StartTestServer(*model_, kLlada);
   ASSERT_NE(server, nullptr);
-  auto channel = Connect(server->port());
+  auto channel = ConnectLocal(server->port());
   auto stub = v1::DiffusionLM::NewStub(channel);
   auto health = grpc::health::v1::Health::NewStub(channel);
   const auto readiness = [&] {
@@ -922,7 +898,7 @@ TEST_F(ServerContractTest, Tls) {
                           "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key +
                           " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  auto server = StartServer(*model_, kLlada, {}, cert, key);
+  auto server = StartTestServer(*model_, kLlada, {.tls_cert_file = cert, .tls_key_file = key});
   ASSERT_NE(server, nullptr);
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = testing::ReadFileOrDie(cert);
@@ -933,7 +909,7 @@ TEST_F(ServerContractTest, Tls) {
   auto stub = v1::DiffusionLM::NewStub(channel);
   ExpectWellFormed(Generate(*stub, Request("secure", 32, 32, 32)));
   // A plaintext client cannot talk to it.
-  auto plain = v1::DiffusionLM::NewStub(Connect(server->port()));
+  auto plain = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::ModelInfo info;

@@ -17,30 +17,15 @@
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/test_server.h"
 
 namespace dllm {
 namespace {
 
 constexpr const char* kLlada = "tiny-llada-k-q4_k_m.gguf";
 
-std::string ModelPath(const char* name) { return testing::TestDataDir() + "/models/" + name; }
-
-std::unique_ptr<DllmServer> StartServer(std::shared_ptr<const Model> model, EngineOptions engine,
-                                        int session_idle_seconds = 300,
-                                        ServiceMetrics* metrics = nullptr) {
-  ServerOptions o;
-  o.metrics = metrics;
-  o.model_path = ModelPath(kLlada);
-  o.listen = "127.0.0.1:0";
-  o.engine = engine;
-  o.plan.threads = 1;
-  o.session_idle_seconds = session_idle_seconds;
-  auto server = DllmServer::Start(std::move(model), o);
-  EXPECT_TRUE(server.ok()) << server.status();
-  if (!server.ok()) return nullptr;
-  EXPECT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
-  return std::move(*server);
-}
+using ::dllm::testing::StartTestServer;
+using ::dllm::testing::TestModelPath;
 
 // A seeded, sampled LLaDA session in two blocks, without early exit (so the
 // canvas is complete exactly when nothing is masked).
@@ -201,12 +186,12 @@ RunResult AdvanceToEnd(Session& s, uint32_t first_step, const std::string& text_
 class StepContractTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    auto model = Model::Load(ModelPath(kLlada), {BestIsaLevel()});
+    auto model = Model::Load(TestModelPath(kLlada), {BestIsaLevel()});
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = new std::shared_ptr<const Model>(*model);
     EngineOptions engine;
     engine.max_sessions = 2;
-    server_ = StartServer(*model_, engine).release();
+    server_ = StartTestServer(*model_, kLlada, {.engine = engine}).release();
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -238,7 +223,7 @@ DllmServer* StepContractTest::server_;
 
 TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
   // The same generation straight through DenoiseSession.
-  auto spec = ValidateOpen(OpenOp(), **model_, ModelPath(kLlada));
+  auto spec = ValidateOpen(OpenOp(), **model_, TestModelPath(kLlada));
   ASSERT_TRUE(spec.ok()) << spec.status();
   std::vector<int32_t> reference;
   tbb::task_arena arena(1);
@@ -507,7 +492,7 @@ TEST_F(StepContractTest, ClientCancelFreesTheSessionSlot) {
 TEST_F(StepContractTest, DrainEndsSessionsWithUnavailableAfterTheirOp) {
   EngineOptions engine;
   engine.max_sessions = 4;
-  auto server = StartServer(*model_, engine);
+  auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server->port()),
                                      grpc::InsecureChannelCredentials());
@@ -541,7 +526,7 @@ TEST_F(StepContractTest, DrainEndsSessionsWithUnavailableAfterTheirOp) {
 }
 
 TEST_F(StepContractTest, SessionRefusedWhileDraining) {
-  auto server = StartServer(*model_, EngineOptions());
+  auto server = StartTestServer(*model_, kLlada);
   ASSERT_NE(server, nullptr);
   auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
@@ -575,7 +560,7 @@ TEST_F(StepContractTest, SessionMetrics) {
   mo.model_name = "tiny";
   auto metrics = ServiceMetrics::Create(mo);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  auto server = StartServer(*model_, EngineOptions(), 300, metrics->get());
+  auto server = StartTestServer(*model_, kLlada, {.metrics = metrics->get()});
   ASSERT_NE(server, nullptr);
   auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
       "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
