@@ -8,31 +8,17 @@
 
 #include "engine/sampler/denoise_sampler.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/toy_sampler.h"
 
 namespace dllm {
 namespace {
 
 using ::dllm::testing::IsOk;
-
-constexpr int kVocab = 8;
-constexpr int32_t kMask = 100;
-const std::vector<int32_t> kPrompt = {1, 2, 3};
-
-SpecialTokens Special() {
-  SpecialTokens s;
-  s.mask = kMask;
-  s.eos = 7;
-  return s;
-}
-
-SamplerConfig Llada(int gen, int steps, int block) {
-  SamplerConfig c;
-  c.family = SamplerFamily::kLlada;
-  c.gen_length = gen;
-  c.steps = steps;
-  c.block_length = block;
-  return c;
-}
+using ::dllm::testing::toy::kVocab;
+using ::dllm::testing::toy::kMask;
+using ::dllm::testing::toy::kPrompt;
+using ::dllm::testing::toy::Special;
+using ::dllm::testing::toy::Llada;
 
 std::vector<int32_t> Vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
 

@@ -1,4 +1,4 @@
-// Tests for engine/sampler/denoise_sampler and generate_loop: rows asked
+// Tests for engine/sampler/denoise_sampler, driven through DenoiseSession: rows asked
 // for (block eligibility, Dream shift), ranking and ties, threshold mode,
 // CFG, keyed determinism, and early exit's output identity.
 #include "engine/sampler/denoise_sampler.h"
@@ -10,22 +10,19 @@
 
 #include "tests/testing/session_trace.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/toy_sampler.h"
 
 namespace dllm {
 namespace {
 
 using ::dllm::testing::IsOk;
-
-constexpr int kVocab = 8;
-constexpr int32_t kMask = 100;  // outside the vocabulary: never sampled
-constexpr int32_t kEos = 7;
-
-SpecialTokens Special() {
-  SpecialTokens s;
-  s.mask = kMask;
-  s.eos = kEos;
-  return s;
-}
+using ::dllm::testing::toy::kVocab;
+using ::dllm::testing::toy::kMask;
+using ::dllm::testing::toy::kEos;
+using ::dllm::testing::toy::kPrompt;
+using ::dllm::testing::toy::Special;
+using ::dllm::testing::toy::Llada;
+using ::dllm::testing::toy::Dream;
 
 // Per served position: the token it predicts and how sure it is (peak logit).
 struct Wish {
@@ -46,27 +43,6 @@ LogitsFn WishLogits(std::map<int, Wish> wishes, bool shifted) {
     return absl::OkStatus();
   };
 }
-
-SamplerConfig Llada(int gen, int steps, int block) {
-  SamplerConfig c;
-  c.family = SamplerFamily::kLlada;
-  c.gen_length = gen;
-  c.steps = steps;
-  c.block_length = block;
-  return c;
-}
-
-SamplerConfig Dream(int gen, int steps, Algorithm alg = Algorithm::kMaskgitPlus) {
-  SamplerConfig c;
-  c.family = SamplerFamily::kDream;
-  c.shift_logits = true;
-  c.gen_length = gen;
-  c.steps = steps;
-  c.algorithm = alg;
-  return c;
-}
-
-const std::vector<int32_t> kPrompt = {1, 2, 3};
 
 TEST(DenoiseSamplerTest, LladaAsksForMaskedRowsOfTheCurrentBlockOnly) {
   auto s = DenoiseSampler::Create(Llada(8, 4, 4), Special(), kPrompt, kVocab, 64);
