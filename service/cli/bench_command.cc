@@ -21,6 +21,7 @@
 #include "engine/session/denoise_session.h"
 #include "kernels/peak.h"
 #include "engine/base/flags.h"
+#include "engine/base/stopwatch.h"
 
 namespace dllm {
 namespace {
@@ -111,6 +112,122 @@ constexpr char kBenchUsage[] =
     "         [--isa auto|...] [--out FILE.json] [--git-sha SHA] [--label TEXT]\n"
     "  end-to-end ms per denoising step, tokens/s and peak RSS on a model file\n";
 
+namespace {
+
+// The machine a result was measured on.
+Json MachineJson(const CpuTopology& topo, IsaLevel isa) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  Json machine = Json::object();
+  machine["cpu"] = cpu.brand;
+  machine["flags"] = CpuFlagsString(cpu);
+  machine["logical_cpus"] = static_cast<int64_t>(topo.usable_cpus.size());
+  machine["physical_cores"] = topo.physical_cores;
+  machine["isa"] = IsaLevelName(isa);
+  return machine;
+}
+
+// The model a result was measured with, and what loading it cost.
+Json ModelJson(const std::string& file, const Model& model, double load_seconds,
+               const ProcessMemory& after_load, uint64_t weight_bytes) {
+  const ModelConfig& c = model.config();
+  Json m = Json::object();
+  m["file"] = file;
+  m["arch"] = std::string(ArchName(c.arch));
+  m["name"] = c.name;
+  m["file_bytes"] = static_cast<int64_t>(model.file().file_size());
+  m["weight_bytes"] = static_cast<int64_t>(weight_bytes);
+  m["n_layer"] = c.n_layer;
+  m["n_embd"] = c.n_embd;
+  m["n_ff"] = c.n_ff;
+  m["n_vocab"] = c.n_vocab;
+  m["load_seconds"] = load_seconds;
+  m["rss_after_load_bytes"] = static_cast<int64_t>(after_load.rss_bytes);
+  return m;
+}
+
+// What the measured steps of one run took.
+struct StepSamples {
+  std::vector<double> step_ms, forward_ms, sample_ms;
+  ForwardStats ops;
+  int64_t committed = 0;
+  double measured_seconds = 0;
+};
+
+// Runs `warmup` steps unmeasured, then up to `measured` measured ones (fewer
+// when the generation ends first).
+absl::StatusOr<StepSamples> MeasureSteps(DenoiseSession& session, tbb::task_arena& arena,
+                                         int warmup, int measured) {
+  StepSamples out;
+  for (int s = 0; s < warmup + measured && !session.done(); ++s) {
+    absl::StatusOr<StepReport> step;
+    arena.execute([&] { step = session.Advance(); });
+    if (!step.ok()) return step.status();
+    if (s < warmup) continue;
+    out.step_ms.push_back(step->step_seconds * 1e3);
+    out.forward_ms.push_back(step->forward_seconds * 1e3);
+    out.sample_ms.push_back(step->sample_seconds * 1e3);
+    out.committed += static_cast<int64_t>(step->positions.size());
+    out.measured_seconds += step->step_seconds;
+    out.ops += step->forward;
+  }
+  return out;
+}
+
+// Milliseconds per step of each part of the forward pass, over `n` steps.
+Json OpSplitJson(const ForwardStats& ops, double n) {
+  Json split = Json::object();
+  split["attention"] = ops.attention * 1e3 / n;
+  split["projections"] = ops.projections * 1e3 / n;
+  split["ffn"] = ops.ffn * 1e3 / n;
+  split["head"] = ops.head * 1e3 / n;
+  split["norm_embed"] = (ops.norm + ops.embed) * 1e3 / n;
+  return split;
+}
+
+// One run's record: medians, the op split, and the efficiency against the
+// larger of the bandwidth and int8 compute floors.
+Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t prompt_len,
+             const StepSamples& samples, double bandwidth, uint64_t weight_bytes,
+             double peak_per_thread) {
+  const std::vector<double>& step_ms = samples.step_ms;
+  const double n = static_cast<double>(step_ms.size());
+  const int gen = sc.gen_length;
+  const double median = Median(step_ms);
+  Json run = Json::object();
+  run["threads"] = threads;
+  run["prompt_len"] = prompt_len;
+  run["gen_length"] = gen;
+  run["canvas"] = prompt_len + gen;
+  run["block_length"] = sc.EffectiveBlockLength();
+  run["steps_measured"] = static_cast<int64_t>(step_ms.size());
+  run["ms_per_step_median"] = median;
+  run["ms_per_step_min"] = *std::min_element(step_ms.begin(), step_ms.end());
+  run["ms_per_step_max"] = *std::max_element(step_ms.begin(), step_ms.end());
+  run["forward_ms_median"] = Median(samples.forward_ms);
+  run["sampling_ms_median"] = Median(samples.sample_ms);
+  run["tokens_per_second"] =
+      samples.measured_seconds > 0 ? samples.committed / samples.measured_seconds : 0.0;
+  run["op_ms_per_step"] = OpSplitJson(samples.ops, n);
+  run["peak_rss_bytes"] = static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes);
+  run["read_bandwidth_bytes_per_s"] = bandwidth;
+  const double floor_ms = weight_bytes / bandwidth * 1e3;
+  // Rows the sampler reads per step: a LLaDA block, or every masked
+  // position of a Dream canvas.
+  const int64_t rows = sc.family == SamplerFamily::kLlada ? sc.EffectiveBlockLength() : gen;
+  const double step_ops = ProjectionOps(c, prompt_len + gen, rows);
+  const double compute_floor_ms =
+      peak_per_thread > 0 ? step_ops / (peak_per_thread * threads) * 1e3 : 0;
+  run["bandwidth_floor_ms"] = floor_ms;
+  run["int8_ops_per_step"] = step_ops;
+  run["int8_peak_ops_per_s"] = peak_per_thread * threads;
+  run["compute_floor_ms"] = compute_floor_ms;
+  run["efficiency_vs_bandwidth_floor"] = floor_ms / median;
+  run["efficiency"] = std::max(floor_ms, compute_floor_ms) / median;
+  return run;
+}
+
+}  // namespace
+
 int RunBench(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
       argc, argv,
@@ -146,18 +263,17 @@ int RunBench(int argc, char** argv) {
   std::map<int, double> bandwidth_by_threads;
   for (int t : *threads) bandwidth_by_threads[t] = MeasureReadBandwidth(t);
 
-  const Clock::time_point load_start = Clock::now();
+  const Stopwatch load_time;
   ModelOptions model_options;
   model_options.isa = *isa;
   absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
-  const double load_seconds = std::chrono::duration<double>(Clock::now() - load_start).count();
+  const double load_seconds = load_time.ElapsedSeconds();
   const ModelConfig& c = (*model)->config();
   const ProcessMemory after_load = ReadProcessMemory();
   uint64_t weight_bytes = 0;
   for (const GgufTensor& t : (*model)->file().tensors()) weight_bytes += t.n_bytes;
 
-  const CpuFeatures& cpu = GetCpuFeatures();
   Json result = Json::object();
   char date[32];
   const std::time_t now = std::time(nullptr);
@@ -166,26 +282,8 @@ int RunBench(int argc, char** argv) {
   result["date"] = date;
   result["git_sha"] = flags->Get("git-sha", "unknown");
   result["label"] = flags->Get("label", "");
-  Json machine = Json::object();
-  machine["cpu"] = cpu.brand;
-  machine["flags"] = CpuFlagsString(cpu);
-  machine["logical_cpus"] = static_cast<int64_t>(topo.usable_cpus.size());
-  machine["physical_cores"] = topo.physical_cores;
-  machine["isa"] = IsaLevelName(*isa);
-  result["machine"] = machine;
-  Json model_json = Json::object();
-  model_json["file"] = flags->Get("model");
-  model_json["arch"] = std::string(ArchName(c.arch));
-  model_json["name"] = c.name;
-  model_json["file_bytes"] = static_cast<int64_t>((*model)->file().file_size());
-  model_json["weight_bytes"] = static_cast<int64_t>(weight_bytes);
-  model_json["n_layer"] = c.n_layer;
-  model_json["n_embd"] = c.n_embd;
-  model_json["n_ff"] = c.n_ff;
-  model_json["n_vocab"] = c.n_vocab;
-  model_json["load_seconds"] = load_seconds;
-  model_json["rss_after_load_bytes"] = static_cast<int64_t>(after_load.rss_bytes);
-  result["model"] = model_json;
+  result["machine"] = MachineJson(topo, *isa);
+  result["model"] = ModelJson(flags->Get("model"), **model, load_seconds, after_load, weight_bytes);
 
   Json runs = Json::array();
   std::vector<int32_t> prompt(static_cast<size_t>(*prompt_len));
@@ -201,74 +299,27 @@ int RunBench(int argc, char** argv) {
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
       arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt); });
       if (!session.ok()) return Fail(session.status());
-      std::vector<double> step_ms, forward_ms, sample_ms;
-      ForwardStats ops;
-      int64_t committed = 0;
-      double measured_seconds = 0;
-      for (int64_t s = 0; s < *warmup + *measured && !(*session)->done(); ++s) {
-        absl::StatusOr<StepReport> step;
-        arena.execute([&] { step = (*session)->Advance(); });
-        if (!step.ok()) return Fail(step.status());
-        if (s < *warmup) continue;
-        step_ms.push_back(step->step_seconds * 1e3);
-        forward_ms.push_back(step->forward_seconds * 1e3);
-        sample_ms.push_back(step->sample_seconds * 1e3);
-        committed += static_cast<int64_t>(step->positions.size());
-        measured_seconds += step->step_seconds;
-        ops += step->forward;
-      }
-      if (step_ms.empty()) {
+      absl::StatusOr<StepSamples> samples =
+          MeasureSteps(**session, arena, static_cast<int>(*warmup), static_cast<int>(*measured));
+      if (!samples.ok()) return Fail(samples.status());
+      if (samples->step_ms.empty()) {
         return Fail(absl::InvalidArgumentError(absl::StrCat(
             "--gen-lengths ", gen, ": the run finished within the ", *warmup,
             " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
       }
-      const double n = static_cast<double>(step_ms.size());
-      Json run = Json::object();
-      run["threads"] = t;
-      run["prompt_len"] = static_cast<int64_t>(prompt.size());
-      run["gen_length"] = gen;
-      run["canvas"] = static_cast<int64_t>(prompt.size()) + gen;
-      run["block_length"] = sc.EffectiveBlockLength();
-      run["steps_measured"] = static_cast<int64_t>(step_ms.size());
-      run["ms_per_step_median"] = Median(step_ms);
-      run["ms_per_step_min"] = *std::min_element(step_ms.begin(), step_ms.end());
-      run["ms_per_step_max"] = *std::max_element(step_ms.begin(), step_ms.end());
-      run["forward_ms_median"] = Median(forward_ms);
-      run["sampling_ms_median"] = Median(sample_ms);
-      run["tokens_per_second"] = measured_seconds > 0 ? committed / measured_seconds : 0.0;
-      Json split = Json::object();
-      split["attention"] = ops.attention * 1e3 / n;
-      split["projections"] = ops.projections * 1e3 / n;
-      split["ffn"] = ops.ffn * 1e3 / n;
-      split["head"] = ops.head * 1e3 / n;
-      split["norm_embed"] = (ops.norm + ops.embed) * 1e3 / n;
-      run["op_ms_per_step"] = split;
-      run["peak_rss_bytes"] = static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes);
-      run["read_bandwidth_bytes_per_s"] = bandwidth;
-      const double floor_ms = weight_bytes / bandwidth * 1e3;
-      // Rows the sampler reads per step: a LLaDA block, or every masked
-      // position of a Dream canvas.
-      const int64_t rows = sc.family == SamplerFamily::kLlada ? sc.EffectiveBlockLength() : gen;
-      const double step_ops = ProjectionOps(c, static_cast<int64_t>(prompt.size()) + gen, rows);
-      const double compute_floor_ms =
-          peak_per_thread > 0 ? step_ops / (peak_per_thread * t) * 1e3 : 0;
-      run["bandwidth_floor_ms"] = floor_ms;
-      run["int8_ops_per_step"] = step_ops;
-      run["int8_peak_ops_per_s"] = peak_per_thread * t;
-      run["compute_floor_ms"] = compute_floor_ms;
-      run["efficiency_vs_bandwidth_floor"] = floor_ms / Median(step_ms);
-      run["efficiency"] = std::max(floor_ms, compute_floor_ms) / Median(step_ms);
+      const Json run = RunJson(c, sc, t, static_cast<int64_t>(prompt.size()), *samples,
+                               bandwidth, weight_bytes, peak_per_thread);
       runs.push_back(run);
       std::fprintf(stderr,
                    "%d threads, gen %d (canvas %lld): %.1f ms/step median [%.1f, %.1f], forward "
                    "%.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 compute "
                    "%.1f ms; efficiency %.0f%%\n",
-                   t, gen, static_cast<long long>(prompt.size() + gen), Median(step_ms),
-                   *std::min_element(step_ms.begin(), step_ms.end()),
-                   *std::max_element(step_ms.begin(), step_ms.end()), Median(forward_ms),
-                   Median(sample_ms), measured_seconds > 0 ? committed / measured_seconds : 0.0,
-                   floor_ms, compute_floor_ms,
-                   100 * std::max(floor_ms, compute_floor_ms) / Median(step_ms));
+                   t, gen, static_cast<long long>(run["canvas"].get<int64_t>()),
+                   run["ms_per_step_median"].get<double>(), run["ms_per_step_min"].get<double>(),
+                   run["ms_per_step_max"].get<double>(), run["forward_ms_median"].get<double>(),
+                   run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),
+                   run["bandwidth_floor_ms"].get<double>(), run["compute_floor_ms"].get<double>(),
+                   100 * run["efficiency"].get<double>());
     }
   }
   result["runs"] = runs;
