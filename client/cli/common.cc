@@ -43,6 +43,18 @@ absl::StatusOr<ClientOptions> ConnectionOptions(const ParsedFlags& flags) {
   return options;
 }
 
+// Sets a numeric field of `message` from flag `name` when it is given; a
+// value the field's type cannot hold is a usage error naming the flag.
+template <typename Message, typename T>
+absl::Status SetFromFlag(const ParsedFlags& flags, const std::string& name, Message* message,
+                         void (Message::*set)(T)) {
+  if (!flags.Has(name)) return absl::OkStatus();
+  T value{};
+  DLLM_RETURN_IF_ERROR(flags.GetNumber(name, &value));
+  (message->*set)(value);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const char* const kUsage =
@@ -146,60 +158,26 @@ absl::Status FillPrompt(const ParsedFlags& flags, v1::Prompt* prompt) {
 
 absl::Status FillSettings(const ParsedFlags& flags, v1::DiffusionParams* diffusion,
                           v1::SamplingParams* sampling) {
-  uint32_t u = 0;
-  if (flags.Has("gen-length")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("gen-length", &u));
-    diffusion->set_gen_length(u);
-  }
-  if (flags.Has("steps")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("steps", &u));
-    diffusion->set_steps(u);
-  }
-  if (flags.Has("block-length")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("block-length", &u));
-    diffusion->set_block_length(u);
-  }
+  using D = v1::DiffusionParams;
+  using S = v1::SamplingParams;
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "gen-length", diffusion, &D::set_gen_length));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "steps", diffusion, &D::set_steps));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "block-length", diffusion, &D::set_block_length));
   const std::string algorithm = flags.Get("algorithm", flags.Get("alg"));
   if (!algorithm.empty()) {
     v1::Algorithm a;
     DLLM_RETURN_IF_ERROR(ParseAlgorithm(algorithm, &a));
     diffusion->set_algorithm(a);
   }
-  float f = 0;
-  if (flags.Has("threshold")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("threshold", &f));
-    diffusion->set_threshold(f);
-  }
-  if (flags.Has("eps")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("eps", &f));
-    diffusion->set_eps(f);
-  }
-  if (flags.Has("cfg")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("cfg", &f));
-    diffusion->set_cfg_scale(f);
-  }
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "threshold", diffusion, &D::set_threshold));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "eps", diffusion, &D::set_eps));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "cfg", diffusion, &D::set_cfg_scale));
   if (flags.Has("no-early-exit")) diffusion->set_early_exit(false);
-  if (flags.Has("temperature")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("temperature", &f));
-    sampling->set_temperature(f);
-  }
-  if (flags.Has("top-p")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-p", &f));
-    sampling->set_top_p(f);
-  }
-  if (flags.Has("top-k")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-k", &u));
-    sampling->set_top_k(u);
-  }
-  if (flags.Has("alg-temp")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("alg-temp", &f));
-    sampling->set_alg_temp(f);
-  }
-  if (flags.Has("seed")) {
-    uint64_t seed = 0;
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("seed", &seed));
-    sampling->set_seed(seed);
-  }
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "temperature", sampling, &S::set_temperature));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "top-p", sampling, &S::set_top_p));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "top-k", sampling, &S::set_top_k));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "alg-temp", sampling, &S::set_alg_temp));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "seed", sampling, &S::set_seed));
   return absl::OkStatus();
 }
 
@@ -221,15 +199,10 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ParsedFlags& flag
         absl::StrCat("--detail: unknown ", detail, " (final, text, steps, canvas)"));
   }
   stream->set_detail(it->second);
-  uint32_t u = 0;
-  if (flags.Has("step-stride")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("step-stride", &u));
-    stream->set_step_stride(u);
-  }
-  if (flags.Has("top-candidates")) {
-    DLLM_RETURN_IF_ERROR(flags.GetNumber("top-candidates", &u));
-    stream->set_top_candidates(u);
-  }
+  DLLM_RETURN_IF_ERROR(
+      SetFromFlag(flags, "step-stride", stream, &v1::StreamOptions::set_step_stride));
+  DLLM_RETURN_IF_ERROR(
+      SetFromFlag(flags, "top-candidates", stream, &v1::StreamOptions::set_top_candidates));
   stream->set_include_timings(flags.Has("timings") || flags.Has("show-canvas"));
   return request;
 }
