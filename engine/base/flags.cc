@@ -27,22 +27,14 @@ std::string ParsedFlags::Get(const std::string& name, const std::string& fallbac
 }
 
 absl::StatusOr<int64_t> ParsedFlags::GetInt(const std::string& name, int64_t fallback) const {
-  if (!Has(name)) return fallback;
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
-                                                   "' is not an integer"));
-  }
+  int64_t v = fallback;
+  if (absl::Status s = GetNumber(name, &v); !s.ok()) return s;
   return v;
 }
 
 absl::StatusOr<double> ParsedFlags::GetDouble(const std::string& name, double fallback) const {
-  if (!Has(name)) return fallback;
-  double v = 0;
-  if (!absl::SimpleAtod(Get(name), &v)) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
-                                                   "' is not a number"));
-  }
+  double v = fallback;
+  if (absl::Status s = GetNumber(name, &v); !s.ok()) return s;
   return v;
 }
 

@@ -34,8 +34,8 @@ struct ParsedFlags {
   absl::StatusOr<int64_t> GetIntInRange(const std::string& name, int64_t fallback, int64_t min,
                                         int64_t max) const;
 
-  // Sets *out from the flag when it is given (else leaves it): a whole
-  // number in T's range, or a finite number for floating-point T.
+  // Sets *out from the flag when it is given and valid (else leaves it): a
+  // whole number in T's range, or a finite number for floating-point T.
   template <typename T>
   absl::Status GetNumber(const std::string& name, T* out) const;
 
@@ -74,10 +74,14 @@ absl::Status ParsedFlags::GetNumber(const std::string& name, T* out) const {
           absl::StrCat("--", name, ": '", value, "' is not a finite number"));
     }
     *out = static_cast<T>(d);
-  } else if (!absl::SimpleAtoi(value, out)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--", name, ": '", value, "' is not a whole number in [", std::numeric_limits<T>::min(),
-        ", ", std::numeric_limits<T>::max(), "]"));
+  } else {
+    T v{};  // SimpleAtoi writes even when it fails; *out changes only on success
+    if (!absl::SimpleAtoi(value, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--", name, ": '", value, "' is not a whole number in [", std::numeric_limits<T>::min(),
+          ", ", std::numeric_limits<T>::max(), "]"));
+    }
+    *out = v;
   }
   return absl::OkStatus();
 }
