@@ -58,147 +58,169 @@ void ScaleMinK4(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
+// Q4_0: 4-bit codes, offset -8 d.
+void DecodeQ4_0(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
+    const float s = HalfToFloat(b[i].d);
+    for (int j = 0; j < 16; ++j) {
+      u[j] = b[i].qs[j] & 0xf;
+      u[j + 16] = b[i].qs[j] >> 4;
+    }
+    d[i] = s;
+    c[i] = -8.0f * s;
+  }
+}
+
+// Q4_1: 4-bit codes, scale d and min m.
+void DecodeQ4_1(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const auto* b = reinterpret_cast<const BlockQ4_1*>(src);
+  for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
+    for (int j = 0; j < 16; ++j) {
+      u[j] = b[i].qs[j] & 0xf;
+      u[j + 16] = b[i].qs[j] >> 4;
+    }
+    d[i] = HalfToFloat(b[i].d);
+    c[i] = HalfToFloat(b[i].m);
+  }
+}
+
+// Q5_0 / Q5_1: 4 low bits plus a fifth from qh; offset -16 d or the min.
+void DecodeQ5(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const bool has_min = type == GgmlType::kQ5_1;
+  const size_t bytes = has_min ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
+  for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
+    const uint8_t* blk = src + i * bytes;
+    uint16_t dh, mh = 0;
+    std::memcpy(&dh, blk, 2);
+    if (has_min) std::memcpy(&mh, blk + 2, 2);
+    const uint8_t* qhp = blk + (has_min ? 4 : 2);
+    const uint8_t* qs = qhp + 4;
+    uint32_t qh;
+    std::memcpy(&qh, qhp, 4);
+    for (int j = 0; j < 16; ++j) {
+      u[j] = (qs[j] & 0xf) | (((qh >> j) << 4) & 0x10);
+      u[j + 16] = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
+    }
+    d[i] = HalfToFloat(dh);
+    c[i] = has_min ? HalfToFloat(mh) : -16.0f * d[i];
+  }
+}
+
+// Q8_0: signed bytes, shifted to unsigned (offset -128 d).
+void DecodeQ8_0(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
+    for (int j = 0; j < kQK; ++j) u[j] = static_cast<uint8_t>(b[i].qs[j] + 128);
+    d[i] = HalfToFloat(b[i].d);
+    c[i] = -128.0f * d[i];
+  }
+}
+
+// Q4_K / Q5_K: super-blocks of 256, eight groups of 32 with 6-bit scales
+// and mins (Q5_K adds a fifth bit from qh).
+void DecodeQ4K(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const bool five = type == GgmlType::kQ5_K;
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    const uint8_t *scales, *qs, *qh = nullptr;
+    uint16_t dh, mh;
+    if (five) {
+      const auto* b = reinterpret_cast<const BlockQ5_K*>(src) + i;
+      dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs, qh = b->qh;
+    } else {
+      const auto* b = reinterpret_cast<const BlockQ4_K*>(src) + i;
+      dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs;
+    }
+    const float dd = HalfToFloat(dh), dmin = HalfToFloat(mh);
+    for (int j = 0; j < 4; ++j) {  // 64 elements: two groups per 32 bytes
+      for (int h = 0; h < 2; ++h) {
+        const int g = 2 * j + h;
+        int sc, m;
+        ScaleMinK4(g, scales, &sc, &m);
+        d[i * 8 + g] = dd * sc;
+        c[i * 8 + g] = -dmin * m;
+        for (int l = 0; l < 32; ++l) {
+          uint8_t v = h == 0 ? (qs[32 * j + l] & 0xf) : (qs[32 * j + l] >> 4);
+          if (five && (qh[l] >> g) & 1) v += 16;
+          u[i * kQKK + 32 * g + l] = v;
+        }
+      }
+    }
+  }
+}
+
+// Q6_K: super-blocks of 256, 4 + 2 bits, sixteen groups of 16 (offset -32 d).
+void DecodeQ6K(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
+  for (int64_t i = 0; i < cols / kQKK; ++i) {
+    const float dd = HalfToFloat(b[i].d);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = b[i].ql + 64 * half;
+      const uint8_t* qh = b[i].qh + 32 * half;
+      uint8_t* o = u + i * kQKK + 128 * half;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = (ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4);
+        o[l + 32] = (ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4);
+        o[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        o[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      }
+    }
+    for (int g = 0; g < 16; ++g) {
+      d[i * 16 + g] = dd * b[i].scales[g];
+      c[i * 16 + g] = -32.0f * d[i * 16 + g];
+    }
+  }
+}
+
+// F32 / F16 / BF16: quantized here to int8 per group of 32, symmetric (amax / 127).
+void DecodeFloat(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
+  for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
+    float w[kQK];
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+      const int64_t k = i * kQK + j;
+      if (type == GgmlType::kF32) {
+        std::memcpy(&w[j], src + 4 * k, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * k, 2);
+        w[j] = type == GgmlType::kF16 ? HalfToFloat(h) : BfloatToFloat(h);
+      }
+      amax = std::max(amax, std::fabs(w[j]));
+    }
+    const float s = amax / 127.0f;
+    const float inv = s > 0.0f ? 1.0f / s : 0.0f;
+    for (int j = 0; j < kQK; ++j) {
+      const int q = static_cast<int>(std::nearbyint(w[j] * inv));
+      u[j] = static_cast<uint8_t>(std::clamp(q, -127, 127) + 128);
+    }
+    d[i] = s;
+    c[i] = -128.0f * s;
+  }
+}
+
 // Decodes one row of `cols` elements into codes `u`, and per group of
 // PackGroupSize elements a scale `d` and offset `c`.
 void DecodeRow(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c) {
   switch (type) {
-    case GgmlType::kQ4_0: {
-      const auto* b = reinterpret_cast<const BlockQ4_0*>(src);
-      for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
-        const float s = HalfToFloat(b[i].d);
-        for (int j = 0; j < 16; ++j) {
-          u[j] = b[i].qs[j] & 0xf;
-          u[j + 16] = b[i].qs[j] >> 4;
-        }
-        d[i] = s;
-        c[i] = -8.0f * s;
-      }
-      return;
-    }
-    case GgmlType::kQ4_1: {
-      const auto* b = reinterpret_cast<const BlockQ4_1*>(src);
-      for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
-        for (int j = 0; j < 16; ++j) {
-          u[j] = b[i].qs[j] & 0xf;
-          u[j + 16] = b[i].qs[j] >> 4;
-        }
-        d[i] = HalfToFloat(b[i].d);
-        c[i] = HalfToFloat(b[i].m);
-      }
-      return;
-    }
+    case GgmlType::kQ4_0:
+      return DecodeQ4_0(src, cols, u, d, c);
+    case GgmlType::kQ4_1:
+      return DecodeQ4_1(src, cols, u, d, c);
     case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1: {
-      const bool has_min = type == GgmlType::kQ5_1;
-      const size_t bytes = has_min ? sizeof(BlockQ5_1) : sizeof(BlockQ5_0);
-      for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
-        const uint8_t* blk = src + i * bytes;
-        uint16_t dh, mh = 0;
-        std::memcpy(&dh, blk, 2);
-        if (has_min) std::memcpy(&mh, blk + 2, 2);
-        const uint8_t* qhp = blk + (has_min ? 4 : 2);
-        const uint8_t* qs = qhp + 4;
-        uint32_t qh;
-        std::memcpy(&qh, qhp, 4);
-        for (int j = 0; j < 16; ++j) {
-          u[j] = (qs[j] & 0xf) | (((qh >> j) << 4) & 0x10);
-          u[j + 16] = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
-        }
-        d[i] = HalfToFloat(dh);
-        c[i] = has_min ? HalfToFloat(mh) : -16.0f * d[i];
-      }
-      return;
-    }
-    case GgmlType::kQ8_0: {
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(src);
-      for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
-        for (int j = 0; j < kQK; ++j) u[j] = static_cast<uint8_t>(b[i].qs[j] + 128);
-        d[i] = HalfToFloat(b[i].d);
-        c[i] = -128.0f * d[i];
-      }
-      return;
-    }
+    case GgmlType::kQ5_1:
+      return DecodeQ5(type, src, cols, u, d, c);
+    case GgmlType::kQ8_0:
+      return DecodeQ8_0(src, cols, u, d, c);
     case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K: {
-      const bool five = type == GgmlType::kQ5_K;
-      for (int64_t i = 0; i < cols / kQKK; ++i) {
-        const uint8_t *scales, *qs, *qh = nullptr;
-        uint16_t dh, mh;
-        if (five) {
-          const auto* b = reinterpret_cast<const BlockQ5_K*>(src) + i;
-          dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs, qh = b->qh;
-        } else {
-          const auto* b = reinterpret_cast<const BlockQ4_K*>(src) + i;
-          dh = b->d, mh = b->dmin, scales = b->scales, qs = b->qs;
-        }
-        const float dd = HalfToFloat(dh), dmin = HalfToFloat(mh);
-        for (int j = 0; j < 4; ++j) {  // 64 elements: two groups per 32 bytes
-          for (int h = 0; h < 2; ++h) {
-            const int g = 2 * j + h;
-            int sc, m;
-            ScaleMinK4(g, scales, &sc, &m);
-            d[i * 8 + g] = dd * sc;
-            c[i * 8 + g] = -dmin * m;
-            for (int l = 0; l < 32; ++l) {
-              uint8_t v = h == 0 ? (qs[32 * j + l] & 0xf) : (qs[32 * j + l] >> 4);
-              if (five && (qh[l] >> g) & 1) v += 16;
-              u[i * kQKK + 32 * g + l] = v;
-            }
-          }
-        }
-      }
-      return;
-    }
-    case GgmlType::kQ6_K: {
-      const auto* b = reinterpret_cast<const BlockQ6_K*>(src);
-      for (int64_t i = 0; i < cols / kQKK; ++i) {
-        const float dd = HalfToFloat(b[i].d);
-        for (int half = 0; half < 2; ++half) {
-          const uint8_t* ql = b[i].ql + 64 * half;
-          const uint8_t* qh = b[i].qh + 32 * half;
-          uint8_t* o = u + i * kQKK + 128 * half;
-          for (int l = 0; l < 32; ++l) {
-            o[l] = (ql[l] & 0xf) | (((qh[l] >> 0) & 3) << 4);
-            o[l + 32] = (ql[l + 32] & 0xf) | (((qh[l] >> 2) & 3) << 4);
-            o[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-            o[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-          }
-        }
-        for (int g = 0; g < 16; ++g) {
-          d[i * 16 + g] = dd * b[i].scales[g];
-          c[i * 16 + g] = -32.0f * d[i * 16 + g];
-        }
-      }
-      return;
-    }
+    case GgmlType::kQ5_K:
+      return DecodeQ4K(type, src, cols, u, d, c);
+    case GgmlType::kQ6_K:
+      return DecodeQ6K(src, cols, u, d, c);
     case GgmlType::kF32:
     case GgmlType::kF16:
-    case GgmlType::kBF16: {
-      for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
-        float w[kQK];
-        float amax = 0.0f;
-        for (int j = 0; j < kQK; ++j) {
-          const int64_t k = i * kQK + j;
-          if (type == GgmlType::kF32) {
-            std::memcpy(&w[j], src + 4 * k, 4);
-          } else {
-            uint16_t h;
-            std::memcpy(&h, src + 2 * k, 2);
-            w[j] = type == GgmlType::kF16 ? HalfToFloat(h) : BfloatToFloat(h);
-          }
-          amax = std::max(amax, std::fabs(w[j]));
-        }
-        const float s = amax / 127.0f;
-        const float inv = s > 0.0f ? 1.0f / s : 0.0f;
-        for (int j = 0; j < kQK; ++j) {
-          const int q = static_cast<int>(std::nearbyint(w[j] * inv));
-          u[j] = static_cast<uint8_t>(std::clamp(q, -127, 127) + 128);
-        }
-        d[i] = s;
-        c[i] = -128.0f * s;
-      }
-      return;
-    }
+    case GgmlType::kBF16:
+      return DecodeFloat(type, src, cols, u, d, c);
     default:
       return;  // contract: PackSupported(type)
   }

@@ -86,7 +86,6 @@ void DenoiseSampler::Plan() {
   count_ = 0;
   preselected_ = false;
   const int len = static_cast<int>(canvas_.size());
-  const bool threshold = config_.threshold.has_value();
   int n_masked = 0;
   for (int p = 0; p < len; ++p) n_masked += IsMasked(p) ? 1 : 0;
   // Nothing masked: every remaining step would commit nothing.
@@ -95,63 +94,71 @@ void DenoiseSampler::Plan() {
     done_ = true;
     return;
   }
-
-  if (config_.family == SamplerFamily::kLlada) {
-    const int block_length = config_.EffectiveBlockLength();
-    // A block whose masks are all gone is finished, whatever steps it had
-    // left. Only client commits (Commit()) can empty a block early: on its
-    // own the schedule commits a block's last masks at its last step (and
-    // threshold mode closes a block in the step that fills it), so this never
-    // changes a run without client commits.
-    while (block_ < config_.NumBlocks() && !BlockHasMask(block_)) {
-      ++block_;
-      step_in_block_ = 0;
-    }
-    if (block_ >= config_.NumBlocks() || (threshold && step_ >= 2 * len)) {
-      done_ = true;
-      return;
-    }
-    const int lo = prompt_len_ + block_ * block_length;
-    const int hi = lo + block_length;
-    if (step_in_block_ == 0 && !threshold) {
-      int m = 0;
-      for (int p = lo; p < hi; ++p) m += IsMasked(p) ? 1 : 0;
-      LladaBlockSchedule(m, config_.StepsPerBlock(), block_counts_);
-    }
-    for (int p = 0; p < hi; ++p) {
-      if (IsMasked(p)) candidates_.push_back(p);
-    }
-    count_ = threshold ? -1 : std::min<int>(block_counts_[step_in_block_], candidates_.size());
-    if (count_ == 0) candidates_.clear();
-    if (config_.algorithm == Algorithm::kRandom && count_ > 0) {
-      // generate.py draws a uniform confidence per position: the choice needs
-      // no logits, so only the chosen rows are computed.
-      order_.resize(candidates_.size());
-      for (size_t i = 0; i < candidates_.size(); ++i) {
-        rank_key_[i] = RngUniform(config_.seed, RngStream::kConfidence, step_, candidates_[i]);
-        order_[i] = static_cast<int32_t>(i);
-      }
-      std::partial_sort(order_.begin(), order_.begin() + count_, order_.end(),
-                        [&](int32_t a, int32_t b) {
-                          return rank_key_[a] > rank_key_[b] ||
-                                 (rank_key_[a] == rank_key_[b] && a < b);
-                        });
-      std::sort(order_.begin(), order_.begin() + count_);
-      for (int i = 0; i < count_; ++i) candidates_[i] = candidates_[order_[i]];
-      candidates_.resize(count_);
-      preselected_ = true;
-    }
-    AssignRows();
-    return;
-  }
-
-  // Dream: every masked position of the canvas is eligible. Under threshold
-  // the loop ends when nothing is masked; the cap only guards a model that
-  // keeps predicting the mask token itself (which leaves a position masked).
-  if (step_ >= (threshold ? 2 * len : config_.steps)) {
+  const bool planned =
+      config_.family == SamplerFamily::kLlada ? PlanLladaStep() : PlanDreamStep();
+  if (!planned) {
     done_ = true;
     return;
   }
+  AssignRows();
+}
+
+bool DenoiseSampler::PlanLladaStep() {
+  const int len = static_cast<int>(canvas_.size());
+  const bool threshold = config_.threshold.has_value();
+  const int block_length = config_.EffectiveBlockLength();
+  // A block whose masks are all gone is finished, whatever steps it had
+  // left. Only client commits (Commit()) can empty a block early: on its
+  // own the schedule commits a block's last masks at its last step (and
+  // threshold mode closes a block in the step that fills it), so this never
+  // changes a run without client commits.
+  while (block_ < config_.NumBlocks() && !BlockHasMask(block_)) {
+    ++block_;
+    step_in_block_ = 0;
+  }
+  if (block_ >= config_.NumBlocks() || (threshold && step_ >= 2 * len)) return false;
+  const int lo = prompt_len_ + block_ * block_length;
+  const int hi = lo + block_length;
+  if (step_in_block_ == 0 && !threshold) {
+    int m = 0;
+    for (int p = lo; p < hi; ++p) m += IsMasked(p) ? 1 : 0;
+    LladaBlockSchedule(m, config_.StepsPerBlock(), block_counts_);
+  }
+  for (int p = 0; p < hi; ++p) {
+    if (IsMasked(p)) candidates_.push_back(p);
+  }
+  count_ = threshold ? -1 : std::min<int>(block_counts_[step_in_block_], candidates_.size());
+  if (count_ == 0) candidates_.clear();
+  if (config_.algorithm == Algorithm::kRandom && count_ > 0) PreselectRandom();
+  return true;
+}
+
+void DenoiseSampler::PreselectRandom() {
+  // generate.py draws a uniform confidence per position: the choice needs
+  // no logits, so only the chosen rows are computed.
+  order_.resize(candidates_.size());
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    rank_key_[i] = RngUniform(config_.seed, RngStream::kConfidence, step_, candidates_[i]);
+    order_[i] = static_cast<int32_t>(i);
+  }
+  std::partial_sort(order_.begin(), order_.begin() + count_, order_.end(),
+                    [&](int32_t a, int32_t b) {
+                      return rank_key_[a] > rank_key_[b] ||
+                             (rank_key_[a] == rank_key_[b] && a < b);
+                    });
+  std::sort(order_.begin(), order_.begin() + count_);
+  for (int i = 0; i < count_; ++i) candidates_[i] = candidates_[order_[i]];
+  candidates_.resize(count_);
+  preselected_ = true;
+}
+
+bool DenoiseSampler::PlanDreamStep() {
+  const int len = static_cast<int>(canvas_.size());
+  const bool threshold = config_.threshold.has_value();
+  // Every masked position of the canvas is eligible. Under threshold the
+  // loop ends when nothing is masked; the cap only guards a model that
+  // keeps predicting the mask token itself (which leaves a position masked).
+  if (step_ >= (threshold ? 2 * len : config_.steps)) return false;
   for (int p = 0; p < len; ++p) {
     if (IsMasked(p)) candidates_.push_back(p);
   }
@@ -173,7 +180,7 @@ void DenoiseSampler::Plan() {
     count_ = DreamTransferCount(timesteps_, step_, static_cast<int>(candidates_.size()));
     if (count_ == 0) candidates_.clear();
   }
-  AssignRows();
+  return true;
 }
 
 void DenoiseSampler::AssignRows() {

@@ -125,6 +125,10 @@ class DenoiseSampler {
  private:
   DenoiseSampler() = default;
   void Plan();  // fills rows_ and the candidates for step_, or sets done_
+  // The family's candidates and count for step_; false when the run is over.
+  bool PlanLladaStep();
+  bool PlanDreamStep();
+  void PreselectRandom();  // LLaDA's `random`: the count_ chosen by keyed uniforms
   void AssignRows();  // rows_ and candidate_row_ from candidates_
   void Write(std::span<const int32_t> positions, std::span<const int32_t> tokens);
   void EndStep();  // counts a step (LLaDA: moves through blocks), then Plan()s

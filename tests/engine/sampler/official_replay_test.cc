@@ -1,8 +1,8 @@
 // Replays of the official-sampler goldens (shared/reference/official): the
 // schedule of every run, a scripted replay that makes every recorded step
 // happen through the real sampler (checks eligibility, the Dream shift and
-// the bookkeeping), and the real replay driven by the model's forward pass
-// (forward_logits_hook.h).
+// the bookkeeping), and the real replay: the model loaded and driven through
+// the production DenoiseSession and its forward pass.
 #include <gtest/gtest.h>
 
 #include <algorithm>
