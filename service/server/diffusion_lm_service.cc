@@ -186,8 +186,7 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       model_path_(std::move(model_path)),
       worker_(worker),
       facts_(std::move(facts)),
-      metrics_(ServiceMetrics::OrNoOp(metrics)),
-      uptime_() {}
+      metrics_(ServiceMetrics::OrNoOp(metrics)) {}
 
 DiffusionLmService::~DiffusionLmService() = default;
 
@@ -342,10 +341,10 @@ absl::Status DiffusionLmService::TokenizeText(const v1::TokenizeRequest& r,
   } else {
     TextPrompt text;
     text.text = request->text();
-    text.system = request->system();
     text.chat_template = request->chat_template();
-    text.apply_chat_template = request->apply_chat_template();
-    text.special = !request->no_special();
+    text.how.chat = request->apply_chat_template();
+    text.how.system = request->system();
+    text.how.special = !request->no_special();
     absl::StatusOr<std::vector<int32_t>> ids = EncodeTextPrompt(text, *model_, "");
     if (!ids.ok()) return ids.status();
     for (int32_t id : *ids) {

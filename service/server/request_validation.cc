@@ -143,22 +143,18 @@ absl::StatusOr<std::vector<int32_t>> EncodeTextPrompt(const TextPrompt& prompt, 
   if (const int64_t bad = FirstInvalidUtf8(prompt.text); bad >= 0) {
     return Invalid(field("text"), absl::StrCat("invalid UTF-8 at byte ", bad));
   }
-  if (const int64_t bad = FirstInvalidUtf8(prompt.system); bad >= 0) {
+  if (const int64_t bad = FirstInvalidUtf8(prompt.how.system); bad >= 0) {
     return Invalid(field("system"), absl::StrCat("invalid UTF-8 at byte ", bad));
   }
-  if (!prompt.apply_chat_template && !prompt.system.empty()) {
+  if (!prompt.how.chat && !prompt.how.system.empty()) {
     return Invalid(field("system"), "needs apply_chat_template");
   }
-  if (!prompt.apply_chat_template && !prompt.chat_template.empty()) {
+  if (!prompt.how.chat && !prompt.chat_template.empty()) {
     return Invalid(field("chat_template"), "needs apply_chat_template");
   }
   DLLM_ASSIGN_OR_RETURN(ChatTemplate templ,
                         RequestChatTemplate(prompt.chat_template, model, field("chat_template")));
-  PromptEncoding how;
-  how.chat = prompt.apply_chat_template;
-  how.system = prompt.system;
-  how.special = prompt.special;
-  return EncodePrompt(model.tokenizer(), templ, prompt.text, how);
+  return EncodePrompt(model.tokenizer(), templ, prompt.text, prompt.how);
 }
 
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model) {
@@ -179,9 +175,9 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
       }
       TextPrompt text;
       text.text = prompt.text();
-      text.system = prompt.system();
       text.chat_template = prompt.chat_template();
-      text.apply_chat_template = prompt.apply_chat_template();
+      text.how.chat = prompt.apply_chat_template();
+      text.how.system = prompt.system();
       DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodeTextPrompt(text, model, "prompt."));
       if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
       return ids;

@@ -62,13 +62,13 @@ absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const M
 // Prompt, DiffusionParams and SamplingParams of GenerateRequest and Open.
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model);
 
-// A text to encode as Generate, Open and Tokenize take it.
+// A text to encode as Generate, Open and Tokenize take it: the encoding
+// options (how.chat is the request's apply_chat_template) and the name of a
+// chat template to use instead of the model's.
 struct TextPrompt {
   absl::string_view text;
-  absl::string_view system;
   absl::string_view chat_template;
-  bool apply_chat_template = false;
-  bool special = true;  // BOS and special-token texts (Tokenize's no_special clears it)
+  PromptEncoding how;
 };
 // The checks and the encoding every text prompt gets, whatever the RPC:
 // UTF-8, system and chat_template only with apply_chat_template, a known
