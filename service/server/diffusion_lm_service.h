@@ -26,7 +26,7 @@
 #include "service/server/engine_worker.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/generate_stream.h"
-#include "service/server/step_session.h"
+#include "service/server/step_outbox.h"
 #include "service/server/stream_watchdog.h"
 
 namespace dllm {

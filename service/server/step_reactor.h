@@ -13,7 +13,9 @@
 #include <mutex>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "service/server/step_session.h"
+#include "service/server/step_op_job.h"
+#include "service/server/step_outbox.h"
+#include "service/server/step_session_state.h"
 
 namespace dllm {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "service/server/generate_stream.h"
-#include "service/server/step_session.h"
+#include "service/server/step_outbox.h"
 
 namespace dllm {
 

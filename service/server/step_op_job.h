@@ -1,0 +1,55 @@
+// One op of a Step session (Open, Advance, Forward, Commit, Rewind), run on
+// the engine thread. Advance{n} takes one turn per step, so sessions and
+// Generate requests share the engine round-robin. Op-level failures are
+// in-band OpErrors and leave the session usable; cancellation or a stopped
+// engine ends the call with that status.
+#ifndef DLLM_SERVICE_SERVER_STEP_OP_JOB_H_
+#define DLLM_SERVICE_SERVER_STEP_OP_JOB_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "dllm/v1/dllm.pb.h"
+#include "service/server/engine_worker.h"
+#include "service/server/step_session_state.h"
+
+namespace dllm {
+
+// One op of a session on the engine thread. Finish ends the op (OK) or the
+// call (CANCELLED, UNAVAILABLE, ...).
+class StepOpJob : public EngineJob {
+ public:
+  StepOpJob(std::shared_ptr<StepSessionState> state, v1::StepRequest request)
+      : state_(std::move(state)), request_(std::move(request)) {}
+
+  absl::StatusOr<bool> RunStep(const LayerCheck& check) override;
+  void Finish(const absl::Status& status) override { status_ = status; }
+  void Deliver() override;
+
+ private:
+  bool RunOpen();
+  absl::StatusOr<bool> RunAdvance(const LayerCheck& check);
+  absl::Status RunForward(const LayerCheck& check);
+  void RunCommit();
+  void RunRewind();
+  // A StepEvent for the session's latest history entry.
+  v1::StepEvent StepEventNow(bool done);
+  // Posts Final when the canvas is complete; true if it did.
+  bool MaybeFinal();
+  void Error(const absl::Status& status) { state_->outbox->PostError(request_.seq(), status); }
+  void Respond(v1::StepResponse response) {
+    state_->outbox->Post(request_.seq(), std::move(response));
+  }
+
+  std::shared_ptr<StepSessionState> state_;
+  v1::StepRequest request_;
+  int64_t remaining_ = -1;  // Advance steps left; -1 before the first turn
+  absl::Status status_;     // Finish's, for Deliver
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_SERVER_STEP_OP_JOB_H_
