@@ -37,4 +37,11 @@ int TopCandidates(std::span<const float> row, int k, std::span<TokenProb> out) {
   return n;
 }
 
+double TokenLogProb(std::span<const float> row, int32_t token) {
+  DLLM_CHECK(token >= 0 && static_cast<size_t>(token) < row.size());
+  const double lse = LogSumExp(row);
+  if (!std::isfinite(lse)) return std::nan("");
+  return static_cast<double>(row[static_cast<size_t>(token)]) - lse;
+}
+
 }  // namespace dllm

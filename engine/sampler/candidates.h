@@ -30,6 +30,11 @@ struct TokenProb {
 // Requires 0 <= k <= kMaxCandidates and out.size() >= k.
 int TopCandidates(std::span<const float> row, int k, std::span<TokenProb> out);
 
+// log softmax(row)[token], the same distribution as the candidates' (the
+// OpenAI API's `logprobs`). -inf for a token the row gives no probability,
+// NaN when the row has no finite normaliser. Requires 0 <= token < row.size().
+double TokenLogProb(std::span<const float> row, int32_t token);
+
 }  // namespace dllm
 
 #endif  // DLLM_ENGINE_SAMPLER_CANDIDATES_H_

@@ -156,19 +156,24 @@ int32_t DenoiseSession::RowOf(int p) const {
   return sampler_.LogitRowOf(p);
 }
 
-void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
-                                  const float* logits, const float* uncond,
-                                  std::span<float> cfg_row, PositionCandidates* out) const {
+std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> rows,
+                                             const float* logits, const float* uncond,
+                                             std::span<float> cfg_row) const {
   const size_t v = static_cast<size_t>(sampler_.n_vocab());
   const auto it = std::lower_bound(rows.begin(), rows.end(), RowOf(p));
   DLLM_CHECK(it != rows.end() && *it == RowOf(p));
   const size_t r = static_cast<size_t>(it - rows.begin());
   std::span<const float> row(logits + r * v, v);
-  if (uncond != nullptr) {
-    CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_.config().cfg_scale,
-               cfg_row);
-    row = cfg_row;
-  }
+  if (uncond == nullptr) return row;
+  CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_.config().cfg_scale,
+             cfg_row);
+  return cfg_row;
+}
+
+void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
+                                  const float* logits, const float* uncond,
+                                  std::span<float> cfg_row, PositionCandidates* out) const {
+  const std::span<const float> row = RowAt(p, rows, logits, uncond, cfg_row);
   out->position = p - sampler_.prompt_len();
   out->top.resize(static_cast<size_t>(k));
   out->top.resize(static_cast<size_t>(TopCandidates(row, k, out->top)));
@@ -186,6 +191,22 @@ absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(i
     std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
     CandidatesAt(positions_[i], k, last_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
                  cfg_row, &out[i]);
+  });
+  return out;
+}
+
+absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
+  if (!last_op_advanced_) {
+    return absl::FailedPreconditionError(
+        "step log-probabilities: the last operation was not a successful advance");
+  }
+  const bool cfg = sampler_.config().cfg_scale > 0;
+  std::vector<double> out(positions_.size());
+  tbb::parallel_for(size_t{0}, out.size(), [&](size_t i) {
+    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    const std::span<const float> row = RowAt(positions_[i], last_rows_, logits_.data(),
+                                             cfg ? uncond_.data() : nullptr, cfg_row);
+    out[i] = TokenLogProb(row, tokens_[i]);
   });
   return out;
 }

@@ -102,6 +102,10 @@ class DenoiseSession {
   // operation was a successful Advance() (its logits are kept until the next
   // operation). O(n_vocab) per position.
   absl::StatusOr<std::vector<PositionCandidates>> StepCandidates(int k) const;
+  // The log-probability (TokenLogProb) each token the last Advance()
+  // committed had in the logits that step read, in StepReport order. Same
+  // precondition as StepCandidates.
+  absl::StatusOr<std::vector<double>> StepLogProbs() const;
 
   // One forward pass over the current canvas (two under CFG) and the top `k`
   // (1..kMaxCandidates) candidates at each of `positions` (unique, in the
@@ -163,6 +167,9 @@ class DenoiseSession {
   void CandidatesAt(int p, int k, std::span<const int32_t> rows, const float* logits,
                     const float* uncond, std::span<float> cfg_row,
                     PositionCandidates* out) const;
+  // The logits row canvas position `p` reads (guided into `cfg_row` under CFG).
+  std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
+                               const float* uncond, std::span<float> cfg_row) const;
   int32_t RowOf(int p) const;  // the logits row position p reads
 
   SessionModel model_;

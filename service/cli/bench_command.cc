@@ -15,7 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/isa_option.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/base/process_memory.h"
 #include "engine/parallel/cpu_topology.h"
 #include "engine/session/denoise_session.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/isa_option.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
 #include "engine/base/utf8.h"

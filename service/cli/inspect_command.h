@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 
 namespace dllm {

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/isa_option.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "service/cli/file_digest.h"
 #include "engine/model/forward.h"
 #include "engine/parallel/cpu_topology.h"

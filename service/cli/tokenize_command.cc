@@ -7,7 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/base/utf8.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/bpe_tokenizer.h"

@@ -49,7 +49,11 @@ const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,
 
 // Label values, indexed by the enums of service_metrics.h.
 // RpcKind order; "Unary": GetModelInfo, GetServerInfo and Tokenize together.
-constexpr std::array<const char*, 3> kRpcNames = {"Generate", "Step", "Unary"};
+constexpr std::array<const char*, 5> kRpcNames = {"Generate", "Step", "Unary",
+                                                  "/v1/completions", "/v1/chat/completions"};
+// The HTTP paths dllm_http_responses_total tells apart.
+constexpr std::array<const char*, 6> kHttpPaths = {
+    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/health/ready", "other"};
 constexpr std::array<const char*, 7> kRejectNames = {
     "queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready", "malformed"};
 constexpr std::array<const char*, 7> kFinishNames = {
@@ -107,6 +111,9 @@ struct ServiceMetrics::Impl {
   Counter* forward_passes = nullptr;
   Counter* prompt_tokens = nullptr;
   Counter* generated_tokens = nullptr;
+
+  // HTTP responses by path; status codes are added as they occur.
+  prometheus::Family<Counter>* http_responses = nullptr;
 
   int port = 0;
   // Last member: destroyed first, so no scrape runs while the rest goes away.
@@ -215,6 +222,9 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
                             "Cancel (or the deadline passing) to the engine stopping the request's work, in "
                             "seconds.")
                       .Add({}, kCancelBuckets);
+
+  http_responses = &counter("dllm_http_responses_total",
+                            "HTTP responses of the OpenAI-compatible API, by path and status code.");
 
   // Work done.
   steps = &counter("dllm_steps_total", "Denoising steps run.").Add({});
@@ -369,6 +379,16 @@ void ServiceMetrics::OnEventsSent(RpcKind rpc, int sent, int coalesced) {
   if (impl_ == nullptr) return;  // the no-op object
   impl_->events_sent[static_cast<size_t>(rpc)]->Increment(sent);
   impl_->events_coalesced[static_cast<size_t>(rpc)]->Increment(coalesced);
+}
+
+void ServiceMetrics::OnHttpResponse(absl::string_view path, int status) {
+  if (impl_ == nullptr) return;  // the no-op object
+  const char* label = kHttpPaths.back();
+  for (const char* known : kHttpPaths) {
+    if (path == known) label = known;
+  }
+  // Family::Add returns the existing counter for labels it has seen.
+  impl_->http_responses->Add({{"path", label}, {"status", absl::StrCat(status)}}).Increment();
 }
 
 }  // namespace dllm

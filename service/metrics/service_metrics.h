@@ -44,7 +44,9 @@ struct MetricsOptions {
 
 // Closed label sets, so series never explode.
 // kOther: the unary RPCs (GetModelInfo, GetServerInfo, Tokenize).
-enum class RpcKind { kGenerate, kStep, kOther };
+// kHttpCompletions / kHttpChat: the OpenAI-compatible HTTP endpoints, whose
+// requests run as Generate requests do.
+enum class RpcKind { kGenerate, kStep, kOther, kHttpCompletions, kHttpChat };
 // kMalformed: request bytes that do not parse as the method's message.
 enum class RejectReason {
   kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady, kMalformed
@@ -107,6 +109,9 @@ class ServiceMetrics {
   void OnCallEnded(RpcKind rpc, absl::StatusCode code);
   void OnCancelled(double cancel_to_idle_seconds);
   void OnEventsSent(RpcKind rpc, int sent, int coalesced);
+  // One HTTP response: dllm_http_responses_total{path,status}. `path` is one
+  // of the served paths ("other" for the rest, so the label set stays small).
+  void OnHttpResponse(absl::string_view path, int status);
 
  private:
   struct Impl;

@@ -81,8 +81,6 @@ class DiffusionLmService::GenerateReactor final
       if (status.code() == absl::StatusCode::kResourceExhausted) {
         context_->AddTrailingMetadata("retry-after-ms", kRetryAfterMs);
       }
-      if (mailbox_ != nullptr) mailbox_->Detach();
-      mailbox_ = nullptr;
       Finish(ToGrpcStatus(status));
     }
   }
@@ -117,36 +115,11 @@ class DiffusionLmService::GenerateReactor final
 
  private:
   absl::Status Admit(const v1::GenerateRequest& request) {
-    ServiceMetrics* metrics = service_->metrics_;
-    if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
-      metrics->OnRejected(
-          RpcKind::kGenerate,
-          service_->draining() ? RejectReason::kDraining : RejectReason::kNotReady,
-          absl::StatusCode::kUnavailable);
-      return s;
-    }
-    const Model& model = *service_->model_;
-    absl::StatusOr<GenerationSpec> spec =
-        ValidateGenerateRequest(request, model, service_->model_path_);
-    if (!spec.ok()) {
-      metrics->OnRejected(RpcKind::kGenerate, RejectReason::kInvalid, spec.status().code());
-      return spec.status();
-    }
-    const uint64_t bytes = EngineWorker::ReservationBytes(
-        model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
-    const int heartbeat = spec->stream.heartbeat_seconds;
-    mailbox_ = std::make_shared<GenerateMailbox>(spec->request_id, heartbeat, this, metrics);
-    job_ = std::make_shared<GenerateJob>(service_->model_, std::move(*spec), mailbox_, metrics);
-    job_->set_deadline(EngineDeadline(*context_));
-    // Registered before Submit: the engine may finish the job (and the call)
-    // before Submit returns.
-    service_->CallStarted();
-    absl::Status admitted = service_->worker_->Submit(job_, bytes);
-    if (!admitted.ok()) {
-      service_->CallEnded();
-      return admitted;
-    }
-    service_->watchdog_.Watch(mailbox_);
+    absl::StatusOr<AdmittedGeneration> admitted = service_->AdmitGeneration(
+        request, this, EngineDeadline(*context_), RpcKind::kGenerate);
+    if (!admitted.ok()) return admitted.status();
+    mailbox_ = std::move(admitted->mailbox);
+    job_ = std::move(admitted->job);
     return absl::OkStatus();
   }
 
@@ -189,6 +162,39 @@ DiffusionLmService::DiffusionLmService(std::shared_ptr<const Model> model, std::
       metrics_(ServiceMetrics::OrNoOp(metrics)) {}
 
 DiffusionLmService::~DiffusionLmService() = default;
+
+absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
+    const v1::GenerateRequest& request, EventSink* sink, EngineClock::time_point deadline,
+    RpcKind rpc) {
+  if (absl::Status s = CheckAvailable(); !s.ok()) {
+    metrics_->OnRejected(rpc, draining() ? RejectReason::kDraining : RejectReason::kNotReady,
+                         absl::StatusCode::kUnavailable);
+    return s;
+  }
+  absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(request, *model_, model_path_);
+  if (!spec.ok()) {
+    metrics_->OnRejected(rpc, RejectReason::kInvalid, spec.status().code());
+    return spec.status();
+  }
+  const uint64_t bytes = EngineWorker::ReservationBytes(model_->config(), spec->sampler,
+                                                        static_cast<int>(spec->prompt.size()));
+  AdmittedGeneration out;
+  out.mailbox = std::make_shared<GenerateMailbox>(spec->request_id, spec->stream.heartbeat_seconds,
+                                                  sink, metrics_, rpc);
+  out.job = std::make_shared<GenerateJob>(model_, std::move(*spec), out.mailbox, metrics_);
+  out.job->set_rpc(rpc);
+  out.job->set_deadline(deadline);
+  // Registered before Submit: the engine may finish the job (and the call)
+  // before Submit returns.
+  CallStarted();
+  if (absl::Status admitted = worker_->Submit(out.job, bytes); !admitted.ok()) {
+    out.mailbox->Detach();
+    CallEnded();
+    return admitted;
+  }
+  watchdog_.Watch(out.mailbox);
+  return out;
+}
 
 absl::Status DiffusionLmService::CheckAvailable() const {
   if (draining_) return absl::UnavailableError("server is draining");

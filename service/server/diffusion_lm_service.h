@@ -25,6 +25,7 @@
 #include "engine/model/model.h"
 #include "service/server/engine_worker.h"
 #include "service/metrics/service_metrics.h"
+#include "service/server/generate_job.h"
 #include "service/server/generate_stream.h"
 #include "service/server/step_outbox.h"
 #include "service/server/stream_watchdog.h"
@@ -43,6 +44,13 @@ struct ServerFacts {
 // The tensor type holding the most bytes among the model's 2-D weights,
 // e.g. "Q4_K" (ModelInfo.weight_format, the metrics' build info).
 std::string WeightFormat(const Model& model);
+
+// A Generate request that passed admission: the engine runs `job` and posts
+// its events to `mailbox`, which writes them to the front end's sink.
+struct AdmittedGeneration {
+  std::shared_ptr<GenerateMailbox> mailbox;
+  std::shared_ptr<GenerateJob> job;
+};
 
 // Every method takes its request as bytes (gRPC's raw callback methods) and
 // parses it with DecodeRequest, so malformed bytes are INVALID_ARGUMENT
@@ -78,6 +86,16 @@ class DiffusionLmService final : public RawDiffusionLmService {
   // logged, at most once a minute per client.
   void OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
                    const char* method, const absl::Status& status);
+
+  // The one admission path of every Generate-like request (gRPC Generate, the
+  // HTTP completions): availability, validation, the reservation, Submit and
+  // the heartbeat watch, each refusal counted under `rpc`. On success the
+  // call counts as an active stream: the front end calls CallEnded() once
+  // its call is over, after Detach()ing the mailbox.
+  absl::StatusOr<AdmittedGeneration> AdmitGeneration(const v1::GenerateRequest& request,
+                                                     EventSink* sink,
+                                                     EngineClock::time_point deadline,
+                                                     RpcKind rpc);
 
   // Refuse new calls from now on (UNAVAILABLE); Step sessions end after
   // their current op.

@@ -164,14 +164,14 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
   if (!ready_) return refuse(absl::UnavailableError("the model is still warming up"));
   const int admitted = running_requests_ + static_cast<int>(queue_.size());
   if (admitted >= options_.max_running + options_.max_queue) {
-    metrics_->OnRejected(RpcKind::kGenerate, RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
+    metrics_->OnRejected(raw->rpc(), RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
     return refuse(absl::ResourceExhaustedError(
         absl::StrCat("server is at capacity: ", running_requests_, " running and ",
                      queue_.size(), " waiting requests (max_running ", options_.max_running,
                      ", max_queue ", options_.max_queue, ")")));
   }
   if (!FitsLocked(reserved_bytes)) {
-    metrics_->OnRejected(RpcKind::kGenerate, RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
+    metrics_->OnRejected(raw->rpc(), RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
     return refuse(absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory: the request needs ", BytesText(reserved_bytes),
         " of activations and logits, ",

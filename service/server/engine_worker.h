@@ -32,6 +32,7 @@
 #include "engine/model/model.h"
 #include "engine/sampler/sampler_config.h"
 #include "engine/parallel/cpu_topology.h"
+#include "service/metrics/service_metrics.h"
 
 namespace dllm {
 
@@ -108,6 +109,9 @@ class EngineJob {
   // the deadline passing) to the engine stopping its work, set just before
   // Finish; -1 otherwise.
   double stop_latency_seconds() const { return stop_latency_seconds_; }
+  // What the job's metrics are counted under (the front end that admitted it).
+  void set_rpc(RpcKind rpc) { rpc_ = rpc; }
+  RpcKind rpc() const { return rpc_; }
 
  private:
   friend class EngineWorker;
@@ -118,6 +122,7 @@ class EngineJob {
   EngineClock::time_point deadline_ = EngineClock::time_point::max();
   double queue_seconds_ = 0;
   double stop_latency_seconds_ = -1;
+  RpcKind rpc_ = RpcKind::kGenerate;
 
   // Written by the worker; guarded by mu_ so Cancel() never wakes a worker
   // that has already finished this job.

@@ -82,6 +82,13 @@ absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   step.set_final_follows(done);
   if (detail >= v1::DETAIL_STEPS) {
     AddCommitted(tok, report->positions, report->tokens, prompt_len, &step);
+    if (spec_.stream.include_logprobs && !report->positions.empty()) {
+      absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
+      if (!logprobs.ok()) return logprobs.status();
+      for (size_t i = 0; i < logprobs->size(); ++i) {
+        step.mutable_committed(static_cast<int>(i))->set_logprob(static_cast<float>((*logprobs)[i]));
+      }
+    }
   }
   if (spec_.stream.top_candidates > 0 && !report->positions.empty()) {
     absl::StatusOr<std::vector<PositionCandidates>> candidates =
@@ -156,7 +163,7 @@ void GenerateJob::Finish(const absl::Status& status) {
     end_ = status.ok() ? absl::InternalError("generation ended without a result") : status;
   }
   const FinishKind kind = FinishKindOf(status, eos);
-  metrics_->OnFinished(RpcKind::kGenerate, kind, status.code(), total, steps_, generated);
+  metrics_->OnFinished(rpc(), kind, status.code(), total, steps_, generated);
   const std::string reason = status.ok() ? (eos ? "eos" : "length")
                                          : absl::StatusCodeToString(status.code());
   std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());

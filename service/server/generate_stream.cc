@@ -30,11 +30,12 @@ void MergeStepEvents(v1::StepEvent&& next, v1::StepEvent* into) {
 }
 
 GenerateMailbox::GenerateMailbox(std::string request_id, int heartbeat_seconds, EventSink* sink,
-                                 ServiceMetrics* metrics)
+                                 ServiceMetrics* metrics, RpcKind rpc)
     : OrderedWriter(sink),
       request_id_(std::move(request_id)),
       heartbeat_(std::chrono::seconds(heartbeat_seconds)),
       metrics_(ServiceMetrics::OrNoOp(metrics)),
+      rpc_(rpc),
       last_write_(Clock::now()) {}
 
 void GenerateMailbox::PostLocked(v1::GenerateEvent event) {
@@ -101,7 +102,7 @@ bool GenerateMailbox::MaybeHeartbeat(Clock::time_point now) {
 }
 
 void GenerateMailbox::OnClosing(int sent) {
-  metrics_->OnEventsSent(RpcKind::kGenerate, sent, coalesced_);
+  metrics_->OnEventsSent(rpc_, sent, coalesced_);
 }
 
 int GenerateMailbox::events_coalesced() const {

@@ -18,11 +18,10 @@
 
 #include "absl/status/status.h"
 #include "dllm/v1/dllm.pb.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/ordered_writer.h"
 
 namespace dllm {
-
-class ServiceMetrics;
 
 // The writing end of a Generate stream (the reactor).
 using EventSink = OrderedWriter<v1::GenerateEvent>::Sink;
@@ -35,9 +34,10 @@ class GenerateMailbox : public OrderedWriter<v1::GenerateEvent> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is recorded).
+  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is
+  // recorded); `rpc` is the front end the events are counted under.
   GenerateMailbox(std::string request_id, int heartbeat_seconds, EventSink* sink,
-                  ServiceMetrics* metrics = nullptr);
+                  ServiceMetrics* metrics = nullptr, RpcKind rpc = RpcKind::kGenerate);
 
   // Engine side. Nothing is posted once the stream is ending.
   void PostStarted(const v1::Started& started);
@@ -63,6 +63,7 @@ class GenerateMailbox : public OrderedWriter<v1::GenerateEvent> {
   const std::string request_id_;
   const Clock::duration heartbeat_;
   ServiceMetrics* const metrics_;
+  const RpcKind rpc_;
   Clock::time_point last_write_;  // guarded by mu_
   v1::Progress progress_;
   int coalesced_ = 0;

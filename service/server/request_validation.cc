@@ -275,6 +275,10 @@ absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& 
   }
   out.top_candidates = static_cast<int>(stream.top_candidates());
   out.include_timings = stream.include_timings();
+  if (stream.include_logprobs() && out.detail < v1::DETAIL_STEPS) {
+    return Invalid("stream.include_logprobs", "needs detail DETAIL_STEPS or DETAIL_CANVAS");
+  }
+  out.include_logprobs = stream.include_logprobs();
   if (stream.heartbeat_seconds() > kMaxHeartbeatSeconds) {
     return Invalid("stream.heartbeat_seconds",
                    absl::StrCat(stream.heartbeat_seconds(), " exceeds the limit of ",

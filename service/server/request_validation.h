@@ -33,6 +33,7 @@ struct StreamSettings {
   int step_stride = 1;                  // >= 1
   int top_candidates = 0;               // 0..kMaxTopCandidates
   bool include_timings = false;
+  bool include_logprobs = false;
   int heartbeat_seconds = kDefaultHeartbeatSeconds;  // >= 1
 };
 

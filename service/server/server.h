@@ -2,7 +2,7 @@
 // EngineWorker, the DiffusionLM service, the standard health service
 // ("" = live, "dllm.v1.DiffusionLM" = ready: warmed up and not draining),
 // reflection, message-size limits, keepalive settings (serving.md 1.8) and
-// optional TLS. Tests start it in-process on 127.0.0.1:0; server_main.cc
+// optional TLS. Tests start it in-process on 127.0.0.1:0; service/bin/dllm_server_main.cc
 // wraps it with flags and signals.
 #ifndef DLLM_SERVICE_SERVER_SERVER_H_
 #define DLLM_SERVICE_SERVER_SERVER_H_

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/fake_step_service.h"

@@ -116,17 +116,21 @@ class Replica:
     def __init__(self, name, server_bin, model, work_dir, extra_args=()):
         self.name, self.server_bin, self.model = name, server_bin, model
         self.work_dir, self.extra_args = work_dir, list(extra_args)
-        self.proc, self.grpc_port, self.metrics_port = None, 0, 0
+        self.proc, self.grpc_port, self.metrics_port, self.http_port = None, 0, 0, 0
         self.log_path = os.path.join(work_dir, name + ".log")
 
     def start(self, grpc_port=0, metrics_port=0):
         port_file = os.path.join(self.work_dir, self.name + ".ports.json")
         if os.path.exists(port_file):
             os.remove(port_file)
+        extra = self.extra_args
+        # The HTTP API on a free port unless the caller chose one.
+        if not any(a.startswith("--http-listen") for a in extra):
+            extra = ["--http-listen", "127.0.0.1:0"] + extra
         args = [self.server_bin, "--model", self.model,
                 "--listen", "127.0.0.1:%d" % grpc_port,
                 "--metrics-listen", "127.0.0.1:%d" % metrics_port,
-                "--port-file", port_file] + self.extra_args
+                "--port-file", port_file] + extra
         self.log = open(self.log_path, "a")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         import json
@@ -142,6 +146,7 @@ class Replica:
                 return None
         p = wait_for(ports, 60, self.name + " port file")
         self.grpc_port, self.metrics_port = p["grpc"], p.get("metrics", 0)
+        self.http_port = p.get("http", 0)
         return self
 
     @property

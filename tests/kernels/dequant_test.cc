@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "gtest/gtest.h"
 #include "kernels/block_types.h"

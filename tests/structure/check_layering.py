@@ -24,9 +24,13 @@ import tempfile
 # dllm/v1/*.pb.h headers.
 UPPER_LAYERS = {
     "kernels": [],
-    "service/cli": ["engine", "synth"],
+    "service/json": ["base"],
+    "service/cli": ["engine", "synth", "service/json"],
     "service/metrics": ["engine"],
     "service/server": ["engine", "service/metrics", "proto"],
+    "service/http": ["engine", "service/metrics", "service/server", "service/json", "proto"],
+    # The server binary's main: the top of the service layers.
+    "service/bin": ["engine", "service/metrics", "service/server", "service/http"],
     "client": ["proto", "base"],
 }
 

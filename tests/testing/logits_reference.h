@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 
 namespace dllm::testing {
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/test_paths.h"

@@ -19,7 +19,7 @@
 #include <filesystem>
 #include <set>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"

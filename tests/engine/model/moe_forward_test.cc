@@ -22,7 +22,7 @@
 #include <filesystem>
 #include <map>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "service/cli/file_digest.h"
 #include "engine/model/forward.h"
 #include "engine/synth/synthetic_model.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/model/model.h"
 #include "engine/sampler/denoise_sampler.h"
 #include "engine/sampler/schedule.h"

@@ -3,7 +3,7 @@
 // llama-quantize), tensor for tensor, for every preset those files cover.
 #include "engine/synth/synthetic_model.h"
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"

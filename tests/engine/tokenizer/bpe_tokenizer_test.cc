@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/unicode.h"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
 

@@ -2,7 +2,7 @@
 
 #include <filesystem>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/gguf/mapped_file.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"

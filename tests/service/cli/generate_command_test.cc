@@ -3,7 +3,7 @@
 // and --show-canvas falls back to progress lines off a terminal.
 #include <filesystem>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"

@@ -2,7 +2,7 @@
 // layout, and rejects bad arguments with a one-line error.
 #include <cstring>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/model/forward.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"

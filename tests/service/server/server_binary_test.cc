@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
 #include "tests/testing/run_command.h"
@@ -43,7 +43,8 @@ class ServerProcess {
     std::vector<std::string> args = {testing::BinaryDir() + "/service/dllm-server",
                                      "--model", model,
                                      "--listen", listen, "--metrics-listen", "127.0.0.1:0",
-                                     "--threads", "1", "--port-file", port_file_};
+                                     "--threads", "1", "--port-file", port_file_,
+                                     "--http-listen", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

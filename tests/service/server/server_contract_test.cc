@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "service/cli/json.h"
+#include "service/json/json.h"
 #include "engine/base/utf8.h"
 #include "engine/session/denoise_session.h"
 #include "engine/tokenizer/chat_template.h"

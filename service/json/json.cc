@@ -1,4 +1,4 @@
-#include "service/cli/json.h"
+#include "service/json/json.h"
 
 #include <fstream>
 #include <sstream>

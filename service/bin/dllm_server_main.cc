@@ -1,4 +1,5 @@
-// `dllm-server`: serves one model over gRPC (dllm.v1.DiffusionLM) until
+// `dllm-server`: serves one model over gRPC (dllm.v1.DiffusionLM) and the
+// OpenAI-compatible HTTP API (--http-listen, service/http) until
 // SIGTERM or SIGINT, then drains: readiness NOT_SERVING, new calls
 // UNAVAILABLE, in-flight streams finish for up to --drain-seconds, exit 0.
 // Signals are taken by sigwait on the main thread (blocked everywhere else
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -22,6 +24,9 @@
 #include "engine/base/flags.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
+#include "absl/strings/ascii.h"
+#include "service/http/http_server.h"
+#include "service/http/openai_api.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/server.h"
 
@@ -36,7 +41,8 @@ const std::set<std::string> kValueFlags = {
     "model",      "listen",        "metrics-listen", "max-running", "max-queue",
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
-    "chat-template"};
+    "chat-template", "http-listen", "api-key-file", "http-max-body-bytes",
+    "http-max-connections", "http-header-timeout-seconds", "http-idle-timeout-seconds"};
 const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
@@ -45,7 +51,10 @@ constexpr const char* kUsage =
     "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
     "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
     "         [--memory-budget-mb N] [--port-file FILE]\n"
-    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n";
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
+    "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes 4194304]\n"
+    "         [--http-max-connections 64] [--http-header-timeout-seconds 10]\n"
+    "         [--http-idle-timeout-seconds 60]\n";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dllm-server: %s\n", PrintableText(s.message()).c_str());
@@ -109,7 +118,26 @@ struct ServerSetup {
   IsaLevel isa = IsaLevel::kScalar;
   CpuPolicy policy = CpuPolicy::kAuto;
   std::string metrics_listen;  // HOST:PORT, or "none"
+  HttpOptions http;            // http.listen "none": no HTTP API
+  std::string api_key;         // from --api-key-file; empty = none
 };
+
+// The key an HTTP client must send as "Authorization: Bearer KEY": the
+// file's content without surrounding whitespace (a trailing newline).
+absl::StatusOr<std::string> ReadApiKey(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: cannot read ", path));
+  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const absl::string_view stripped = absl::StripAsciiWhitespace(key);
+  if (stripped.empty()) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: ", path, " is empty"));
+  for (char c : stripped) {
+    if (c < 0x21 || c > 0x7e) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--api-key-file: ", path, " holds a character that is not printable ASCII"));
+    }
+  }
+  return std::string(stripped);
+}
 
 absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   ServerSetup setup;
@@ -150,6 +178,26 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
     DLLM_ASSIGN_OR_RETURN(setup.model.chat_template, ParseChatTemplate(flags.Get("chat-template")));
   }
   setup.metrics_listen = flags.Get("metrics-listen", "127.0.0.1:9464");
+
+  HttpOptions& http = setup.http;
+  http.listen = flags.Get("http-listen", http.listen);
+  DLLM_ASSIGN_OR_RETURN(const int64_t body_bytes,
+                        flags.GetIntInRange("http-max-body-bytes", options.max_message_bytes, 1024,
+                                            int64_t{1} << 30));
+  http.max_body_bytes = static_cast<uint64_t>(body_bytes);
+  DLLM_ASSIGN_OR_RETURN(http.max_connections,
+                        flags.GetIntInRange("http-max-connections", http.max_connections, 1, 65536));
+  DLLM_ASSIGN_OR_RETURN(http.header_timeout_seconds,
+                        flags.GetIntInRange("http-header-timeout-seconds",
+                                            http.header_timeout_seconds, 1, 3600));
+  DLLM_ASSIGN_OR_RETURN(http.idle_timeout_seconds,
+                        flags.GetIntInRange("http-idle-timeout-seconds", http.idle_timeout_seconds,
+                                            1, 24 * 3600));
+  http.tls_cert_file = options.tls_cert_file;
+  http.tls_key_file = options.tls_key_file;
+  if (flags.Has("api-key-file")) {
+    DLLM_ASSIGN_OR_RETURN(setup.api_key, ReadApiKey(flags.Get("api-key-file")));
+  }
   return setup;
 }
 
@@ -206,13 +254,15 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> StartMetrics(const ServerSetup& 
   return metrics;
 }
 
-// {"grpc": PORT, "metrics": PORT}, renamed into place so that a reader
-// never sees half a file.
-absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port) {
+// {"grpc": PORT, "metrics": PORT, "http": PORT} (0: not served), renamed
+// into place so that a reader never sees half a file.
+absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_port,
+                           int http_port) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);
-    out << "{\"grpc\": " << grpc_port << ", \"metrics\": " << metrics_port << "}\n";
+    out << "{\"grpc\": " << grpc_port << ", \"metrics\": " << metrics_port
+        << ", \"http\": " << http_port << "}\n";
     if (!out) return absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
@@ -258,13 +308,32 @@ int Run(int argc, char** argv) {
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
   std::fprintf(stderr, "dllm-server: listening on %s:%d (%s)\n", host.c_str(), (*server)->port(),
                options.tls_cert_file.empty() ? "plaintext" : "TLS");
+  // The HTTP API starts with the gRPC server (both share its service), so
+  // that /health/ready answers 503 during the warm-up.
+  std::unique_ptr<OpenAiApi> api;
+  std::unique_ptr<HttpServer> http;
+  if (setup->http.listen != "none") {
+    api = std::make_unique<OpenAiApi>(&(*server)->service(), setup->api_key);
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(setup->http, api.get());
+    if (!started.ok()) {
+      (*server)->Shutdown();
+      return Fail(started.status());
+    }
+    http = std::move(*started);
+    const std::string& listen = setup->http.listen;
+    std::fprintf(stderr, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
+                 http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')).c_str(),
+                 http->port(), setup->api_key.empty() ? "no API key" : "API key required");
+  }
   if (absl::Status ready = (*server)->WaitReady(std::chrono::hours(24)); !ready.ok()) {
+    http.reset();
     (*server)->Shutdown();
     return Fail(ready);
   }
   std::fprintf(stderr, "dllm-server: ready (warm-up step done)\n");
   if (flags->Has("port-file")) {
-    if (absl::Status s = WritePortFile(flags->Get("port-file"), (*server)->port(), metrics_port);
+    if (absl::Status s = WritePortFile(flags->Get("port-file"), (*server)->port(), metrics_port,
+                                       http ? http->port() : 0);
         !s.ok()) {
       return Fail(s);
     }
@@ -273,7 +342,11 @@ int Run(int argc, char** argv) {
   const int signal_number = shutdown.Serve(server->get());
   std::fprintf(stderr, "dllm-server: %s: draining (up to %d s; a second signal ends it now)\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.drain_seconds);
+  // HTTP streams are the service's streams too: the drain waits for them.
   (*server)->Drain(std::chrono::seconds(options.drain_seconds));
+  if (http) http->Stop(setup->http.write_timeout_seconds + 2);
+  http.reset();
+  api.reset();
   server->reset();
   std::fprintf(stderr, "dllm-server: stopped\n");
   // Not destroyed: civetweb's stop waits up to 2 s for its listener's poll

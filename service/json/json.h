@@ -1,10 +1,10 @@
-// JSON for the CLI's `--json` output, result files, and the golden files
-// the tests read: nlohmann::json (Debian's nlohmann-json3-dev), with object
+// JSON for the CLI's `--json` output, result files, the golden files the
+// tests read and the OpenAI-compatible HTTP API: nlohmann::json (Debian's nlohmann-json3-dev), with object
 // keys kept in insertion order so result files read in the order written.
 // The functions below are the exception-free edges: parse errors become a
 // Status, and bytes that are not UTF-8 are replaced on output.
-#ifndef DLLM_SERVICE_CLI_JSON_H_
-#define DLLM_SERVICE_CLI_JSON_H_
+#ifndef DLLM_SERVICE_JSON_JSON_H_
+#define DLLM_SERVICE_JSON_JSON_H_
 
 #include <string>
 
@@ -40,4 +40,4 @@ const Json* FindMember(const Json& value, absl::string_view key);
 
 }  // namespace dllm
 
-#endif  // DLLM_SERVICE_CLI_JSON_H_
+#endif  // DLLM_SERVICE_JSON_JSON_H_

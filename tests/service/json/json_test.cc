@@ -1,5 +1,5 @@
-// The exception-free edges of service/cli/json.h around nlohmann::json.
-#include "service/cli/json.h"
+// The exception-free edges of service/json/json.h around nlohmann::json.
+#include "service/json/json.h"
 
 #include "gtest/gtest.h"
 

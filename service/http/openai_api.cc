@@ -1,0 +1,337 @@
+#include "service/http/openai_api.h"
+
+#include <openssl/crypto.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "service/http/generation_relay.h"
+#include "service/http/openai_response.h"
+#include "service/http/stop_text.h"
+#include "service/server/stream_events.h"
+
+namespace dllm {
+namespace {
+
+constexpr const char* kJson = "application/json";
+// How often a request waiting for the engine looks at its client.
+constexpr auto kClientCheck = std::chrono::milliseconds(20);
+
+std::string EventData(const Json& chunk) { return absl::StrCat("data: ", DumpJson(chunk), "\n\n"); }
+
+// One generation's events turned into the API's text, stop handling and
+// logprobs; the same for a stream and a whole response, so that the deltas,
+// concatenated, are the whole response's text.
+class CompletionRun {
+ public:
+  CompletionRun(const OpenAiRequest& request, const Model& model, CompletionHeader header)
+      : request_(request), model_(model), header_(std::move(header)), stop_(request.stop) {}
+
+  // The text to send for a StepEvent (possibly empty), after `stop`.
+  std::string OnStep(const v1::StepEvent& step) {
+    for (const v1::CommittedToken& t : step.committed()) {
+      if (t.has_logprob()) logprob_[t.position()] = t.logprob();
+    }
+    for (const v1::PositionCandidates& c : step.candidates()) {
+      auto& top = top_[c.position()];
+      top.clear();
+      for (const v1::Candidate& k : c.candidates()) {
+        top.emplace_back(model_.tokenizer().TokenPiece(static_cast<int32_t>(k.token_id())),
+                         k.prob() > 0 ? std::log(static_cast<double>(k.prob())) : -INFINITY);
+      }
+    }
+    raw_ += step.text_delta();
+    return stop_.Add(step.text_delta());
+  }
+
+  // The rest of the text at the Final: what no StepEvent carried, then
+  // whatever the stop handling held back.
+  std::string OnFinal(const v1::Final& final) {
+    final_ = final;
+    std::string rest;
+    if (absl::StartsWith(final.text(), raw_)) {
+      rest = stop_.Add(absl::string_view(final.text()).substr(raw_.size()));
+    }
+    return rest + stop_.Finish();
+  }
+
+  const std::string& text() const { return stop_.text(); }
+  const v1::Final& final() const { return final_; }
+  const CompletionHeader& header() const { return header_; }
+
+  const char* FinishReason() const {
+    return stop_.stopped() || final_.finish_reason() == v1::FINISH_REASON_EOS ? "stop" : "length";
+  }
+
+  // The logprobs of the tokens whose text is in the (stop-cut) text; null
+  // when not asked for.
+  Json Logprobs() const {
+    if (!request_.logprobs) return nullptr;
+    std::vector<TokenLogprob> tokens;
+    size_t offset = 0;
+    for (int i = 0; i < final_.token_ids_size() && offset < text().size(); ++i) {
+      TokenLogprob t;
+      t.text = model_.tokenizer().TokenPiece(static_cast<int32_t>(final_.token_ids(i)));
+      const auto lp = logprob_.find(static_cast<uint32_t>(i));
+      t.logprob = lp == logprob_.end() ? 0.0 : lp->second;
+      if (const auto top = top_.find(static_cast<uint32_t>(i)); top != top_.end()) t.top = top->second;
+      offset += t.text.size();
+      tokens.push_back(std::move(t));
+    }
+    return LogprobsJson(header_.endpoint, tokens);
+  }
+
+ private:
+  const OpenAiRequest& request_;
+  const Model& model_;
+  const CompletionHeader header_;
+  StopText stop_;
+  std::string raw_;  // every text delta, before the stop handling
+  v1::Final final_;
+  std::map<uint32_t, double> logprob_;  // by generated position
+  std::map<uint32_t, std::vector<std::pair<std::string, double>>> top_;
+};
+
+// `event: canvas` for dllm_canvas: the canvas after the step, its masked
+// positions and what the step committed.
+std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
+  Json canvas = Json::object();
+  canvas["step"] = step.step();
+  canvas["planned_steps"] = step.planned_steps();
+  canvas["merged_steps"] = step.merged_steps();
+  canvas["masked_remaining"] = step.masked_remaining();
+  Json masked = Json::array();
+  for (int i = 0; i < step.canvas_size(); ++i) {
+    if (static_cast<int32_t>(step.canvas(i)) == mask) masked.push_back(i);
+  }
+  canvas["masked"] = std::move(masked);
+  Json committed = Json::array();
+  for (const v1::CommittedToken& t : step.committed()) {
+    committed.push_back({{"position", t.position()}, {"token_id", t.token_id()}, {"text", t.piece()}});
+  }
+  canvas["committed"] = std::move(committed);
+  canvas["canvas"] = Json(std::vector<uint32_t>(step.canvas().begin(), step.canvas().end()));
+  return absl::StrCat("event: canvas\ndata: ", DumpJson(canvas), "\n\n");
+}
+
+const char* PathOf(OpenAiEndpoint endpoint) {
+  return endpoint == OpenAiEndpoint::kCompletions ? "/v1/completions" : "/v1/chat/completions";
+}
+
+}  // namespace
+
+OpenAiApi::OpenAiApi(DiffusionLmService* service, std::string api_key)
+    : service_(service),
+      api_key_(std::move(api_key)),
+      model_id_(ServedModelId(service->model(), service->model_path())),
+      created_(static_cast<int64_t>(std::time(nullptr))) {}
+
+void OpenAiApi::OnTransportResponse(int status) {
+  service_->metrics()->OnHttpResponse("other", status);
+}
+
+void OpenAiApi::SendJson(HttpResponder& out, const std::string& path, int status, const Json& body,
+                         const HttpHeaders& headers) {
+  service_->metrics()->OnHttpResponse(path, status);
+  out.Send(status, kJson, DumpJson(body), headers);
+}
+
+void OpenAiApi::SendError(HttpResponder& out, const std::string& path, const ApiError& error) {
+  HttpHeaders headers;
+  // As gRPC's retry-after-ms: when to try again after a refusal for load.
+  if (error.status == 429 || error.status == 503) headers.emplace_back("Retry-After", "1");
+  if (error.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  SendJson(out, path, error.status, ApiErrorBody(error), headers);
+}
+
+bool OpenAiApi::Authorized(const HttpRequest& request) const {
+  if (api_key_.empty()) return true;
+  absl::string_view given = request.authorization;
+  if (!absl::ConsumePrefix(&given, "Bearer ")) return false;
+  // Constant time in the key's bytes: the comparison reveals only the length.
+  return given.size() == api_key_.size() &&
+         CRYPTO_memcmp(given.data(), api_key_.data(), api_key_.size()) == 0;
+}
+
+void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& out) {
+  const std::string& path = request.path;
+  struct Route {
+    const char* path;
+    const char* method;
+  };
+  static constexpr Route kRoutes[] = {
+      {"/health", "GET"},         {"/health/ready", "GET"},          {"/v1/models", "GET"},
+      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+  };
+  const Route* route = nullptr;
+  for (const Route& r : kRoutes) {
+    if (path == r.path) route = &r;
+  }
+  if (route == nullptr) {
+    SendError(out, "other", MakeApiError(404, absl::StrCat("no such path: ", path), "unknown_url"));
+    return;
+  }
+  if (request.method != route->method) {
+    service_->metrics()->OnHttpResponse(path, 405);
+    out.Send(405, kJson,
+             DumpJson(ApiErrorBody(MakeApiError(
+                 405, absl::StrCat(path, " takes ", route->method, ", not ", request.method),
+                 "method_not_allowed"))),
+             {{"Allow", route->method}});
+    return;
+  }
+  if (path == "/health") {
+    SendJson(out, path, 200, {{"status", "live"}});
+    return;
+  }
+  if (path == "/health/ready") {
+    const absl::Status available = service_->CheckAvailable();
+    if (available.ok()) {
+      SendJson(out, path, 200, {{"status", "ready"}});
+    } else {
+      SendJson(out, path, 503, {{"status", "not ready"}, {"reason", std::string(available.message())}});
+    }
+    return;
+  }
+  if (!Authorized(request)) {
+    SendError(out, path,
+              MakeApiError(401,
+                           request.authorization.empty()
+                               ? "missing API key: send Authorization: Bearer <key>"
+                               : "incorrect API key",
+                           "invalid_api_key"));
+    return;
+  }
+  if (path == "/v1/models") {
+    Models(request, out);
+  } else {
+    Complete(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
+                                       : OpenAiEndpoint::kChatCompletions,
+             request, out);
+  }
+}
+
+void OpenAiApi::Models(const HttpRequest& request, HttpResponder& out) {
+  Json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
+  SendJson(out, request.path, 200, {{"object", "list"}, {"data", Json::array({model})}});
+}
+
+void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out) {
+  const std::string path = PathOf(endpoint);
+  const RpcKind rpc =
+      endpoint == OpenAiEndpoint::kCompletions ? RpcKind::kHttpCompletions : RpcKind::kHttpChat;
+  absl::StatusOr<Json> body = ParseJson(request.body);
+  if (!body.ok()) {
+    service_->metrics()->OnRejected(rpc, RejectReason::kMalformed, absl::StatusCode::kInvalidArgument);
+    SendError(out, path,
+              MakeApiError(400, absl::StrCat("the body is not JSON: ", body.status().message()),
+                           "invalid_json"));
+    return;
+  }
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(endpoint, *body, service_->model(), service_->model_path());
+  if (!parsed.ok()) {
+    service_->metrics()->OnRejected(rpc, RejectReason::kInvalid, parsed.status().code());
+    SendError(out, path, ApiErrorFromStatus(parsed.status(), endpoint));
+    return;
+  }
+  const OpenAiRequest& api = *parsed;
+
+  GenerationRelay relay;
+  absl::StatusOr<AdmittedGeneration> admitted =
+      service_->AdmitGeneration(api.generate, &relay, EngineClock::time_point::max(), rpc);
+  if (!admitted.ok()) {
+    SendError(out, path, ApiErrorFromStatus(admitted.status(), endpoint));
+    return;
+  }
+  GenerateMailbox& mailbox = *admitted->mailbox;
+  EngineJob& job = *admitted->job;
+  CompletionHeader header;
+  header.endpoint = endpoint;
+  header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-",
+                           mailbox.request_id());
+  header.model = model_id_;
+  header.created = static_cast<int64_t>(std::time(nullptr));
+  CompletionRun run(api, service_->model(), header);
+  const int32_t mask = service_->model().config().tokens.mask;
+
+  bool client_ok = true;
+  if (api.stream) {
+    service_->metrics()->OnHttpResponse(path, 200);
+    client_ok = out.StartEvents({{"X-Request-Id", mailbox.request_id()}});
+  }
+  bool first_delta = true;
+  // Sends one chunk of a stream; a failed write cancels the request.
+  const auto send = [&](const std::string& text) {
+    if (!api.stream || text.empty() || !client_ok) return;
+    client_ok = out.SendEvents(text);
+  };
+  const auto send_delta = [&](const std::string& delta) {
+    if (delta.empty()) return;
+    send(EventData(DeltaChunk(header, delta, first_delta)));
+    first_delta = false;
+  };
+  absl::Status end;
+  for (;;) {
+    std::optional<GenerationRelay::Item> item = relay.Next(kClientCheck);
+    if (!item) {
+      if (client_ok && out.ClientGone()) client_ok = false;
+      if (!client_ok) job.Cancel(absl::CancelledError("the HTTP client disconnected"));
+      continue;
+    }
+    if (item->end) {
+      end = *item->end;
+      break;
+    }
+    const v1::GenerateEvent& event = *item->event;
+    if (event.has_progress()) {
+      // Comment lines keep proxies from closing a stream that waits.
+      send(": ping\n\n");
+    } else if (event.has_step()) {
+      if (api.canvas) send(CanvasEvent(event.step(), mask));
+      send_delta(run.OnStep(event.step()));
+    } else if (event.has_final()) {
+      send_delta(run.OnFinal(event.final()));
+    }
+    if (!client_ok) job.Cancel(absl::CancelledError("the HTTP client disconnected"));
+    mailbox.OnWriteDone(client_ok);
+  }
+  mailbox.Detach();
+  service_->CallEnded();
+
+  if (!end.ok()) {
+    const ApiError error = ApiErrorFromStatus(end, endpoint);
+    if (api.stream) {
+      send(EventData(ApiErrorBody(error)));
+      if (client_ok) out.EndEvents();
+    } else {
+      SendError(out, path, error);
+    }
+    return;
+  }
+  Json extras = DllmExtras(run.final(), mailbox.request_id());
+  if (api.stream) {
+    Json finish = FinishChunk(header, run.FinishReason(), run.Logprobs());
+    finish["dllm"] = std::move(extras);
+    if (api.include_usage) finish["usage"] = nullptr;
+    send(EventData(finish));
+    if (api.include_usage) send(EventData(UsageChunk(header, run.final().usage())));
+    send("data: [DONE]\n\n");
+    if (client_ok) out.EndEvents();
+    return;
+  }
+  Json whole = WholeResponse(header, run.text(), run.FinishReason(), run.Logprobs(),
+                             run.final().usage());
+  whole["dllm"] = std::move(extras);
+  SendJson(out, path, 200, whole, {{"X-Request-Id", mailbox.request_id()}});
+}
+
+}  // namespace dllm

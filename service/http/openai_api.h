@@ -1,0 +1,50 @@
+// OpenAiApi: the OpenAI-compatible HTTP endpoints on the same engine as the
+// gRPC API (serving.md): GET /v1/models, POST /v1/completions and
+// /v1/chat/completions (whole responses, or server-sent events with the
+// stable-text deltas the gRPC stream computes), GET /health (live) and
+// /health/ready (warmed up and not draining). Generations go through
+// DiffusionLmService::AdmitGeneration, so admission, the engine thread,
+// cancellation, draining and metrics are the gRPC API's. A client that
+// disconnects cancels its request within one layer, as a gRPC cancel does.
+#ifndef DLLM_SERVICE_HTTP_OPENAI_API_H_
+#define DLLM_SERVICE_HTTP_OPENAI_API_H_
+
+#include <cstdint>
+#include <string>
+
+#include "service/http/api_error.h"
+#include "service/http/http_server.h"
+#include "service/http/openai_request.h"
+#include "service/json/json.h"
+#include "service/server/diffusion_lm_service.h"
+
+namespace dllm {
+
+// Thread-safe.
+class OpenAiApi final : public HttpHandler {
+ public:
+  // `service` (non-owning) outlives the API. With a non-empty `api_key`,
+  // every /v1 request needs "Authorization: Bearer <api_key>".
+  OpenAiApi(DiffusionLmService* service, std::string api_key);
+
+  void Handle(const HttpRequest& request, HttpResponder& responder) override;
+  void OnTransportResponse(int status) override;
+
+ private:
+  void Models(const HttpRequest& request, HttpResponder& out);
+  void Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out);
+  bool Authorized(const HttpRequest& request) const;
+
+  void SendJson(HttpResponder& out, const std::string& path, int status, const Json& body,
+                const HttpHeaders& headers = {});
+  void SendError(HttpResponder& out, const std::string& path, const ApiError& error);
+
+  DiffusionLmService* const service_;
+  const std::string api_key_;
+  const std::string model_id_;
+  const int64_t created_;  // when the model was loaded (Unix seconds), for /v1/models
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_HTTP_OPENAI_API_H_

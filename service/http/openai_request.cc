@@ -1,0 +1,356 @@
+#include "service/http/openai_request.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "engine/sampler/sampler_config.h"
+#include "engine/tokenizer/chat_template.h"
+#include "service/server/request_validation.h"
+
+namespace dllm {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// OpenAI fields dllm takes only at their neutral value: anything else would
+// be silently ignored, so it is refused instead.
+struct NeutralField {
+  const char* name;
+  double neutral;
+};
+constexpr NeutralField kNeutralFields[] = {
+    {"frequency_penalty", 0}, {"presence_penalty", 0}, {"n", 1}, {"best_of", 1},
+};
+
+// The fields each endpoint reads (the neutral ones above come on top).
+const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
+  static const std::set<std::string, std::less<>> kCompletions = {
+      "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream",
+      "stream_options", "user", "logprobs", "echo",
+      // Diffusion extras.
+      "steps", "block_length", "algorithm", "threshold", "alg_temp", "cfg_scale", "eps", "top_k",
+      "dllm_canvas"};
+  static const std::set<std::string, std::less<>> kChat = [] {
+    std::set<std::string, std::less<>> s = kCompletions;
+    s.erase("prompt");
+    s.erase("echo");
+    s.insert({"messages", "max_completion_tokens", "top_logprobs"});
+    return s;
+  }();
+  return endpoint == OpenAiEndpoint::kCompletions ? kCompletions : kChat;
+}
+
+// Typed readers: each names the field when the value has the wrong type or
+// range. They leave `out` alone when the field is absent or null.
+absl::Status ReadBool(const Json& body, const char* field, bool* out) {
+  const Json* v = FindMember(body, field);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (!v->is_boolean()) return Invalid(field, "must be a boolean");
+  *out = v->get<bool>();
+  return absl::OkStatus();
+}
+
+absl::Status ReadNumber(const Json& body, const char* field, double lo, double hi,
+                        std::optional<double>* out) {
+  const Json* v = FindMember(body, field);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (!v->is_number()) return Invalid(field, "must be a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi)) return Invalid(field, absl::StrCat(x, " is outside [", lo, ", ", hi, "]"));
+  *out = x;
+  return absl::OkStatus();
+}
+
+absl::Status ReadInteger(const Json& body, const char* field, int64_t lo, int64_t hi,
+                         std::optional<int64_t>* out) {
+  const Json* v = FindMember(body, field);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (v->is_number_unsigned()) {
+    const uint64_t x = v->get<uint64_t>();
+    if (x > static_cast<uint64_t>(hi)) return Invalid(field, absl::StrCat(x, " exceeds ", hi));
+    *out = static_cast<int64_t>(x);
+  } else if (v->is_number_integer()) {
+    *out = v->get<int64_t>();
+  } else {
+    return Invalid(field, "must be an integer");
+  }
+  if (**out < lo || **out > hi) return Invalid(field, absl::StrCat(**out, " is outside [", lo, ", ", hi, "]"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadString(const Json& body, const char* field, std::string* out) {
+  const Json* v = FindMember(body, field);
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (!v->is_string()) return Invalid(field, "must be a string");
+  *out = v->get<std::string>();
+  return absl::OkStatus();
+}
+
+absl::Status CheckFields(OpenAiEndpoint endpoint, const Json& body) {
+  if (!body.is_object()) return Invalid("body", "must be a JSON object");
+  const auto& known = KnownFields(endpoint);
+  for (const auto& [key, value] : body.items()) {
+    if (known.count(key) > 0) continue;
+    bool neutral_field = false;
+    for (const NeutralField& f : kNeutralFields) {
+      if (key != f.name) continue;
+      neutral_field = true;
+      if (!value.is_null() && !(value.is_number() && value.get<double>() == f.neutral)) {
+        return Invalid(key, absl::StrCat("only ", f.neutral, " is supported"));
+      }
+    }
+    if (!neutral_field) return Invalid(key, "unknown field");
+  }
+  return absl::OkStatus();
+}
+
+// The completions prompt: a string, or an array of token ids.
+absl::Status ReadCompletionPrompt(const Json& body, v1::Prompt* prompt) {
+  const Json* v = FindMember(body, "prompt");
+  if (v == nullptr || v->is_null()) return Invalid("prompt", "is required");
+  if (v->is_string()) {
+    prompt->set_text(v->get<std::string>());
+    return absl::OkStatus();
+  }
+  if (v->is_array() && !v->empty() && (*v)[0].is_string()) {
+    return Invalid("prompt", "one prompt per request (an array of strings is not supported)");
+  }
+  if (!v->is_array() || v->empty()) {
+    return Invalid("prompt", "must be a string or a non-empty array of token ids");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& id = (*v)[i];
+    if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
+      return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (a non-negative integer)");
+    }
+    prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id.get<uint64_t>()));
+  }
+  return absl::OkStatus();
+}
+
+// A message's content: a string, or an array of {"type": "text", "text"}.
+absl::StatusOr<std::string> MessageContent(const Json& message, const std::string& field) {
+  const Json* content = FindMember(message, "content");
+  if (content == nullptr || content->is_null()) return std::string();
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) return Invalid(field + ".content", "must be a string or an array of parts");
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const Json& part = (*content)[i];
+    const std::string part_field = absl::StrCat(field, ".content[", i, "]");
+    const Json* type = FindMember(part, "type");
+    const Json* part_text = FindMember(part, "text");
+    if (type == nullptr || !type->is_string() || type->get<std::string>() != "text") {
+      return Invalid(part_field, "only parts of type \"text\" are supported");
+    }
+    if (part_text == nullptr || !part_text->is_string()) {
+      return Invalid(part_field + ".text", "must be a string");
+    }
+    text += part_text->get<std::string>();
+  }
+  return text;
+}
+
+// The chat messages rendered by the model's chat template, as token ids.
+absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* prompt) {
+  const Json* messages = FindMember(body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    return Invalid("messages", "must be a non-empty array");
+  }
+  std::vector<ChatMessage> turns;
+  size_t bytes = 0;
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string field = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return Invalid(field, "must be an object");
+    const Json* role = FindMember(m, "role");
+    if (role == nullptr || !role->is_string()) return Invalid(field + ".role", "must be a string");
+    ChatMessage turn;
+    turn.role = role->get<std::string>();
+    // OpenAI's newer name for the system turn.
+    if (turn.role == "developer") turn.role = "system";
+    if (turn.role != "system" && turn.role != "user" && turn.role != "assistant") {
+      return Invalid(field + ".role",
+                     absl::StrCat("'", turn.role, "' is not one of system, user, assistant"));
+    }
+    for (const auto& [key, value] : m.items()) {
+      if (key != "role" && key != "content" && key != "name") {
+        return Invalid(absl::StrCat(field, ".", key), "unknown field");
+      }
+    }
+    absl::StatusOr<std::string> content = MessageContent(m, field);
+    if (!content.ok()) return content.status();
+    turn.content = std::move(*content);
+    bytes += turn.content.size();
+    turns.push_back(std::move(turn));
+  }
+  // As for a text prompt: more bytes than the context could hold in the
+  // longest tokens cannot fit, whatever they encode to.
+  const size_t max_bytes =
+      static_cast<size_t>(model.config().n_ctx_train) * model.tokenizer().max_token_bytes();
+  if (bytes > max_bytes) {
+    return Invalid("messages", absl::StrCat(bytes, " bytes of content cannot fit the model's context"));
+  }
+  for (int32_t id : EncodeChat(model.tokenizer(), model.chat_template(), turns)) {
+    prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadStop(const Json& body, std::vector<std::string>* stop) {
+  const Json* v = FindMember(body, "stop");
+  if (v == nullptr || v->is_null()) return absl::OkStatus();
+  if (v->is_string()) {
+    stop->push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
+      return Invalid("stop", absl::StrCat("at most ", kMaxStopStrings, " strings"));
+    }
+    for (const Json& s : *v) {
+      if (!s.is_string()) return Invalid("stop", "must be a string or an array of strings");
+      stop->push_back(s.get<std::string>());
+    }
+  } else {
+    return Invalid("stop", "must be a string or an array of strings");
+  }
+  for (const std::string& s : *stop) {
+    if (s.empty()) return Invalid("stop", "a stop string must not be empty");
+  }
+  return absl::OkStatus();
+}
+
+// The extra diffusion fields and the OpenAI sampling fields.
+absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiRequest* out) {
+  v1::DiffusionParams& d = *out->generate.mutable_diffusion();
+  v1::SamplingParams& s = *out->generate.mutable_sampling();
+  std::optional<int64_t> i;
+  std::optional<double> x;
+  const char* max_tokens = "max_tokens";
+  if (endpoint == OpenAiEndpoint::kChatCompletions && FindMember(body, "max_completion_tokens")) {
+    max_tokens = "max_completion_tokens";
+  }
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, max_tokens, 1, 1 << 20, &i));
+  if (i) d.set_gen_length(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "steps", 1, 1 << 20, &i));
+  if (i) d.set_steps(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "block_length", 1, 1 << 20, &i));
+  if (i) d.set_block_length(static_cast<uint32_t>(*i)), i.reset();
+  std::string algorithm;
+  DLLM_RETURN_IF_ERROR(ReadString(body, "algorithm", &algorithm));
+  if (!algorithm.empty()) {
+    // The proto's names, with or without the ALGORITHM_ prefix, any case.
+    std::string name = absl::AsciiStrToUpper(algorithm);
+    if (!absl::StartsWith(name, "ALGORITHM_")) name = "ALGORITHM_" + name;
+    v1::Algorithm value;
+    if (!v1::Algorithm_Parse(name, &value) || value == v1::ALGORITHM_UNSPECIFIED) {
+      return Invalid("algorithm", absl::StrCat("unknown algorithm '", algorithm,
+                                               "' (low_confidence, random, origin, maskgit_plus, "
+                                               "topk_margin, entropy)"));
+    }
+    d.set_algorithm(value);
+  }
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));
+  if (x) d.set_threshold(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eps", 0, 1, &x));
+  if (x) d.set_eps(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "cfg_scale", 0, 1e6, &x));
+  if (x) d.set_cfg_scale(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "temperature", 0, 2, &x));
+  if (x) s.set_temperature(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
+  // 1 is OpenAI's default and keeps every token: the same as no top-p,
+  // which LLaDA's sampler (without one) accepts.
+  if (x && *x < 1) s.set_top_p(static_cast<float>(*x));
+  x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "alg_temp", 0, 1e6, &x));
+  if (x) s.set_alg_temp(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "top_k", 0, 1 << 30, &i));
+  if (i) s.set_top_k(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "seed", 0, std::numeric_limits<int64_t>::max(), &i));
+  if (i) s.set_seed(static_cast<uint64_t>(*i)), i.reset();
+  return absl::OkStatus();
+}
+
+// logprobs: completions take an integer (top alternatives, 0..5 in OpenAI;
+// here up to kMaxTopCandidates), chat a boolean plus top_logprobs.
+absl::Status ReadLogprobs(OpenAiEndpoint endpoint, const Json& body, OpenAiRequest* out) {
+  std::optional<int64_t> top;
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    DLLM_RETURN_IF_ERROR(ReadInteger(body, "logprobs", 0, kMaxTopCandidates, &top));
+    out->logprobs = top.has_value();
+  } else {
+    DLLM_RETURN_IF_ERROR(ReadBool(body, "logprobs", &out->logprobs));
+    DLLM_RETURN_IF_ERROR(ReadInteger(body, "top_logprobs", 0, kMaxTopCandidates, &top));
+    if (top && *top > 0 && !out->logprobs) return Invalid("top_logprobs", "needs logprobs: true");
+  }
+  out->top_logprobs = top ? static_cast<int>(*top) : 0;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string ServedModelId(const Model& model, absl::string_view model_path) {
+  if (!model.config().name.empty()) return model.config().name;
+  absl::string_view base = model_path;
+  if (const size_t slash = base.rfind('/'); slash != absl::string_view::npos) {
+    base.remove_prefix(slash + 1);
+  }
+  absl::ConsumeSuffix(&base, ".gguf");
+  return std::string(base);
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
+                                                 const Model& model, absl::string_view model_path) {
+  DLLM_RETURN_IF_ERROR(CheckFields(endpoint, body));
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  std::string name;
+  DLLM_RETURN_IF_ERROR(ReadString(body, "model", &name));
+  if (!NamesServedModel(name, model, model_path)) {
+    return absl::NotFoundError(absl::StrCat("model: the model '", name,
+                                            "' does not exist here (this server serves '",
+                                            ServedModelId(model, model_path), "')"));
+  }
+  bool echo = false;
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
+  if (echo) return Invalid("echo", "is not supported");
+  v1::Prompt& prompt = *out.generate.mutable_prompt();
+  DLLM_RETURN_IF_ERROR(endpoint == OpenAiEndpoint::kCompletions
+                           ? ReadCompletionPrompt(body, &prompt)
+                           : ReadChatPrompt(body, model, &prompt));
+  DLLM_RETURN_IF_ERROR(ReadSettings(endpoint, body, &out));
+  DLLM_RETURN_IF_ERROR(ReadStop(body, &out.stop));
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "stream", &out.stream));
+  if (const Json* options = FindMember(body, "stream_options");
+      options != nullptr && !options->is_null()) {
+    if (!options->is_object()) return Invalid("stream_options", "must be an object");
+    for (const auto& [key, value] : options->items()) {
+      if (key != "include_usage") return Invalid("stream_options." + key, "unknown field");
+    }
+    if (!out.stream) return Invalid("stream_options", "only with stream: true");
+    DLLM_RETURN_IF_ERROR(ReadBool(*options, "include_usage", &out.include_usage));
+  }
+  DLLM_RETURN_IF_ERROR(ReadString(body, "user", &out.user));
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "dllm_canvas", &out.canvas));
+  if (out.canvas && !out.stream) return Invalid("dllm_canvas", "only with stream: true");
+  DLLM_RETURN_IF_ERROR(ReadLogprobs(endpoint, body, &out));
+
+  // What the stream carries: text deltas, plus the committed tokens for
+  // logprobs and the whole canvas for dllm_canvas.
+  v1::StreamOptions& stream = *out.generate.mutable_stream();
+  stream.set_detail(out.canvas ? v1::DETAIL_CANVAS
+                               : out.logprobs ? v1::DETAIL_STEPS : v1::DETAIL_TEXT);
+  stream.set_include_logprobs(out.logprobs);
+  stream.set_top_candidates(static_cast<uint32_t>(out.top_logprobs));
+  return out;
+}
+
+}  // namespace dllm

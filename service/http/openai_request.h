@@ -1,0 +1,57 @@
+// The OpenAI request bodies of POST /v1/completions and /v1/chat/completions,
+// checked field by field and turned into the GenerateRequest the gRPC API
+// takes, so that both front ends share one validation (request_validation.h)
+// and one engine path. The diffusion settings come as extra body fields, as
+// vLLM and diffuse-rs take them: steps, block_length, algorithm, threshold,
+// alg_temp, cfg_scale, eps, top_k and dllm_canvas.
+//
+// Errors are Status values whose message starts with the body field they
+// are about ("max_tokens: must be an integer"); api_error.h turns them into
+// OpenAI's error body with that field as `param`. An unknown field is an
+// error, as it is for OpenAI, so a typo is not silently ignored.
+#ifndef DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_
+#define DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "dllm/v1/dllm.pb.h"
+#include "engine/model/model.h"
+#include "service/json/json.h"
+
+namespace dllm {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+// The most stop strings a request may give (OpenAI's limit).
+inline constexpr int kMaxStopStrings = 4;
+
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  // Prompt (text, or ids after the chat template), diffusion, sampling and
+  // stream options; `model` is left empty (checked here already).
+  v1::GenerateRequest generate;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;
+  int top_logprobs = 0;        // 0..kMaxTopCandidates
+  bool canvas = false;         // dllm_canvas: `event: canvas` SSE events
+  std::vector<std::string> stop;
+  std::string user;
+};
+
+// `body` is the parsed JSON. `model_path` is the served file, for `model`:
+// a model this server does not serve is NOT_FOUND. Chat messages are
+// rendered by the model's chat template and encoded here.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
+                                                 const Model& model, absl::string_view model_path);
+
+// The id GET /v1/models reports and responses carry: the GGUF general.name,
+// or the file name without its directory and ".gguf".
+std::string ServedModelId(const Model& model, absl::string_view model_path);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_

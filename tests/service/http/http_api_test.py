@@ -1,0 +1,428 @@
+"""The OpenAI-compatible HTTP API of a live dllm-server, driven with curl
+(SSE framing, every error status) and raw sockets (slow headers, the
+connection limit), and checked against the gRPC API of the same process
+(same seed, same tokens) and its Prometheus metrics.
+
+  http_api_test.py --server build/service/dllm-server --client build/client/dllm-client
+                   --model tests/data/models/tiny-llada-k-q4_k_m.gguf --src .
+
+The official `openai` npm client is tested apart, by openai_client_test.mjs.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy"))
+import dllm_ops  # noqa: E402
+
+ARGS = None
+API_KEY = "sk-test-0123456789"
+
+
+def curl(port, path, body=None, method=None, headers=(), key=API_KEY, extra=(), timeout=60):
+    """(status, {header: value}, body text) of one curl request."""
+    cmd = ["curl", "-sS", "-D", "-", "--max-time", str(timeout), "http://127.0.0.1:%d%s" % (port, path)]
+    if method:
+        cmd += ["-X", method]
+    if key:
+        cmd += ["-H", "Authorization: Bearer " + key]
+    for h in headers:
+        cmd += ["-H", h]
+    if body is not None:
+        cmd += ["-H", "Content-Type: application/json", "--data-binary",
+                body if isinstance(body, str) else json.dumps(body)]
+    cmd += list(extra)
+    out = subprocess.run(cmd, capture_output=True, check=True).stdout.decode("utf-8")
+    head, _, text = out.partition("\r\n\r\n")
+    while head.startswith("HTTP/1.1 100"):
+        head, _, text = text.partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    status = int(lines[0].split()[1])
+    hdrs = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        hdrs[name.strip().lower()] = value.strip()
+    return status, hdrs, text
+
+
+def sse_events(text):
+    """The `data:` payloads and named events of an event stream, in order:
+    [(event name or None, data text)], and the comment lines seen."""
+    events, comments = [], 0
+    assert text.endswith("\n\n"), "an event stream ends with a blank line: %r" % text[-40:]
+    for block in text.split("\n\n")[:-1]:
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                comments += 1
+            elif line.startswith("event: "):
+                name = line[len("event: "):]
+            elif line.startswith("data: "):
+                data.append(line[len("data: "):])
+            else:
+                raise AssertionError("not an SSE line: %r" % line)
+        if data:
+            events.append((name, "\n".join(data)))
+    return events, comments
+
+
+def metric(replica, name, **labels):
+    return dllm_ops.metric_sum(replica.metrics(), name, **labels)
+
+
+class Server:
+    replicas = []
+
+    @classmethod
+    def start(cls, name, *extra):
+        work = dllm_ops.tmpdir("dllm-http-")
+        r = dllm_ops.Replica(name, ARGS.server, ARGS.model, work,
+                             ["--threads", "1"] + list(extra)).start()
+        cls.replicas.append(r)
+        return r
+
+
+class HttpApiTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        work = dllm_ops.tmpdir("dllm-http-key-")
+        key_file = os.path.join(work, "key")
+        with open(key_file, "w") as f:
+            f.write(API_KEY + "\n")
+        cls.server = Server.start("http-main", "--api-key-file", key_file,
+                                  "--http-max-body-bytes", "65536")
+        cls.port = cls.server.http_port
+
+    def post(self, path, body, **kw):
+        return curl(self.port, path, body=body, **kw)
+
+    def error_of(self, status, text):
+        body = json.loads(text)
+        self.assertEqual(set(body), {"error"}, text)
+        self.assertEqual(set(body["error"]), {"message", "type", "param", "code"}, text)
+        return body["error"]
+
+    # --- shapes ---
+    def test_models_lists_the_served_model(self):
+        status, _, text = curl(self.port, "/v1/models")
+        self.assertEqual(status, 200, text)
+        body = json.loads(text)
+        self.assertEqual(body["object"], "list")
+        self.assertEqual([m["id"] for m in body["data"]], ["tiny-llada-k"])
+
+    def test_completion_has_the_openai_shape(self):
+        status, hdrs, text = self.post("/v1/completions",
+                                       {"prompt": "Hello", "max_tokens": 16, "seed": 7})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(hdrs["content-type"], "application/json")
+        body = json.loads(text)
+        self.assertEqual(body["object"], "text_completion")
+        self.assertTrue(body["id"].startswith("cmpl-"))
+        self.assertEqual(body["model"], "tiny-llada-k")
+        self.assertIsInstance(body["created"], int)
+        (choice,) = body["choices"]
+        self.assertEqual(choice["index"], 0)
+        self.assertIn(choice["finish_reason"], ("stop", "length"))
+        self.assertIsInstance(choice["text"], str)
+        usage = body["usage"]
+        self.assertEqual(usage["total_tokens"], usage["prompt_tokens"] + usage["completion_tokens"])
+        self.assertEqual(usage["completion_tokens"], len(body["dllm"]["token_ids"]))
+
+    def test_stream_deltas_concatenate_to_the_whole_text(self):
+        for endpoint, req in (("/v1/completions", {"prompt": "Once upon a time"}),
+                              ("/v1/chat/completions",
+                               {"messages": [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Say hi"}]})):
+            req = dict(req, max_tokens=32, steps=16, block_length=32, seed=11, stop=[" guide"])
+            status, _, whole = self.post(endpoint, req)
+            self.assertEqual(status, 200, whole)
+            whole = json.loads(whole)
+            status, hdrs, text = self.post(
+                endpoint, dict(req, stream=True, stream_options={"include_usage": True}))
+            self.assertEqual(status, 200, text)
+            self.assertEqual(hdrs["content-type"], "text/event-stream")
+            events, _ = sse_events(text)
+            self.assertEqual(events[-1], (None, "[DONE]"))
+            chunks = [json.loads(d) for _, d in events[:-1]]
+            usage_chunk, finish_chunk, deltas = chunks[-1], chunks[-2], chunks[:-2]
+            self.assertEqual(usage_chunk["choices"], [])
+            self.assertEqual(usage_chunk["usage"], whole["usage"])
+            if endpoint == "/v1/chat/completions":
+                self.assertEqual(deltas[0]["choices"][0]["delta"]["role"], "assistant")
+                text_of = lambda c: c["choices"][0]["delta"].get("content", "")  # noqa: E731
+                self.assertEqual(finish_chunk["object"], "chat.completion.chunk")
+                whole_text = whole["choices"][0]["message"]["content"]
+            else:
+                text_of = lambda c: c["choices"][0]["text"]  # noqa: E731
+                whole_text = whole["choices"][0]["text"]
+            self.assertEqual("".join(text_of(c) for c in deltas), whole_text)
+            self.assertEqual(finish_chunk["choices"][0]["finish_reason"],
+                             whole["choices"][0]["finish_reason"])
+            self.assertEqual(finish_chunk["dllm"]["token_ids"], whole["dllm"]["token_ids"])
+
+    def test_stop_cuts_the_text_and_reports_stop(self):
+        _, _, text = self.post("/v1/completions", {"prompt": "Hello", "max_tokens": 32, "seed": 1})
+        full = json.loads(text)["choices"][0]["text"]
+        self.assertGreater(len(full), 8, full)
+        stop = full[5:8]
+        _, _, text = self.post("/v1/completions",
+                               {"prompt": "Hello", "max_tokens": 32, "seed": 1, "stop": [stop]})
+        choice = json.loads(text)["choices"][0]
+        self.assertEqual(choice["text"], full[:full.find(stop)])
+        self.assertEqual(choice["finish_reason"], "stop")
+
+    def test_logprobs_are_log_probabilities_of_the_generated_tokens(self):
+        status, _, text = self.post("/v1/completions", {"prompt": "Hello", "max_tokens": 16,
+                                                        "seed": 2, "logprobs": 2})
+        self.assertEqual(status, 200, text)
+        body = json.loads(text)
+        lp = body["choices"][0]["logprobs"]
+        self.assertEqual(len(lp["tokens"]), len(body["dllm"]["token_ids"]))
+        self.assertEqual("".join(lp["tokens"]), body["choices"][0]["text"])
+        for value, top in zip(lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertLessEqual(value, 0.0)
+            self.assertEqual(len(top), 2)
+            # Greedy LLaDA commits the most probable token: it is the top one.
+            self.assertAlmostEqual(value, max(top.values()), places=5)
+
+    def test_canvas_events_show_each_step(self):
+        status, _, text = self.post("/v1/completions", {
+            "prompt": "Hello", "max_tokens": 8, "steps": 4, "seed": 3, "stream": True,
+            "dllm_canvas": True})
+        self.assertEqual(status, 200, text)
+        events, _ = sse_events(text)
+        canvases = [json.loads(d) for name, d in events if name == "canvas"]
+        self.assertEqual([c["step"] for c in canvases], [1, 2, 3, 4])
+        masked = [len(c["masked"]) for c in canvases]
+        self.assertEqual(masked[-1], 0)
+        self.assertEqual(sorted(masked, reverse=True), masked)
+        self.assertEqual(sum(len(c["committed"]) for c in canvases), 8)
+
+    def test_grpc_and_http_give_the_same_tokens(self):
+        _, _, text = self.post("/v1/completions",
+                               {"prompt": "The sky is", "max_tokens": 24, "steps": 12, "seed": 99})
+        http_ids = json.loads(text)["dllm"]["token_ids"]
+        out = subprocess.run([ARGS.client, "generate", "--target", self.server.target, "--json",
+                              "--gen-length", "24", "--steps", "12", "--seed", "99", "The sky is"],
+                             capture_output=True, check=True, text=True).stdout
+        final = [json.loads(line) for line in out.splitlines() if '"final"' in line][-1]
+        self.assertEqual(final["final"]["token_ids"], http_ids)
+
+    # --- errors ---
+    def test_malformed_json_is_400(self):
+        status, _, text = self.post("/v1/completions", '{"prompt": "x",')
+        self.assertEqual(status, 400)
+        err = self.error_of(status, text)
+        self.assertEqual(err["code"], "invalid_json")
+        self.assertIn("line 1", err["message"])
+
+    def test_wrong_types_and_invalid_settings_name_the_field(self):
+        cases = [
+            ({"prompt": "x", "max_tokens": "ten"}, "max_tokens"),
+            ({"prompt": "x", "temperature": "hot"}, "temperature"),
+            ({"prompt": 5}, "prompt"),
+            ({"prompt": "x", "max_tokens": 16, "block_length": 5}, "block_length"),
+            ({"prompt": "x", "max_tokens": 16, "steps": 17}, "steps"),
+            ({"prompt": "x", "algorithm": "entropy"}, "algorithm"),
+            ({"prompt": "x", "unknown_field": 1}, "unknown_field"),
+            ({"prompt": "x", "n": 2}, "n"),
+            ({"prompt": "x", "stop": [1]}, "stop"),
+            ({"prompt": [999999999]}, "prompt"),
+        ]
+        for body, param in cases:
+            status, _, text = self.post("/v1/completions", body)
+            self.assertEqual(status, 400, (body, text))
+            self.assertEqual(self.error_of(status, text)["param"], param, (body, text))
+        status, _, text = self.post("/v1/chat/completions",
+                                    {"messages": [{"role": "robot", "content": "x"}]})
+        self.assertEqual(status, 400, text)
+        self.assertEqual(self.error_of(status, text)["param"], "messages[0].role")
+
+    def test_api_key(self):
+        for key, status_wanted in ((None, 401), ("sk-wrong", 401), (API_KEY, 200)):
+            status, hdrs, text = curl(self.port, "/v1/models", key=key)
+            self.assertEqual(status, status_wanted, text)
+            if status == 401:
+                self.assertEqual(self.error_of(status, text)["code"], "invalid_api_key")
+        # Probes need no key.
+        self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
+
+    def test_unknown_path_model_and_method(self):
+        status, _, text = curl(self.port, "/v1/engines")
+        self.assertEqual(status, 404, text)
+        self.assertEqual(self.error_of(status, text)["code"], "unknown_url")
+        status, _, text = self.post("/v1/completions", {"prompt": "x", "model": "gpt-4"})
+        self.assertEqual(status, 404, text)
+        self.assertEqual(self.error_of(status, text)["param"], "model")
+        status, hdrs, text = curl(self.port, "/v1/completions")
+        self.assertEqual(status, 405, text)
+        self.assertEqual(hdrs["allow"], "POST")
+
+    def test_huge_body_is_413(self):
+        status, _, text = self.post("/v1/completions",
+                                    {"prompt": "x" * 100000, "max_tokens": 8})
+        self.assertEqual(status, 413, text)
+        self.assertEqual(self.error_of(status, text)["code"], "request_too_large")
+        # The server still serves.
+        self.assertEqual(curl(self.port, "/health")[0], 200)
+
+    def test_http_metrics(self):
+        before = metric(self.server, "dllm_http_responses_total", path="/v1/completions", status="400")
+        self.post("/v1/completions", {"prompt": "x", "max_tokens": "ten"})
+        after = metric(self.server, "dllm_http_responses_total", path="/v1/completions", status="400")
+        self.assertEqual(after, before + 1)
+        done = metric(self.server, "dllm_requests_total", rpc="/v1/completions", code="OK")
+        self.post("/v1/completions", {"prompt": "x", "max_tokens": 8})
+        self.assertEqual(metric(self.server, "dllm_requests_total", rpc="/v1/completions", code="OK"),
+                         done + 1)
+
+    def test_client_disconnect_cancels_the_request(self):
+        cancelled = metric(self.server, "dllm_requests_finished_total", finish_reason="cancelled")
+        latency = metric(self.server, "dllm_cancellation_latency_seconds_count")
+        body = json.dumps({"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
+                           "stream": True})
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                       "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                       % (API_KEY, len(body), body)).encode())
+            self.assertIn(b"200 OK", s.recv(4096))
+        dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_finished_total",
+                                         finish_reason="cancelled") == cancelled + 1,
+                          30, "the cancelled request")
+        self.assertEqual(metric(self.server, "dllm_cancellation_latency_seconds_count"), latency + 1)
+        # The engine is free again.
+        self.assertEqual(metric(self.server, "dllm_requests_running"), 0)
+        self.assertEqual(self.post("/v1/completions", {"prompt": "x", "max_tokens": 8})[0], 200)
+
+
+    def test_the_official_openai_client(self):
+        here = os.path.dirname(os.path.abspath(__file__))
+        subprocess.run([os.path.join(ARGS.src, "tests", "tools", "install-node-deps")], check=True)
+        out = subprocess.run(["node", os.path.join(here, "openai_client_test.mjs"),
+                              str(self.port), str(self.server.metrics_port), API_KEY],
+                             capture_output=True, text=True, timeout=300)
+        print(out.stdout)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+
+class HttpLimitsTest(unittest.TestCase):
+    """A server with one running slot, no queue, two connections and a
+    2-second header timeout."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server.start("http-limits", "--max-running", "1", "--max-queue", "0",
+                                  "--http-max-connections", "2",
+                                  "--http-header-timeout-seconds", "2",
+                                  "--http-idle-timeout-seconds", "2")
+        cls.port = cls.server.http_port
+
+    def long_stream(self):
+        """Starts a long stream on a thread; returns (thread, result list)."""
+        result = []
+        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
+                "stream": True}
+        t = threading.Thread(target=lambda: result.append(
+            curl(self.port, "/v1/completions", body=body, key=None, timeout=120)))
+        t.start()
+        dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_running") == 1, 30,
+                          "the long stream to run")
+        return t, result
+
+    def test_queue_full_is_429_with_retry_after(self):
+        t, result = self.long_stream()
+        status, hdrs, text = curl(self.port, "/v1/completions", body={"prompt": "y", "max_tokens": 8},
+                                  key=None)
+        self.assertEqual(status, 429, text)
+        self.assertEqual(hdrs["retry-after"], "1")
+        self.assertEqual(json.loads(text)["error"]["type"], "rate_limit_error")
+        t.join()
+        self.assertEqual(result[0][0], 200)
+        self.assertTrue(result[0][2].endswith("data: [DONE]\n\n"))
+
+    def test_slow_headers_are_cut_off(self):
+        start = time.monotonic()
+        with socket.create_connection(("127.0.0.1", self.port)) as s:
+            s.settimeout(10)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\n")
+            reply = b""
+            try:
+                for _ in range(20):  # one header byte every 0.5 s, never finishing
+                    s.sendall(b"X")
+                    time.sleep(0.5)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            try:
+                reply = s.recv(4096)
+            except (ConnectionResetError, socket.timeout):
+                pass
+        elapsed = time.monotonic() - start
+        self.assertLess(elapsed, 8, "the server held a slow client for %.1f s" % elapsed)
+        self.assertTrue(reply == b"" or b" 408 " in reply, reply)
+
+    def test_connections_over_the_limit_get_503(self):
+        held = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(2)]
+        try:
+            time.sleep(0.3)  # both accepted
+            status, hdrs, text = curl(self.port, "/health", key=None)
+            self.assertEqual(status, 503, text)
+            self.assertEqual(json.loads(text)["error"]["code"], "too_many_connections")
+        finally:
+            for s in held:
+                s.close()
+        dllm_ops.wait_for(lambda: curl(self.port, "/health", key=None)[0] == 200, 10,
+                          "a free connection slot")
+
+
+class HttpDrainTest(unittest.TestCase):
+    def test_sigterm_drains_http_streams(self):
+        server = Server.start("http-drain", "--drain-seconds", "60")
+        port = server.http_port
+        self.assertEqual(curl(port, "/health/ready", key=None)[0], 200)
+        result = []
+        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
+                "stream": True}
+        t = threading.Thread(target=lambda: result.append(
+            curl(port, "/v1/completions", body=body, key=None, timeout=120)))
+        t.start()
+        dllm_ops.wait_for(lambda: metric(server, "dllm_requests_running") == 1, 30, "the stream")
+        server.signal(signal.SIGTERM)
+        dllm_ops.wait_for(lambda: curl(port, "/health/ready", key=None)[0] == 503, 10,
+                          "readiness to turn 503")
+        status, hdrs, text = curl(port, "/v1/completions", body={"prompt": "y"}, key=None)
+        self.assertEqual(status, 503, text)
+        self.assertIn("draining", json.loads(text)["error"]["message"])
+        t.join()
+        self.assertEqual(result[0][0], 200)
+        self.assertTrue(result[0][2].endswith("data: [DONE]\n\n"), result[0][2][-200:])
+        self.assertEqual(server.wait_exit(60), 0)
+
+
+def main():
+    global ARGS
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", required=True)
+    ap.add_argument("--client", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--src", required=True)
+    ARGS, rest = ap.parse_known_args()
+    try:
+        program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
+    finally:
+        for r in Server.replicas:
+            r.stop()
+    for r in Server.replicas:
+        if not program.result.wasSuccessful():
+            print("--- %s log ---\n%s" % (r.name, r.read_log()))
+    sys.exit(0 if program.result.wasSuccessful() else 1)
+
+
+if __name__ == "__main__":
+    main()
