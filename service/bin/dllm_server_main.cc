@@ -42,7 +42,8 @@ const std::set<std::string> kValueFlags = {
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
     "chat-template", "http-listen", "api-key-file", "http-max-body-bytes",
-    "http-max-connections", "http-header-timeout-seconds", "http-idle-timeout-seconds"};
+    "http-max-connections", "http-header-timeout-seconds", "http-idle-timeout-seconds",
+    "http-heartbeat-seconds"};
 const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
@@ -54,7 +55,7 @@ constexpr const char* kUsage =
     "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
     "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes 4194304]\n"
     "         [--http-max-connections 64] [--http-header-timeout-seconds 10]\n"
-    "         [--http-idle-timeout-seconds 60]\n";
+    "         [--http-idle-timeout-seconds 60] [--http-heartbeat-seconds 10]\n";
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dllm-server: %s\n", PrintableText(s.message()).c_str());
@@ -119,7 +120,7 @@ struct ServerSetup {
   CpuPolicy policy = CpuPolicy::kAuto;
   std::string metrics_listen;  // HOST:PORT, or "none"
   HttpOptions http;            // http.listen "none": no HTTP API
-  std::string api_key;         // from --api-key-file; empty = none
+  OpenAiApiOptions api;        // the key from --api-key-file
 };
 
 // The key an HTTP client must send as "Authorization: Bearer KEY": the
@@ -196,8 +197,11 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   http.tls_cert_file = options.tls_cert_file;
   http.tls_key_file = options.tls_key_file;
   if (flags.Has("api-key-file")) {
-    DLLM_ASSIGN_OR_RETURN(setup.api_key, ReadApiKey(flags.Get("api-key-file")));
+    DLLM_ASSIGN_OR_RETURN(setup.api.api_key, ReadApiKey(flags.Get("api-key-file")));
   }
+  DLLM_ASSIGN_OR_RETURN(setup.api.heartbeat_seconds,
+                        flags.GetIntInRange("http-heartbeat-seconds", setup.api.heartbeat_seconds,
+                                            1, kMaxHeartbeatSeconds));
   return setup;
 }
 
@@ -313,7 +317,7 @@ int Run(int argc, char** argv) {
   std::unique_ptr<OpenAiApi> api;
   std::unique_ptr<HttpServer> http;
   if (setup->http.listen != "none") {
-    api = std::make_unique<OpenAiApi>(&(*server)->service(), setup->api_key);
+    api = std::make_unique<OpenAiApi>(&(*server)->service(), setup->api);
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(setup->http, api.get());
     if (!started.ok()) {
       (*server)->Shutdown();
@@ -323,7 +327,7 @@ int Run(int argc, char** argv) {
     const std::string& listen = setup->http.listen;
     std::fprintf(stderr, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
                  http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')).c_str(),
-                 http->port(), setup->api_key.empty() ? "no API key" : "API key required");
+                 http->port(), setup->api.api_key.empty() ? "no API key" : "API key required");
   }
   if (absl::Status ready = (*server)->WaitReady(std::chrono::hours(24)); !ready.ok()) {
     http.reset();

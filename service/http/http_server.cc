@@ -95,9 +95,11 @@ class Connection final : public HttpResponder {
              std::string peer)
       : server_(server), context_(context), stream_(stream), fd_(fd), peer_(std::move(peer)) {}
 
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
   void Serve() {
     const HttpOptions& o = server_.options;
-    if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+    if constexpr (kTls) {
       const beast::error_code ec = Await(
           [&](auto done) { stream_.async_handshake(ssl::stream_base::server, std::move(done)); },
           Clock::now() + std::chrono::seconds(o.header_timeout_seconds));
@@ -105,7 +107,11 @@ class Connection final : public HttpResponder {
     }
     bool first = true;
     while (!server_.stopping.load()) {
-      if (buffer_.size() == 0 &&
+      // TLS 1.3 clients send their first request with the handshake's last
+      // flight, so it may already sit in the TLS layer, where poll() cannot
+      // see it: read it at once (under the same deadline).
+      const bool read_now = buffer_.size() > 0 || (first && kTls);
+      if (!read_now &&
           !WaitForRequest(first ? o.header_timeout_seconds : o.idle_timeout_seconds)) {
         break;
       }

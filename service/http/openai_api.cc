@@ -128,9 +128,9 @@ const char* PathOf(OpenAiEndpoint endpoint) {
 
 }  // namespace
 
-OpenAiApi::OpenAiApi(DiffusionLmService* service, std::string api_key)
+OpenAiApi::OpenAiApi(DiffusionLmService* service, OpenAiApiOptions options)
     : service_(service),
-      api_key_(std::move(api_key)),
+      options_(std::move(options)),
       model_id_(ServedModelId(service->model(), service->model_path())),
       created_(static_cast<int64_t>(std::time(nullptr))) {}
 
@@ -153,12 +153,12 @@ void OpenAiApi::SendError(HttpResponder& out, const std::string& path, const Api
 }
 
 bool OpenAiApi::Authorized(const HttpRequest& request) const {
-  if (api_key_.empty()) return true;
+  if (options_.api_key.empty()) return true;
   absl::string_view given = request.authorization;
   if (!absl::ConsumePrefix(&given, "Bearer ")) return false;
   // Constant time in the key's bytes: the comparison reveals only the length.
-  return given.size() == api_key_.size() &&
-         CRYPTO_memcmp(given.data(), api_key_.data(), api_key_.size()) == 0;
+  return given.size() == options_.api_key.size() &&
+         CRYPTO_memcmp(given.data(), options_.api_key.data(), options_.api_key.size()) == 0;
 }
 
 void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& out) {
@@ -243,7 +243,9 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
     SendError(out, path, ApiErrorFromStatus(parsed.status(), endpoint));
     return;
   }
-  const OpenAiRequest& api = *parsed;
+  OpenAiRequest& api = *parsed;
+  api.generate.mutable_stream()->set_heartbeat_seconds(
+      static_cast<uint32_t>(options_.heartbeat_seconds));
 
   GenerationRelay relay;
   absl::StatusOr<AdmittedGeneration> admitted =

@@ -20,12 +20,19 @@
 
 namespace dllm {
 
+struct OpenAiApiOptions {
+  // With a non-empty key, every /v1 request needs "Authorization: Bearer KEY".
+  std::string api_key;
+  // A `: ping` comment at least this often on a stream with nothing else to
+  // send, e.g. while its request waits in the queue.
+  int heartbeat_seconds = 10;
+};
+
 // Thread-safe.
 class OpenAiApi final : public HttpHandler {
  public:
-  // `service` (non-owning) outlives the API. With a non-empty `api_key`,
-  // every /v1 request needs "Authorization: Bearer <api_key>".
-  OpenAiApi(DiffusionLmService* service, std::string api_key);
+  // `service` (non-owning) outlives the API.
+  OpenAiApi(DiffusionLmService* service, OpenAiApiOptions options);
 
   void Handle(const HttpRequest& request, HttpResponder& responder) override;
   void OnTransportResponse(int status) override;
@@ -40,7 +47,7 @@ class OpenAiApi final : public HttpHandler {
   void SendError(HttpResponder& out, const std::string& path, const ApiError& error);
 
   DiffusionLmService* const service_;
-  const std::string api_key_;
+  const OpenAiApiOptions options_;
   const std::string model_id_;
   const int64_t created_;  // when the model was loaded (Unix seconds), for /v1/models
 };

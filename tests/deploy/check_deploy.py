@@ -109,11 +109,14 @@ def check_promtool(src):
             fail("a dashboard or adapter query does not parse: " + r.stdout + r.stderr)
 
 
-def fill_nginx(src, prefix, listen, a, b):
+def fill_nginx(src, prefix, listen, a, b, http_listen=0, http_a=0, http_b=0):
     with open(os.path.join(src, "deploy/nginx/dllm.conf")) as f:
         conf = re.sub(r"(?m)^\s*#.*\n", "", f.read())
     conf = (conf.replace("@PREFIX@", prefix).replace("@LISTEN_PORT@", str(listen))
-            .replace("@GRPC_PORT_A@", str(a)).replace("@GRPC_PORT_B@", str(b)))
+            .replace("@GRPC_PORT_A@", str(a)).replace("@GRPC_PORT_B@", str(b))
+            .replace("@HTTP_LISTEN_PORT@", str(http_listen or listen + 10))
+            .replace("@HTTP_PORT_A@", str(http_a or a + 10))
+            .replace("@HTTP_PORT_B@", str(http_b or b + 10)))
     left = re.findall(r"@[A-Z_]+@", conf)
     if left:
         fail("nginx template has unfilled placeholders " + ", ".join(sorted(set(left))))

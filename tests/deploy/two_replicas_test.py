@@ -3,6 +3,8 @@
 temp prefix) and a real Prometheus, all on loopback (ctest DeployTwoReplicas).
 
 Checks, in order:
+  http       the OpenAI HTTP API through nginx: an event stream arrives event
+             by event (proxy_buffering off) and ends with [DONE]
   spread     sequential requests through nginx reach both replicas
   cancel     a client cancel through nginx reaches the server (measured:
              dllm_cancellation_latency_seconds and the wall time until the
@@ -48,7 +50,7 @@ def check(cond, msg):
 
 
 class Nginx:
-    def __init__(self, src, work, listen, port_a, port_b):
+    def __init__(self, src, work, listen, port_a, port_b, http_listen, http_a, http_b):
         self.prefix = os.path.join(work, "nginx")
         os.makedirs(self.prefix, exist_ok=True)
         # A root-run master hands the workers to `nobody`: let them in.
@@ -57,11 +59,13 @@ class Nginx:
         with open(os.path.join(src, "deploy/nginx/dllm.conf")) as f:
             conf = f.read()
         conf = (conf.replace("@PREFIX@", self.prefix).replace("@LISTEN_PORT@", str(listen))
-                .replace("@GRPC_PORT_A@", str(port_a)).replace("@GRPC_PORT_B@", str(port_b)))
+                .replace("@GRPC_PORT_A@", str(port_a)).replace("@GRPC_PORT_B@", str(port_b))
+                .replace("@HTTP_LISTEN_PORT@", str(http_listen))
+                .replace("@HTTP_PORT_A@", str(http_a)).replace("@HTTP_PORT_B@", str(http_b)))
         self.conf = os.path.join(self.prefix, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
-        self.listen = listen
+        self.listen, self.http_listen = listen, http_listen
         self.proc = subprocess.Popen(
             [shutil.which("nginx") or "/usr/sbin/nginx", "-p", self.prefix, "-c", self.conf,
              "-e", os.path.join(self.prefix, "error.log"), "-g", "daemon off;"],
@@ -147,6 +151,31 @@ def upstream_of(nginx, req_id, replicas):
 def generate_once(stubs, channel, req_id, gen_length=16):
     s = Stream(stubs, channel, req_id, gen_length)
     return s.wait(), s
+
+
+def test_http(nginx):
+    """The OpenAI API through nginx: events arrive one by one, not buffered."""
+    import http.client
+    import json
+    conn = http.client.HTTPConnection("127.0.0.1", nginx.http_listen, timeout=60)
+    body = json.dumps({"prompt": "Tell me about the sea.", "max_tokens": 64, "steps": 64,
+                       "block_length": 64, "stream": True, "dllm_canvas": True})
+    conn.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    check(resp.status == 200, "nginx passes POST /v1/completions (status %d)" % resp.status)
+    arrivals, text = [], b""
+    while True:
+        chunk = resp.read1(65536)
+        if not chunk:
+            break
+        arrivals.append(time.monotonic())
+        text += chunk
+    conn.close()
+    check(text.endswith(b"data: [DONE]\n\n"), "the event stream through nginx ends with [DONE]")
+    check(text.count(b"event: canvas") == 64, "every step's canvas event passes nginx (%d)"
+          % text.count(b"event: canvas"))
+    check(len(arrivals) > 4, "events reach the client as they are sent, not buffered (%d reads)"
+          % len(arrivals))
 
 
 def test_spread(stubs, nginx, replicas):
@@ -385,9 +414,11 @@ def main():
             r.start()
         for r in replicas:
             r.wait_ready(stubs)
-        nginx = Nginx(args.src, work, free_port(), replicas[0].grpc_port, replicas[1].grpc_port)
+        nginx = Nginx(args.src, work, free_port(), replicas[0].grpc_port, replicas[1].grpc_port,
+                      free_port(), replicas[0].http_port, replicas[1].http_port)
         wait_for(lambda: stubs.health(nginx.target) == "SERVING", 20, "nginx to proxy health checks")
         check(True, "nginx proxies grpc.health.v1 to the replicas")
+        test_http(nginx)
         test_spread(stubs, nginx, replicas)
         test_cancel(stubs, nginx, replicas)
         test_prometheus(stubs, args.src, work, nginx, replicas)

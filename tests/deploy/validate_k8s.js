@@ -58,8 +58,13 @@ else {
   const labels = spec.template.metadata.labels;
   const matches = (sel) => Object.entries(sel || {}).every(([k, v]) => labels[k] === v);
   if (!matches(spec.selector.matchLabels)) fail(dep.where, "selector does not match the pod labels");
-  for (const { where, obj } of find("Service"))
+  const portNames = new Set(spec.template.spec.containers.flatMap((k) => (k.ports || []).map((p) => p.name)));
+  for (const { where, obj } of find("Service")) {
     if (!matches(obj.spec.selector)) fail(where, "Service selector does not match the pods");
+    for (const p of obj.spec.ports)
+      if (typeof p.targetPort === "string" && !portNames.has(p.targetPort))
+        fail(where, `Service port ${p.name} targets ${p.targetPort}, which no container port is named`);
+  }
   for (const { where, obj } of find("PodDisruptionBudget"))
     if (!matches(obj.spec.selector.matchLabels)) fail(where, "PDB selector does not match the pods");
   const headless = find("Service").filter((s) => s.obj.spec.clusterIP === "None");

@@ -270,7 +270,12 @@ class HttpApiTest(unittest.TestCase):
                                     {"prompt": "x" * 100000, "max_tokens": 8})
         self.assertEqual(status, 413, text)
         self.assertEqual(self.error_of(status, text)["code"], "request_too_large")
-        # The server still serves.
+        # The server still serves. A body under the limit but large enough
+        # that curl sends "Expect: 100-continue" is read and validated.
+        status, _, text = self.post("/v1/completions", {"prompt": "x" * 30000, "max_tokens": 8})
+        self.assertEqual(status, 400, text)
+        # Too long for the context together with max_tokens.
+        self.assertEqual(self.error_of(status, text)["param"], "max_tokens")
         self.assertEqual(curl(self.port, "/health")[0], 200)
 
     def test_http_metrics(self):
@@ -379,6 +384,60 @@ class HttpLimitsTest(unittest.TestCase):
                 s.close()
         dllm_ops.wait_for(lambda: curl(self.port, "/health", key=None)[0] == 200, 10,
                           "a free connection slot")
+
+
+class HttpQueueAndTlsTest(unittest.TestCase):
+    """HTTPS from the gRPC TLS flags' PEM files; one running slot with a
+    queue of one and a 1-second heartbeat."""
+
+    @classmethod
+    def setUpClass(cls):
+        work = dllm_ops.tmpdir("dllm-http-tls-")
+        cls.cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                        "-subj", "/CN=localhost", "-addext",
+                        "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", key,
+                        "-out", cls.cert], check=True, capture_output=True)
+        cls.server = Server.start("http-tls", "--tls-cert", cls.cert, "--tls-key", key,
+                                  "--max-running", "1", "--max-queue", "1",
+                                  "--http-heartbeat-seconds", "1")
+        cls.port = cls.server.http_port
+
+    def https(self, path, body=None, timeout=60):
+        cmd = ["curl", "-sS", "--cacert", self.cert, "--max-time", str(timeout), "-w",
+               "\n%{http_code}", "https://127.0.0.1:%d%s" % (self.port, path)]
+        if body is not None:
+            cmd += ["-H", "Content-Type: application/json", "--data-binary", json.dumps(body)]
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        text, _, status = out.rpartition("\n")
+        return int(status), text
+
+    def test_https_serves_and_plaintext_does_not(self):
+        status, text = self.https("/v1/completions", {"prompt": "Hi", "max_tokens": 8, "seed": 1})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["object"], "text_completion")
+        plain = subprocess.run(["curl", "-sS", "--max-time", "5",
+                                "http://127.0.0.1:%d/health" % self.port],
+                               capture_output=True, text=True)
+        self.assertNotEqual(plain.returncode, 0)
+        self.assertEqual(self.https("/health")[0], 200)
+
+    def test_a_queued_stream_gets_heartbeats(self):
+        first = []
+        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
+                "stream": True}
+        t = threading.Thread(target=lambda: first.append(self.https("/v1/completions", body)))
+        t.start()
+        dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_running") == 1, 30,
+                          "the first stream to run")
+        status, text = self.https("/v1/completions", dict(body, max_tokens=8, steps=8,
+                                                          block_length=8))
+        t.join()
+        self.assertEqual(status, 200, text)
+        events, pings = sse_events(text)
+        self.assertEqual(first[0][0], 200)
+        self.assertGreaterEqual(pings, 1, "no ': ping' while queued behind another stream")
+        self.assertEqual(events[-1], (None, "[DONE]"))
 
 
 class HttpDrainTest(unittest.TestCase):
