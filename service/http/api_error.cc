@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
 namespace dllm {
@@ -99,7 +100,14 @@ ApiError ApiErrorFromStatus(const absl::Status& status, OpenAiEndpoint endpoint)
       break;
   }
   ApiError e = MakeApiError(http, std::string(status.message()), std::move(code));
-  if (http < 500 && http != 429) e.param = BodyParam(LeadingField(status.message()), endpoint);
+  if (http >= 500 || http == 429) return e;
+  const std::string field = LeadingField(status.message());
+  e.param = BodyParam(field, endpoint);
+  // The message names the field as the body does ("diffusion.block_length:
+  // ..." becomes "block_length: ...").
+  if (!e.param.empty() && e.param != field) {
+    e.message = absl::StrCat(e.param, status.message().substr(field.size()));
+  }
   return e;
 }
 

@@ -187,6 +187,11 @@ TEST(ApiErrorTest, StatusCodesAndParams) {
     EXPECT_EQ(e.status, k.http) << k.status;
     EXPECT_EQ(e.param, k.param) << k.status;
   }
+  EXPECT_EQ(ApiErrorFromStatus(absl::InvalidArgumentError("diffusion.block_length: 5 does not "
+                                                          "divide gen_length 16"),
+                               c)
+                .message,
+            "block_length: 5 does not divide gen_length 16");
   // The chat endpoint's prompt is its messages.
   EXPECT_EQ(ApiErrorFromStatus(absl::InvalidArgumentError("prompt.token_ids: too long"),
                                OpenAiEndpoint::kChatCompletions)
