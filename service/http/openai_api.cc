@@ -256,6 +256,21 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
   }
   GenerateMailbox& mailbox = *admitted->mailbox;
   EngineJob& job = *admitted->job;
+  // However this function ends (an exception included), the job stops, the
+  // mailbox lets go of the relay and the drain stops waiting for the call.
+  struct CallEnd {
+    CallEnd(DiffusionLmService* s, AdmittedGeneration& a) : service(s), admitted(a) {}
+    CallEnd(const CallEnd&) = delete;
+    DiffusionLmService* service;
+    AdmittedGeneration& admitted;
+    ~CallEnd() {
+      admitted.job->Cancel(absl::CancelledError("the HTTP request ended"));
+      admitted.mailbox->Detach();
+      service->CallEnded();
+    }
+  };
+  std::optional<CallEnd> call_end;
+  call_end.emplace(service_, *admitted);
   CompletionHeader header;
   header.endpoint = endpoint;
   header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-",
@@ -306,8 +321,7 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
     if (!client_ok) job.Cancel(absl::CancelledError("the HTTP client disconnected"));
     mailbox.OnWriteDone(client_ok);
   }
-  mailbox.Detach();
-  service_->CallEnded();
+  call_end.reset();
 
   if (!end.ok()) {
     const ApiError error = ApiErrorFromStatus(end, endpoint);

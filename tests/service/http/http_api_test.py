@@ -199,7 +199,9 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(status, 200, text)
         events, _ = sse_events(text)
         canvases = [json.loads(d) for name, d in events if name == "canvas"]
-        self.assertEqual([c["step"] for c in canvases], [1, 2, 3, 4])
+        # A slow reader may get two steps merged into one event (merged_steps).
+        self.assertEqual(canvases[-1]["step"], 4)
+        self.assertEqual(sum(c["merged_steps"] for c in canvases), 4)
         masked = [len(c["masked"]) for c in canvases]
         self.assertEqual(masked[-1], 0)
         self.assertEqual(sorted(masked, reverse=True), masked)
