@@ -26,7 +26,7 @@ ARGS = None
 API_KEY = "sk-test-0123456789"
 
 
-def curl(port, path, body=None, method=None, headers=(), key=API_KEY, extra=(), timeout=60):
+def curl(port, path, body=None, method=None, headers=(), key=API_KEY, extra=(), timeout=300):
     """(status, {header: value}, body text) of one curl request."""
     cmd = ["curl", "-sS", "-D", "-", "--max-time", str(timeout), "http://127.0.0.1:%d%s" % (port, path)]
     if method:
@@ -71,6 +71,27 @@ def sse_events(text):
         if data:
             events.append((name, "\n".join(data)))
     return events, comments
+
+
+_LONG_TOKENS = []
+
+
+def long_request(port, key=API_KEY, send=None):
+    """A streamed completion that keeps the engine busy for about 3 s on this
+    build (a sanitizer build is ten times slower): its length is calibrated
+    once from a 64-step request, sent by `send(body) -> (status, text)`
+    (default: curl over plain HTTP)."""
+    if not _LONG_TOKENS:
+        if send is None:
+            send = lambda b: curl(port, "/v1/completions", key=key, body=b)[::2]  # noqa: E731
+        start = time.monotonic()
+        status, text = send({"prompt": "x", "max_tokens": 64, "steps": 64})
+        assert status == 200, text
+        per_64 = max(time.monotonic() - start, 0.01)
+        # A step costs more on a longer canvas: scale by the square root.
+        _LONG_TOKENS.append(max(64, min(512, int(64 * (3.0 / per_64) ** 0.5) // 64 * 64)))
+    n = _LONG_TOKENS[0]
+    return {"prompt": "x", "max_tokens": n, "steps": n, "block_length": n, "stream": True}
 
 
 def metric(replica, name, **labels):
@@ -293,8 +314,7 @@ class HttpApiTest(unittest.TestCase):
     def test_client_disconnect_cancels_the_request(self):
         cancelled = metric(self.server, "dllm_requests_finished_total", finish_reason="cancelled")
         latency = metric(self.server, "dllm_cancellation_latency_seconds_count")
-        body = json.dumps({"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
-                           "stream": True})
+        body = json.dumps(long_request(self.port))
         with socket.create_connection(("127.0.0.1", self.port)) as s:
             s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
                        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
@@ -334,10 +354,9 @@ class HttpLimitsTest(unittest.TestCase):
     def long_stream(self):
         """Starts a long stream on a thread; returns (thread, result list)."""
         result = []
-        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
-                "stream": True}
+        body = long_request(self.port, key=None)
         t = threading.Thread(target=lambda: result.append(
-            curl(self.port, "/v1/completions", body=body, key=None, timeout=120)))
+            curl(self.port, "/v1/completions", body=body, key=None, timeout=600)))
         t.start()
         dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_running") == 1, 30,
                           "the long stream to run")
@@ -405,7 +424,7 @@ class HttpQueueAndTlsTest(unittest.TestCase):
                                   "--http-heartbeat-seconds", "1")
         cls.port = cls.server.http_port
 
-    def https(self, path, body=None, timeout=60):
+    def https(self, path, body=None, timeout=600):
         cmd = ["curl", "-sS", "--cacert", self.cert, "--max-time", str(timeout), "-w",
                "\n%{http_code}", "https://127.0.0.1:%d%s" % (self.port, path)]
         if body is not None:
@@ -426,8 +445,7 @@ class HttpQueueAndTlsTest(unittest.TestCase):
 
     def test_a_queued_stream_gets_heartbeats(self):
         first = []
-        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
-                "stream": True}
+        body = long_request(self.port, send=lambda b: self.https("/v1/completions", b))
         t = threading.Thread(target=lambda: first.append(self.https("/v1/completions", body)))
         t.start()
         dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_running") == 1, 30,
@@ -444,14 +462,13 @@ class HttpQueueAndTlsTest(unittest.TestCase):
 
 class HttpDrainTest(unittest.TestCase):
     def test_sigterm_drains_http_streams(self):
-        server = Server.start("http-drain", "--drain-seconds", "60")
+        server = Server.start("http-drain", "--drain-seconds", "600")
         port = server.http_port
         self.assertEqual(curl(port, "/health/ready", key=None)[0], 200)
         result = []
-        body = {"prompt": "x", "max_tokens": 256, "steps": 256, "block_length": 256,
-                "stream": True}
+        body = long_request(port, key=None)
         t = threading.Thread(target=lambda: result.append(
-            curl(port, "/v1/completions", body=body, key=None, timeout=120)))
+            curl(port, "/v1/completions", body=body, key=None, timeout=600)))
         t.start()
         dllm_ops.wait_for(lambda: metric(server, "dllm_requests_running") == 1, 30, "the stream")
         server.signal(signal.SIGTERM)
