@@ -5,6 +5,7 @@
 #include "absl/strings/string_view.h"
 #include "service/cli/bench_command.h"
 #include "service/cli/doctor_command.h"
+#include "service/cli/eval_command.h"
 #include "service/cli/generate_command.h"
 #include "service/cli/inspect_command.h"
 #include "service/cli/logits_command.h"
@@ -30,6 +31,8 @@ void PrintUsage(FILE* to) {
                "                                random-weight GGUF with a real model's shapes\n"
                "  bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512] [--out F]\n"
                "                                end-to-end ms/step, tokens/s, peak RSS\n"
+               "  eval --model M --windows FILE [--baseline F32.gguf] [--json OUT]\n"
+               "                                masked-token cross-entropy, top-1 and KL\n"
                "every command answers --help with its own usage\n");
 }
 
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
   if (command == "synth") return dllm::RunSynth(argc - 2, argv + 2);
   if (command == "bench") return dllm::RunBench(argc - 2, argv + 2);
   if (command == "tokenize") return dllm::RunTokenize(argc - 2, argv + 2);
+  if (command == "eval") return dllm::RunEval(argc - 2, argv + 2);
   if (command == "--help" || command == "-h" || command == "help") {
     PrintUsage(stdout);
     return 0;

@@ -1,0 +1,43 @@
+// `dllm eval --model M --windows FILE [--baseline F.gguf] [--ratios 0.15,0.5,0.9]
+// [--json OUT] [--threads N] [--isa I]`: masked-token evaluation through
+// dllm's own forward pass, the quality yardstick of the trained tinycode
+// model (../shared/reference/quality/README.md). For each window and mask
+// ratio, one forward pass over the window with the listed positions set to
+// the mask token; each masked position p is scored by its logits row (p - 1
+// when the model shifts its logits) with a float64 log-softmax over the
+// whole vocabulary: cross-entropy in nats and top-1 accuracy of the true
+// token. With --baseline (the F32 file), also the mean KL divergence
+// KL(baseline || model) over the same positions: the perplexity/KL table of
+// llama.cpp's quantization reports.
+#ifndef DLLM_SERVICE_CLI_EVAL_COMMAND_H_
+#define DLLM_SERVICE_CLI_EVAL_COMMAND_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model.h"
+#include "service/json/json.h"
+
+namespace dllm {
+
+// The figures of one mask ratio.
+struct MaskedTokenScore {
+  double cross_entropy = 0;  // mean over masked positions, nats
+  double top1 = 0;           // share of masked positions whose argmax is the true token
+  double kl = -1;            // mean KL(baseline || model); -1 without a baseline
+  int positions = 0;
+};
+
+// Scores `model` (and `baseline`, may be null) on the windows of `windows`
+// (windows.json's format) at each ratio in `ratios` ("0.15", ...).
+absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
+    const std::shared_ptr<const Model>& model, const std::shared_ptr<const Model>& baseline,
+    const Json& windows, const std::vector<std::string>& ratios, int threads);
+
+int RunEval(int argc, char** argv);
+
+}  // namespace dllm
+
+#endif  // DLLM_SERVICE_CLI_EVAL_COMMAND_H_
