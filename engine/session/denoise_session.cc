@@ -179,35 +179,40 @@ void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
   out->top.resize(static_cast<size_t>(TopCandidates(row, k, out->top)));
 }
 
-absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(int k) const {
-  DLLM_RETURN_IF_ERROR(CheckTopK(k));
+template <typename Fn>
+absl::Status DenoiseSession::ForEachStepRow(const char* what, Fn fn) const {
   if (!last_op_advanced_) {
     return absl::FailedPreconditionError(
-        "step candidates: the last operation was not a successful advance");
+        absl::StrCat(what, ": the last operation was not a successful advance"));
   }
   const bool cfg = sampler_.config().cfg_scale > 0;
-  std::vector<PositionCandidates> out(positions_.size());
-  tbb::parallel_for(size_t{0}, out.size(), [&](size_t i) {
+  tbb::parallel_for(size_t{0}, positions_.size(), [&](size_t i) {
     std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    fn(i, cfg_row);
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(int k) const {
+  DLLM_RETURN_IF_ERROR(CheckTopK(k));
+  const bool cfg = sampler_.config().cfg_scale > 0;
+  std::vector<PositionCandidates> out(positions_.size());
+  DLLM_RETURN_IF_ERROR(ForEachStepRow("step candidates", [&](size_t i, std::span<float> cfg_row) {
     CandidatesAt(positions_[i], k, last_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
                  cfg_row, &out[i]);
-  });
+  }));
   return out;
 }
 
 absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
-  if (!last_op_advanced_) {
-    return absl::FailedPreconditionError(
-        "step log-probabilities: the last operation was not a successful advance");
-  }
   const bool cfg = sampler_.config().cfg_scale > 0;
   std::vector<double> out(positions_.size());
-  tbb::parallel_for(size_t{0}, out.size(), [&](size_t i) {
-    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
-    const std::span<const float> row = RowAt(positions_[i], last_rows_, logits_.data(),
-                                             cfg ? uncond_.data() : nullptr, cfg_row);
-    out[i] = TokenLogProb(row, tokens_[i]);
-  });
+  DLLM_RETURN_IF_ERROR(
+      ForEachStepRow("step log-probabilities", [&](size_t i, std::span<float> cfg_row) {
+        const std::span<const float> row = RowAt(positions_[i], last_rows_, logits_.data(),
+                                                 cfg ? uncond_.data() : nullptr, cfg_row);
+        out[i] = TokenLogProb(row, tokens_[i]);
+      }));
   return out;
 }
 

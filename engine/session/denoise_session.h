@@ -167,6 +167,11 @@ class DenoiseSession {
   void CandidatesAt(int p, int k, std::span<const int32_t> rows, const float* logits,
                     const float* uncond, std::span<float> cfg_row,
                     PositionCandidates* out) const;
+  // Calls fn(i, cfg_row) in parallel for each position the last Advance()
+  // committed (cfg_row: n_vocab scratch under CFG); FAILED_PRECONDITION
+  // naming `what` unless the last operation was a successful Advance().
+  template <typename Fn>
+  absl::Status ForEachStepRow(const char* what, Fn fn) const;
   // The logits row canvas position `p` reads (guided into `cfg_row` under CFG).
   std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
                                const float* uncond, std::span<float> cfg_row) const;

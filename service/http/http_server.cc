@@ -233,6 +233,21 @@ class Connection final : public HttpResponder {
     Send(status, "application/json", TransportErrorBody(message, code), {});
   }
 
+  // The answer to a request that could not be read; false (the connection
+  // closes).
+  bool RefuseRead(const beast::error_code& ec) {
+    if (ec == beast::error::timeout) {
+      Refuse(408, "the request was not received in time", "request_timeout");
+    } else if (ec == http::error::header_limit) {
+      Refuse(431, "the request head is too large", "headers_too_large");
+    } else if (ec == http::error::body_limit) {
+      Refuse(413, "the request body exceeds the server's limit", "request_too_large");
+    } else {
+      Refuse(400, "malformed HTTP request", "bad_request");
+    }
+    return false;
+  }
+
   // Reads one request, head and body under one deadline. False when the
   // connection is to close (an error response, if any, was sent).
   bool ReadRequest(HttpRequest* out) {
@@ -245,28 +260,12 @@ class Connection final : public HttpResponder {
         [&](auto done) { http::async_read_header(stream_, buffer_, parser, std::move(done)); },
         deadline);
     if (ec == http::error::end_of_stream || ec == net::error::eof) return false;
-    if (ec == beast::error::timeout) {
-      Refuse(408, "the request was not received in time", "request_timeout");
-      return false;
-    }
-    if (ec == http::error::header_limit) {
-      Refuse(431, "the request head is too large", "headers_too_large");
-      return false;
-    }
-    if (ec == http::error::body_limit) {  // a Content-Length over the limit
-      Refuse(413, "the request body exceeds the server's limit", "request_too_large");
-      return false;
-    }
-    if (ec) {
-      Refuse(400, "malformed HTTP request", "bad_request");
-      return false;
-    }
+    if (ec) return RefuseRead(ec);
     const auto& head = parser.get();
     version_ = head.version();
     keep_alive_ = head.keep_alive();
     if (const auto length = parser.content_length(); length && *length > o.max_body_bytes) {
-      Refuse(413, "the request body exceeds the server's limit", "request_too_large");
-      return false;
+      return RefuseRead(http::error::body_limit);
     }
     if (!parser.is_done()) {
       if (beast::iequals(head[http::field::expect], "100-continue")) {
@@ -282,18 +281,7 @@ class Connection final : public HttpResponder {
       }
       ec = Await([&](auto done) { http::async_read(stream_, buffer_, parser, std::move(done)); },
                  deadline);
-      if (ec == http::error::body_limit) {
-        Refuse(413, "the request body exceeds the server's limit", "request_too_large");
-        return false;
-      }
-      if (ec == beast::error::timeout) {
-        Refuse(408, "the request was not received in time", "request_timeout");
-        return false;
-      }
-      if (ec) {
-        Refuse(400, "malformed HTTP request body", "bad_request");
-        return false;
-      }
+      if (ec) return RefuseRead(ec);
     }
     http::request<http::string_body> request = parser.release();
     out->method = std::string(request.method_string());
