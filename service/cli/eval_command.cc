@@ -15,6 +15,7 @@
 #include "engine/model/isa_option.h"
 #include "engine/parallel/cpu_topology.h"
 #include "engine/sampler/remasking.h"
+#include "engine/session/denoise_session.h"
 
 namespace dllm {
 namespace {
@@ -23,10 +24,12 @@ int Fail(const absl::Status& s) { return FailCommand("eval", s); }
 
 constexpr char kEvalUsage[] =
     "usage: dllm eval --model M --windows FILE [--baseline F32.gguf] [--ratios 0.15,0.5,0.9]\n"
-    "         [--json OUT] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "         [--infill [--alg A] [--temperature 0] [--seed 0] [--threshold X]\n"
+    "          [--steps-per-token 1]] [--json OUT] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "  masked-token cross-entropy and top-1 accuracy on held-out windows (the format of\n"
     "  shared/reference/quality/windows.json); --baseline adds the mean KL divergence\n"
-    "  from that model's logits on the same canvases\n";
+    "  from that model's logits on the same canvases; --infill adds the infill task (each\n"
+    "  window's span filled by the sampler: exact-match rate and token accuracy)\n";
 
 // The ids of a JSON array, each checked to be a token of `model`.
 absl::StatusOr<std::vector<int32_t>> Ids(const Json& array, int32_t n_vocab,
@@ -173,9 +176,97 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
   return out;
 }
 
+absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
+                                           const Json& windows, const SamplerConfig& base,
+                                           double steps_per_token, int threads) {
+  const ModelConfig& c = model->config();
+  const Json* list = FindMember(windows, "windows");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return absl::InvalidArgumentError("windows: no \"windows\" array");
+  }
+  InfillScore score;
+  int exact = 0, right = 0;
+  tbb::task_arena arena(threads);
+  absl::Status status;
+  arena.execute([&] {
+    for (size_t w = 0; w < list->size() && status.ok(); ++w) {
+      const std::string where = absl::StrCat("windows[", w, "]");
+      const Json& window = (*list)[w];
+      const Json* tokens_json = FindMember(window, "tokens");
+      const Json* infill = FindMember(window, "infill");
+      if (tokens_json == nullptr || infill == nullptr || !infill->is_object() ||
+          !infill->contains("start") || !infill->contains("end")) {
+        status = absl::InvalidArgumentError(where + ": needs tokens and infill {start, end}");
+        return;
+      }
+      absl::StatusOr<std::vector<int32_t>> tokens = Ids(*tokens_json, c.n_vocab, where + ".tokens");
+      if (!tokens.ok()) {
+        status = tokens.status();
+        return;
+      }
+      const int64_t start = (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
+      const int64_t end = (*infill)["end"].is_number_integer() ? (*infill)["end"].get<int64_t>() : -1;
+      const int64_t n = static_cast<int64_t>(tokens->size());
+      if (!(start >= 1 && start < end && end <= n)) {
+        status = absl::InvalidArgumentError(
+            absl::StrCat(where, ".infill: [", start, ", ", end, ") is not a span inside [1, ", n, ")"));
+        return;
+      }
+      SamplerConfig config = base;
+      config.gen_length = static_cast<int>(n - start);
+      config.block_length = 0;
+      const int span = static_cast<int>(end - start);
+      config.steps = std::clamp(static_cast<int>(std::lround(span * steps_per_token)), 1,
+                                config.gen_length);
+      std::vector<int32_t> prompt(tokens->begin(), tokens->begin() + start);
+      absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
+          DenoiseSession::Create(model, config, std::move(prompt));
+      if (!session.ok()) {
+        status = session.status();
+        return;
+      }
+      // The given suffix, in generated-region positions.
+      std::vector<int32_t> positions, given;
+      for (int64_t p = end; p < n; ++p) {
+        positions.push_back(static_cast<int32_t>(p - start));
+        given.push_back((*tokens)[static_cast<size_t>(p)]);
+      }
+      if (!positions.empty()) {
+        if (absl::Status s = (*session)->Commit(positions, given); !s.ok()) {
+          status = s;
+          return;
+        }
+      }
+      while (!(*session)->done()) {
+        absl::StatusOr<StepReport> step = (*session)->Advance();
+        if (!step.ok()) {
+          status = step.status();
+          return;
+        }
+      }
+      const std::span<const int32_t> canvas = (*session)->canvas();
+      int ok = 0;
+      for (int64_t p = start; p < end; ++p) {
+        ok += canvas[static_cast<size_t>(p)] == (*tokens)[static_cast<size_t>(p)];
+      }
+      right += ok;
+      exact += ok == span;
+      score.tokens += span;
+      ++score.spans;
+    }
+  });
+  if (!status.ok()) return status;
+  score.exact_match = score.spans > 0 ? static_cast<double>(exact) / score.spans : 0;
+  score.token_accuracy = score.tokens > 0 ? static_cast<double>(right) / score.tokens : 0;
+  return score;
+}
+
 int RunEval(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      argc, argv, {"model", "windows", "baseline", "ratios", "json", "threads", "isa"}, {});
+      argc, argv,
+      {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg", "temperature",
+       "seed", "threshold", "steps-per-token"},
+      {"infill"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kEvalUsage);
   if (!flags->Has("model") || !flags->Has("windows") || !flags->positional.empty()) {
@@ -220,6 +311,44 @@ int RunEval(int argc, char** argv) {
                 s.kl >= 0 ? absl::StrCat(s.kl).c_str() : "-", s.positions);
   }
   result["ratios"] = std::move(by_ratio);
+  if (flags->Has("infill")) {
+    SamplerConfig config = DefaultSamplerConfig((*model)->config().arch, kDefaultGenLength);
+    // Greedy unless asked: the task measures the model, not the draw.
+    double temperature = 0, per_token = 1;
+    absl::StatusOr<int64_t> seed = flags->GetInt("seed", 0);
+    if (absl::Status s = flags->GetNumber("temperature", &temperature); !s.ok()) return Fail(s);
+    if (absl::Status s = flags->GetNumber("steps-per-token", &per_token); !s.ok()) return Fail(s);
+    if (!seed.ok()) return Fail(seed.status());
+    config.temperature = static_cast<float>(temperature);
+    config.seed = static_cast<uint64_t>(*seed);
+    if (flags->Has("alg")) {
+      absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));
+      if (!alg.ok()) return Fail(alg.status());
+      config.algorithm = *alg;
+    }
+    if (flags->Has("threshold")) {
+      double threshold = 0;
+      if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
+      config.threshold = static_cast<float>(threshold);
+    }
+    absl::StatusOr<InfillScore> infill =
+        EvaluateInfill(*model, *windows, config, per_token, static_cast<int>(*threads));
+    if (!infill.ok()) return Fail(infill.status());
+    std::printf("infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens "
+                "(%s, temperature %g, %g steps per token%s)\n",
+                100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy,
+                infill->tokens, std::string(AlgorithmName(config.algorithm)).c_str(),
+                config.temperature, per_token,
+                config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "");
+    result["infill"] = {{"exact_match", infill->exact_match},
+                        {"token_accuracy", infill->token_accuracy},
+                        {"spans", infill->spans},
+                        {"tokens", infill->tokens},
+                        {"algorithm", std::string(AlgorithmName(config.algorithm))},
+                        {"temperature", config.temperature},
+                        {"steps_per_token", per_token},
+                        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)}};
+  }
   if (flags->Has("json")) {
     std::ofstream out(flags->Get("json"));
     out << DumpJson(result, 1) << "\n";

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model.h"
+#include "engine/sampler/sampler_config.h"
 #include "service/json/json.h"
 
 namespace dllm {
@@ -35,6 +36,25 @@ struct MaskedTokenScore {
 absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
     const std::shared_ptr<const Model>& model, const std::shared_ptr<const Model>& baseline,
     const Json& windows, const std::vector<std::string>& ratios, int threads);
+
+// The infill task: in each window, the span [infill.start, infill.end) is
+// masked, the tokens before it are the prompt, the tokens after it are
+// committed as given (DenoiseSession::Commit), and the sampler fills the
+// span. Exact match: every span token right; token accuracy: the share of
+// span tokens right.
+struct InfillScore {
+  double exact_match = 0;
+  double token_accuracy = 0;
+  int spans = 0;
+  int tokens = 0;
+};
+
+// `base` gives the sampler settings (algorithm, temperature, seed, ...);
+// gen_length is each window's rest and steps the span's length times
+// `steps_per_token` (at least 1, at most the rest).
+absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
+                                           const Json& windows, const SamplerConfig& base,
+                                           double steps_per_token, int threads);
 
 int RunEval(int argc, char** argv);
 

@@ -11,7 +11,8 @@ namespace dllm {
 absl::StatusOr<Json> ParseJson(absl::string_view text) {
   try {
     return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // parse_error, and out_of_range for a number no double holds (1e99999).
     return absl::InvalidArgumentError(absl::StrCat("JSON: ", e.what()));
   }
 }

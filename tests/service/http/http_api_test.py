@@ -240,6 +240,10 @@ class HttpApiTest(unittest.TestCase):
 
     # --- errors ---
     def test_malformed_json_is_400(self):
+        # A number beyond double's range is malformed too (found by the fuzzer).
+        status, _, text = self.post("/v1/completions", '{"prompt": "x", "max_tokens": 1e99999}')
+        self.assertEqual(status, 400, text)
+        self.assertEqual(self.error_of(status, text)["code"], "invalid_json")
         status, _, text = self.post("/v1/completions", '{"prompt": "x",')
         self.assertEqual(status, 400)
         err = self.error_of(status, text)

@@ -15,6 +15,16 @@ TEST(JsonTest, ParseErrorsAreStatusesThatSayWhere) {
   }
 }
 
+// Found by openai_request_fuzzer: nlohmann throws out_of_range, not a
+// parse_error, for a number beyond double's range.
+TEST(JsonTest, NumbersOutOfRangeAreErrorsToo) {
+  for (const char* bad : {"1e99999", "[-1e400]", "{\"max_tokens\": 9e999}"}) {
+    absl::StatusOr<Json> j = ParseJson(bad);
+    ASSERT_FALSE(j.ok()) << bad;
+    EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(JsonTest, ReadJsonFileNamesTheFile) {
   absl::StatusOr<Json> j = ReadJsonFile("/nonexistent/x.json");
   ASSERT_FALSE(j.ok());
