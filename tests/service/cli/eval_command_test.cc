@@ -54,10 +54,12 @@ TEST(EvalCommandTest, Q4KMStaysCloseToPyTorchsF32) {
   const std::string q4 = testing::TestDataDir() + "/models/tinycode-dream-q4_k_m.gguf";
   const Json pytorch = ReadData("pytorch.json");
   const std::string f32 = SharedF32();
+  // One ratio keeps the sanitizer run short; the F32 test covers all three.
+  const std::vector<std::string> ratios = {"0.5"};
   auto scores = EvaluateMaskedTokens(Load(q4), f32.empty() ? nullptr : Load(f32),
-                                     ReadData("windows.json"), kRatios, 2);
+                                     ReadData("windows.json"), ratios, 2);
   ASSERT_TRUE(scores.ok()) << scores.status();
-  for (const std::string& r : kRatios) {
+  for (const std::string& r : ratios) {
     const MaskedTokenScore& s = scores->at(r);
     const Json& ref = pytorch.at(r);
     // Q4_K_M costs this model under 0.01 nats (measured: +0.002..0.004); a
@@ -74,7 +76,9 @@ TEST(EvalCommandTest, Q4KMStaysCloseToPyTorchsF32) {
 TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   const std::string q4 = testing::TestDataDir() + "/models/tinycode-dream-q4_k_m.gguf";
   auto model = Load(q4);
-  const Json windows = ReadData("windows.json");
+  // The first 8 windows keep the sanitizer run short.
+  Json windows = ReadData("windows.json");
+  windows["windows"].erase(windows["windows"].begin() + 8, windows["windows"].end());
   int span_tokens = 0;
   for (const Json& w : windows.at("windows")) {
     span_tokens += w.at("infill").at("end").get<int>() - w.at("infill").at("start").get<int>();
@@ -86,7 +90,8 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   EXPECT_EQ(first->spans, static_cast<int>(windows.at("windows").size()));
   EXPECT_EQ(first->tokens, span_tokens);
   // Chance is 1 in 8256 per token; the trained model gets a few percent of
-  // 8-32-token spans of unseen code right (5-7% across the algorithms).
+  // 8-32-token spans of unseen code right (5-7% over all 24 windows, across
+  // the algorithms).
   EXPECT_GT(first->token_accuracy, 0.02);
   EXPECT_LE(first->exact_match, first->token_accuracy + 1e-9);
   auto again = EvaluateInfill(model, windows, config, 1.0, 2);
