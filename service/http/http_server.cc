@@ -349,6 +349,9 @@ void HttpServer::Impl::AcceptLoop() {
 }
 
 // Over the connection limit: a 503 written without waiting, then closed.
+// The request is read first for a moment (at most 50 ms, in this accept
+// thread): closing a socket with unread bytes sends a reset, which can make
+// the client lose the 503 it was sent.
 void HttpServer::Impl::Refuse(int fd) {
   const std::string body = TransportErrorBody("too many connections", "too_many_connections");
   const std::string response = absl::StrCat(
@@ -358,6 +361,12 @@ void HttpServer::Impl::Refuse(int fd) {
   [[maybe_unused]] const ssize_t sent =
       ::send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   ::shutdown(fd, SHUT_WR);
+  char drain[4096];
+  for (int waited_ms = 0; waited_ms < 50 && (PollFd(fd, POLLIN, 10) & POLLIN) != 0;) {
+    const ssize_t n = ::recv(fd, drain, sizeof(drain), MSG_DONTWAIT);
+    if (n <= 0) break;  // the client's end of the stream, or an error
+    waited_ms += 10;
+  }
   ::close(fd);
   handler->OnTransportResponse(503);
 }
