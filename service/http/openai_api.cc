@@ -81,7 +81,8 @@ class CompletionRun {
       TokenLogprob t;
       t.text = model_.tokenizer().TokenPiece(static_cast<int32_t>(final_.token_ids(i)));
       const auto lp = logprob_.find(static_cast<uint32_t>(i));
-      t.logprob = lp == logprob_.end() ? 0.0 : lp->second;
+      // Unknown (JSON null) rather than 0, which would claim probability 1.
+      t.logprob = lp == logprob_.end() ? std::nan("") : lp->second;
       if (const auto top = top_.find(static_cast<uint32_t>(i)); top != top_.end()) t.top = top->second;
       offset += t.text.size();
       tokens.push_back(std::move(t));

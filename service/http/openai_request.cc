@@ -299,12 +299,7 @@ absl::Status ReadLogprobs(OpenAiEndpoint endpoint, const Json& body, OpenAiReque
 
 std::string ServedModelId(const Model& model, absl::string_view model_path) {
   if (!model.config().name.empty()) return model.config().name;
-  absl::string_view base = model_path;
-  if (const size_t slash = base.rfind('/'); slash != absl::string_view::npos) {
-    base.remove_prefix(slash + 1);
-  }
-  absl::ConsumeSuffix(&base, ".gguf");
-  return std::string(base);
+  return std::string(ModelFileStem(model_path));
 }
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,

@@ -118,15 +118,22 @@ uint64_t NewSeed() {
   return Random()() >> 11;
 }
 
+absl::string_view ModelFileName(absl::string_view path) {
+  if (const size_t slash = path.rfind('/'); slash != absl::string_view::npos) {
+    path.remove_prefix(slash + 1);
+  }
+  return path;
+}
+
+absl::string_view ModelFileStem(absl::string_view path) {
+  absl::string_view base = ModelFileName(path);
+  absl::ConsumeSuffix(&base, ".gguf");
+  return base;
+}
+
 bool NamesServedModel(absl::string_view model, const Model& served, absl::string_view path) {
   if (model.empty() || model == served.config().name) return true;
-  absl::string_view base = path;
-  if (const size_t slash = base.rfind('/'); slash != absl::string_view::npos) {
-    base.remove_prefix(slash + 1);
-  }
-  if (model == base) return true;
-  absl::ConsumeSuffix(&base, ".gguf");
-  return model == base;
+  return model == ModelFileName(path) || model == ModelFileStem(path);
 }
 
 absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const Model& model,

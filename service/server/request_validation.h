@@ -51,6 +51,10 @@ struct GenerationSpec {
 std::string NewRequestId();
 uint64_t NewSeed();
 
+// The served file's name without its directory, and without ".gguf" too.
+absl::string_view ModelFileName(absl::string_view path);
+absl::string_view ModelFileStem(absl::string_view path);
+
 // Whether `model` (GenerateRequest.model) names the served model: empty,
 // general.name, or the GGUF file name with or without ".gguf".
 bool NamesServedModel(absl::string_view model, const Model& served, absl::string_view path);

@@ -162,6 +162,10 @@ TEST_F(OpenAiRequestTest, BadFieldsAreNamed) {
 
 TEST_F(OpenAiRequestTest, ServedModelIdIsTheGgufNameOrTheFileStem) {
   EXPECT_EQ(ServedModelId(model(), *path_), "tiny-llada-k");
+  // Without general.name: the file stem, the same one `model` may name.
+  EXPECT_EQ(ModelFileStem("/models/x/tinycode-q4_k_m.gguf"), "tinycode-q4_k_m");
+  EXPECT_EQ(ModelFileStem("plain"), "plain");
+  EXPECT_EQ(ModelFileName("/m/a.gguf"), "a.gguf");
 }
 
 TEST(ApiErrorTest, StatusCodesAndParams) {
