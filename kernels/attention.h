@@ -37,12 +37,12 @@ inline int64_t AttentionScratchFloats(const AttentionShape& s) {
 }
 
 // Writes out[i, head*head_dim .. +head_dim) for query rows
-// i in [q_begin, q_end), q_end - q_begin <= kAttnQueryBlock. `q_rows` maps
-// the i-th output row to its query row in `q` (nullptr: identity), so the
-// last layer can attend only for the rows whose logits are needed.
+// i in [q_begin, q_end) of `q`, q_end - q_begin <= kAttnQueryBlock, over
+// the keys and values of rows [0, n_tokens) of `k` and `v`. The last layer
+// passes only the rows whose logits are needed, compacted into `q`.
 using AttentionFn = void (*)(const AttentionShape& shape, const float* q, const float* k,
                              const float* v, float* out, int head, int q_begin, int q_end,
-                             const int32_t* q_rows, float* scratch);
+                             float* scratch);
 
 // The implementation for `level` (AMX uses the AVX-512 one).
 AttentionFn SelectAttention(IsaLevel level);

@@ -150,8 +150,7 @@ DLLM_ATTN_INLINE void Accumulate(const float* pt, const float* v, int64_t vs, in
 }
 
 void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* k, const float* v,
-                    float* out, int head, int q_begin, int q_end, const int32_t* q_rows,
-                    float* scratch) {
+                    float* out, int head, int q_begin, int q_end, float* scratch) {
   using dllm::kAttnKeyBlock;
   const int d = s.head_dim;
   const int kv_head = head / (s.n_head / s.n_head_kv);
@@ -168,7 +167,7 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
   float* vb = kb + kAttnKeyBlock * d;
   for (int i = 0; i < kLanes; ++i) {
     if (i < nq) {
-      const int qi = q_rows ? q_rows[q_begin + i] : q_begin + i;
+      const int qi = q_begin + i;
       const float* qr = q + static_cast<int64_t>(qi) * s.q_stride + head * d;
       for (int c = 0; c < d; ++c) qt[kLanes * c + i] = qr[c] * s.scale;
     } else {

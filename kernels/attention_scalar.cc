@@ -15,9 +15,9 @@ namespace {
 }  // namespace
 
 void AttentionScalar(const AttentionShape& shape, const float* q, const float* k, const float* v,
-                  float* out, int head, int q_begin, int q_end, const int32_t* q_rows,
+                  float* out, int head, int q_begin, int q_end,
                   float* scratch) {
-  AttentionBlock(shape, q, k, v, out, head, q_begin, q_end, q_rows, scratch);
+  AttentionBlock(shape, q, k, v, out, head, q_begin, q_end, scratch);
 }
 
 }  // namespace dllm

@@ -180,7 +180,7 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
             for (int t = range.begin(); t != range.end(); ++t) {
               const int h = t / blocks, q0 = (t % blocks) * kAttnQueryBlock;
               attend(s, q.data(), k.data(), v.data(), out.data(), h, q0,
-                     std::min(s.n_tokens, q0 + kAttnQueryBlock), nullptr, scratch.local().data());
+                     std::min(s.n_tokens, q0 + kAttnQueryBlock), scratch.local().data());
             }
           },
           tbb::simple_partitioner());

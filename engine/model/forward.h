@@ -1,8 +1,10 @@
-// One forward pass of a diffusion LM (dense or MoE) over a whole canvas
-// (bidirectional attention, no KV cache), producing logits only for the
-// rows asked for. A `ForwardPass` owns the activation buffers of one
-// canvas-size class and the per-layer task graph, both built once; Run()
-// allocates nothing after its first call.
+// One forward pass of a diffusion LM (dense or MoE) over a ForwardBatch:
+// the computed rows of every sequence stacked for the GEMMs, each sequence
+// attending bidirectionally over its own canvas (its own rows, or its
+// KvCache for the rows not computed), logits only for the rows asked for.
+// A `ForwardPass` owns one Activations block, sized by a row budget, and
+// the RoPE tables; Run() allocates nothing for batches of up to 16
+// sequences within the budget.
 #ifndef DLLM_ENGINE_MODEL_FORWARD_H_
 #define DLLM_ENGINE_MODEL_FORWARD_H_
 
@@ -10,30 +12,33 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include <span>
+#include "engine/model/forward_batch.h"
 #include "engine/model/model.h"
 
 namespace dllm {
 
-// Wall time per kind of work, summed over layers (seconds). Concurrent nodes
-// of one kind (q/k/v, gate/up) count once; nodes of different kinds never
-// overlap, so the parts add up to `total` less scheduling overhead.
+// Wall time per kind of work, summed over layers (seconds). Concurrent
+// projections (q/k/v, gate/up) count once; kinds never overlap, so the
+// parts add up to `total` less scheduling overhead.
 struct ForwardStats {
   double embed = 0;
   double norm = 0;         // RMSNorms (attention, FFN, output)
-  double projections = 0;  // q, k, v, o GEMMs plus bias and RoPE
+  double projections = 0;  // q, k, v, o GEMMs plus bias and RoPE, and the K/V cache writes
   double attention = 0;
   double ffn = 0;          // gate, up, SwiGLU, down (MoE: routing and the experts too)
   double head = 0;         // output projection to the vocabulary
   double total = 0;
+  int64_t rows = 0;        // canvas rows computed, over all sequences
 
   ForwardStats& operator+=(const ForwardStats& o) {
     embed += o.embed, norm += o.norm, projections += o.projections;
     attention += o.attention, ffn += o.ffn, head += o.head, total += o.total;
+    rows += o.rows;
     return *this;
   }
 };
@@ -48,26 +53,43 @@ struct LayerCheck {
   std::function<void()> poll;
 };
 
+// The most a pass takes: rows computed over all sequences, and canvas
+// positions any one sequence may have (its keys and RoPE positions).
+struct ForwardLimits {
+  int max_rows = 0;
+  int max_positions = 0;
+};
+
 class ForwardPass {
  public:
-  // Allocates buffers for canvases of up to `max_tokens` and builds the
-  // layer graph. Call from the tbb::task_arena that will call Run().
+  // Allocates the activations and RoPE tables for `limits` (a canvas of
+  // `max_tokens` computed whole: both limits `max_tokens`). Call from the
+  // tbb::task_arena that will call Run().
+  static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(std::shared_ptr<const Model> model,
+                                                             ForwardLimits limits);
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(std::shared_ptr<const Model> model,
                                                              int max_tokens);
-  // Activation bytes `Create(model, max_tokens)` allocates (for `inspect --canvas`).
+  // Bytes `Create(model, limits)` allocates (for admission and `inspect --canvas`).
+  static size_t ActivationBytes(const ModelConfig& config, ForwardLimits limits);
   static size_t ActivationBytes(const ModelConfig& config, int max_tokens);
 
   ~ForwardPass();
 
-  // Runs the model over `tokens` and writes logits for the positions in
-  // `logit_rows` (ascending, unique) to `logits` (logit_rows.size() x n_vocab,
-  // row-major, unshifted: row i is the output at position i). CANCELLED when
-  // `check` stops it (between layers); INVALID_ARGUMENT for bad tokens or
-  // rows. One thread at a time.
+  // Runs the model over `batch` and writes the logits of every sequence's
+  // logit rows to `logits` (batch.logit_rows() x n_vocab: sequence after
+  // sequence, row-major, unshifted). CANCELLED when `check` stops it
+  // (between layers); INVALID_ARGUMENT for a malformed batch, naming the
+  // sequence and what is wrong. One thread at a time.
+  absl::Status Run(const ForwardBatch& batch, float* logits, const LayerCheck* check = nullptr,
+                   ForwardStats* stats = nullptr);
+  // One sequence, computed whole, no cache: logits for `logit_rows`
+  // (ascending, unique) of `tokens`.
   absl::Status Run(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows,
                    float* logits, const LayerCheck* check = nullptr,
                    ForwardStats* stats = nullptr);
 
+  const ForwardLimits& limits() const;
+  // The longest canvas one sequence may have, computed whole.
   int max_tokens() const;
   size_t activation_bytes() const;
 

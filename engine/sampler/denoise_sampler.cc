@@ -63,7 +63,9 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   if (config.family == SamplerFamily::kLlada) {
     s.block_counts_.resize(config.StepsPerBlock());
   } else {
-    s.timesteps_ = DreamTimesteps(config.steps, config.eps);
+    // One block (the official sampler) or Fast-dLLM's blocks: the schedule
+    // runs over each block's steps.
+    s.timesteps_ = DreamTimesteps(config.StepsPerBlock(), config.eps);
   }
   s.rows_.reserve(len);
   s.candidates_.reserve(len);
@@ -155,18 +157,36 @@ void DenoiseSampler::PreselectRandom() {
 bool DenoiseSampler::PlanDreamStep() {
   const int len = static_cast<int>(canvas_.size());
   const bool threshold = config_.threshold.has_value();
-  // Every masked position of the canvas is eligible. Under threshold the
-  // loop ends when nothing is masked; the cap only guards a model that
-  // keeps predicting the mask token itself (which leaves a position masked).
-  if (step_ >= (threshold ? 2 * len : config_.steps)) return false;
-  for (int p = 0; p < len; ++p) {
+  // The official sampler: every masked position of the canvas is eligible
+  // and the timesteps run over all the steps. Fast-dLLM's block-wise
+  // decoding (block_length < gen_length): blocks in order, as LLaDA's, each
+  // running the official schedule over its own steps; a block its masks
+  // have left (client commits) is finished.
+  const bool blocks = config_.NumBlocks() > 1;
+  if (blocks) {
+    while (block_ < config_.NumBlocks() && !BlockHasMask(block_)) {
+      ++block_;
+      step_in_block_ = 0;
+    }
+    if (block_ >= config_.NumBlocks() || (threshold && step_ >= 2 * len)) return false;
+  } else if (step_ >= (threshold ? 2 * len : config_.steps)) {
+    // Under threshold the loop ends when nothing is masked; the cap only
+    // guards a model that keeps predicting the mask token itself (which
+    // leaves a position masked).
+    return false;
+  }
+  const int lo = blocks ? prompt_len_ + block_ * config_.EffectiveBlockLength() : 0;
+  const int hi = blocks ? lo + config_.EffectiveBlockLength() : len;
+  for (int p = lo; p < hi; ++p) {
     if (IsMasked(p)) candidates_.push_back(p);
   }
+  // The timestep index within the block; random draws stay keyed by step_.
+  const int t = blocks ? step_in_block_ : step_;
   if (threshold) {
     count_ = -1;
   } else if (config_.algorithm == Algorithm::kOrigin) {
     // p_transfer = 1 - t[i+1]/t[i] (1 at the last step), drawn per position.
-    const float p_transfer = DreamTransferFraction(timesteps_, step_);
+    const float p_transfer = DreamTransferFraction(timesteps_, t);
     size_t kept = 0;
     for (int32_t p : candidates_) {
       if (RngUniform(config_.seed, RngStream::kTransfer, step_, p) < p_transfer) {
@@ -177,7 +197,7 @@ bool DenoiseSampler::PlanDreamStep() {
     count_ = static_cast<int>(kept);
     preselected_ = true;
   } else {
-    count_ = DreamTransferCount(timesteps_, step_, static_cast<int>(candidates_.size()));
+    count_ = DreamTransferCount(timesteps_, t, static_cast<int>(candidates_.size()));
     if (count_ == 0) candidates_.clear();
   }
   return true;
@@ -285,7 +305,7 @@ void DenoiseSampler::Write(std::span<const int32_t> positions, std::span<const i
 
 void DenoiseSampler::EndStep() {
   ++step_;
-  if (config_.family == SamplerFamily::kLlada) {
+  if (config_.family == SamplerFamily::kLlada || config_.NumBlocks() > 1) {
     ++step_in_block_;
     const bool block_finished = config_.threshold.has_value()
                                     ? !BlockHasMask(block_)

@@ -74,7 +74,7 @@ class DenoiseSampler {
   // remain after the first stop token).
   bool exited_early() const;
   int step() const { return step_; }  // Step() calls so far
-  int block() const { return block_; }  // LLaDA: current block
+  int block() const { return block_; }  // current block (0 for Dream's official one-block run)
   int prompt_len() const { return prompt_len_; }
   int n_vocab() const { return n_vocab_; }
   const SamplerConfig& config() const { return config_; }
@@ -145,10 +145,10 @@ class DenoiseSampler {
   std::vector<int32_t> stop_ids_;
   bool done_ = false;
   int step_ = 0;
-  int block_ = 0;          // LLaDA
-  int step_in_block_ = 0;  // LLaDA
+  int block_ = 0;          // LLaDA, and Dream with blocks
+  int step_in_block_ = 0;  // LLaDA, and Dream with blocks
   std::vector<int> block_counts_;  // LLaDA: (steps per block)
-  std::vector<float> timesteps_;   // Dream: (steps + 1)
+  std::vector<float> timesteps_;   // Dream: (steps per block + 1)
 
   // The plan for step_: candidate positions, the row each reads, how many
   // to commit (-1: threshold rule), and whether the candidates are already

@@ -52,6 +52,16 @@ double LogSumExp(std::span<const float> row) {
   return std::log(ExpSum(row, m)) + m;
 }
 
+double KlDivergence(std::span<const float> p, std::span<const float> q) {
+  const double p_lse = LogSumExp(p), q_lse = LogSumExp(q);
+  double d = 0;
+  for (size_t t = 0; t < p.size(); ++t) {
+    const double lp = static_cast<double>(p[t]) - p_lse;
+    d += std::exp(lp) * (lp - (static_cast<double>(q[t]) - q_lse));
+  }
+  return d;
+}
+
 RowScore ScoreLladaRow(std::span<const float> logits, const SamplerConfig& config, int32_t eos,
                        int32_t eot, const RowKey& key) {
   const int32_t n_vocab = static_cast<int32_t>(logits.size());

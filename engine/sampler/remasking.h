@@ -49,6 +49,11 @@ int32_t ArgmaxRow(std::span<const float> row);
 // log(sum_v exp(row_v - max)) + max, accumulated in double.
 double LogSumExp(std::span<const float> row);
 
+// KL(softmax(p) || softmax(q)) in nats, from two logits rows of one
+// length, accumulated in double: how far logits `q` (a quantized model's,
+// or a cached step's) are from `p`.
+double KlDivergence(std::span<const float> p, std::span<const float> q);
+
 // LLaDA low_confidence / random (generate.py). Token: argmax of the logits,
 // or at temperature T > 0 argmax of exp(l) / (-log u)^T (Gumbel-max,
 // evaluated as l - T log(-log u) to avoid overflow; same argmax). Confidence:

@@ -14,6 +14,9 @@ constexpr absl::string_view kAlgorithmNames[] = {
 };
 static_assert(std::size(kAlgorithmNames) == static_cast<size_t>(Algorithm::kSentinel));
 
+constexpr absl::string_view kCacheModeNames[] = {"none", "prefix", "dual"};
+static_assert(std::size(kCacheModeNames) == static_cast<size_t>(CacheMode::kSentinel));
+
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("sampler: ", field, ": ", why));
 }
@@ -32,6 +35,18 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
   return Invalid("algorithm", absl::StrCat("unknown algorithm '", name,
                                           "' (LLaDA: low_confidence, random; Dream: origin, "
                                           "maskgit_plus, topk_margin, entropy)"));
+}
+
+absl::string_view CacheModeName(CacheMode mode) {
+  const auto i = static_cast<size_t>(mode);
+  return i < std::size(kCacheModeNames) ? kCacheModeNames[i] : "unknown";
+}
+
+absl::StatusOr<CacheMode> ParseCacheMode(absl::string_view name) {
+  for (size_t i = 0; i < std::size(kCacheModeNames); ++i) {
+    if (kCacheModeNames[i] == name) return static_cast<CacheMode>(i);
+  }
+  return Invalid("cache", absl::StrCat("unknown cache mode '", name, "' (none, prefix, dual)"));
 }
 
 absl::string_view SamplerFamilyName(SamplerFamily family) {
@@ -100,10 +115,6 @@ absl::Status SamplerConfig::Validate() const {
   if (block_length < 0) {
     return Invalid("block_length", absl::StrCat(block_length, " must be >= 0"));
   }
-  if (family == SamplerFamily::kDream && block_length != 0 && block_length != gen_length) {
-    return Invalid("block_length", absl::StrCat(block_length, ": Dream has no blocks; use 0 or "
-                                                "gen_length ", gen_length));
-  }
   const int block = EffectiveBlockLength();
   if (gen_length % block != 0) {
     return Invalid("block_length", absl::StrCat(block, " does not divide gen_length ", gen_length));
@@ -158,6 +169,16 @@ absl::Status SamplerConfig::Validate() const {
                                                AlgorithmName(algorithm), "'"));
     }
     if (alg_temp != 0) return Invalid("threshold", "cannot be combined with alg_temp > 0");
+  }
+  if (static_cast<size_t>(cache) >= static_cast<size_t>(CacheMode::kSentinel)) {
+    return Invalid("cache", absl::StrCat("unknown cache mode ", static_cast<int>(cache)));
+  }
+  if (cache_refresh_steps < 0) {
+    return Invalid("cache_refresh_steps", absl::StrCat(cache_refresh_steps, " must be >= 0"));
+  }
+  if (cache_refresh_steps > 0 && cache == CacheMode::kNone) {
+    return Invalid("cache_refresh_steps",
+                   absl::StrCat(cache_refresh_steps, " needs a cache (prefix or dual)"));
   }
   return absl::OkStatus();
 }

@@ -36,6 +36,18 @@ enum class SamplerFamily { kLlada, kDream };
 absl::string_view SamplerFamilyName(SamplerFamily family);  // "llada", "dream"
 SamplerFamily SamplerFamilyOf(Arch arch);
 
+// Fast-dLLM's approximate K/V caches. Not a sampler setting (the sampler
+// sees only logits) but carried with the sampler settings of a request;
+// DenoiseSession says which rows each mode computes.
+enum class CacheMode {
+  kNone,    // every step computes every row: exact decoding
+  kPrefix,  // the prompt and finished blocks are cached
+  kDual,    // everything but the current block is cached
+  kSentinel,
+};
+absl::string_view CacheModeName(CacheMode mode);  // "none", "prefix", "dual"
+absl::StatusOr<CacheMode> ParseCacheMode(absl::string_view name);
+
 // Whether `algorithm` belongs to `family` (LLaDA: low_confidence, random).
 bool AlgorithmFitsFamily(Algorithm algorithm, SamplerFamily family);
 // "low_confidence, random" or "origin, maskgit_plus, topk_margin, entropy".
@@ -47,7 +59,10 @@ struct SamplerConfig {
   int steps = 128;             // model calls without threshold, e.g. 256; <= gen_length
   // LLaDA semi-autoregressive block, e.g. 32; must divide gen_length, and
   // gen_length / block_length must divide steps. 0 means gen_length (one
-  // block). Dream has no blocks: 0 or gen_length only.
+  // block). Dream's official sampler has no blocks (0 or gen_length); a
+  // smaller one opts Dream into Fast-dLLM's block-wise decoding, which
+  // changes its schedule: blocks in order, each running Dream's timestep
+  // schedule over its own steps (steps / number of blocks).
   int block_length = 0;
   Algorithm algorithm = Algorithm::kLowConfidence;
   float temperature = 0.0f;  // 0 = greedy; LLaDA: Gumbel-max, Dream: softmax(logits / T) draw
@@ -69,6 +84,12 @@ struct SamplerConfig {
   // it): position p is predicted by logits row p - 1 (Dream, RND1).
   bool shift_logits = false;
   uint64_t seed = 0;        // keys every random draw (rng.h)
+  // Approximate decoding from K/V caches (opt-in; kNone is exact). A block's
+  // first step computes the whole canvas and fills the cache; so does every
+  // `cache_refresh_steps`-th step inside a block (0: only the first; 1: every
+  // step, which is exact decoding).
+  CacheMode cache = CacheMode::kNone;
+  int cache_refresh_steps = 0;
   bool early_exit = false;  // stop once EarlyExitReached() holds (denoise_sampler.h)
 
   // Self-consistency of the settings; errors name the field and its value.

@@ -32,17 +32,37 @@ absl::Status CheckTopK(int k) {
 
 SessionModel SessionModel::Of(const ModelConfig& c) {
   return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
-                      static_cast<int>(c.n_vocab), c.n_ctx_train};
+                      static_cast<int>(c.n_vocab), c.n_ctx_train,
+                      static_cast<int>(c.n_layer), c.kv_dim()};
+}
+
+namespace {
+
+// The rows one forward of a canvas computes at most: the canvas, twice
+// under CFG (the unconditional canvas rides in the same batch).
+ForwardLimits LimitsFor(const SamplerConfig& config, int canvas) {
+  return {config.cfg_scale > 0 ? 2 * canvas : canvas, canvas};
+}
+
+}  // namespace
+
+size_t DenoiseSession::MemoryBytes(const ModelConfig& model, const SamplerConfig& config,
+                                   int canvas) {
+  const ForwardLimits limits = LimitsFor(config, canvas);
+  const size_t caches = config.cache == CacheMode::kNone ? 0
+                        : config.cfg_scale > 0          ? 2 * KvCache::BytesFor(model, canvas)
+                                                        : KvCache::BytesFor(model, canvas);
+  const size_t logits = static_cast<size_t>(limits.max_rows) * static_cast<size_t>(model.n_vocab) *
+                        sizeof(float);
+  return ForwardPass::ActivationBytes(model, limits) + caches + logits;
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
-    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt,
-    std::unique_ptr<ForwardPass> pass) {
+    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt) {
   return Build(SessionModel::Of(model->config()), config, std::move(prompt),
-               [&](int canvas) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
-                 if (pass == nullptr || pass->max_tokens() < canvas) {
-                   DLLM_ASSIGN_OR_RETURN(pass, ForwardPass::Create(model, canvas));
-                 }
+               [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
+                 DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> pass,
+                                       ForwardPass::Create(model, limits));
                  return ForwardLogits(std::move(pass));
                });
 }
@@ -51,11 +71,13 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
     std::unique_ptr<LogitsSource> logits) {
   return Build(model, config, std::move(prompt),
-               [&](int canvas) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
-                 if (logits->max_tokens() < canvas) {
-                   return absl::InvalidArgumentError(
-                       absl::StrCat("the logits source takes ", logits->max_tokens(),
-                                    " tokens, the canvas has ", canvas));
+               [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
+                 const ForwardLimits has = logits->limits();
+                 if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
+                   return absl::InvalidArgumentError(absl::StrCat(
+                       "the logits source takes ", has.max_positions, " tokens and ",
+                       has.max_rows, " rows, the canvas needs ", limits.max_positions, " and ",
+                       limits.max_rows));
                  }
                  return std::move(logits);
                });
@@ -63,7 +85,8 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
     const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
-    const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(int canvas)>& make_source) {
+    const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
+        make_source) {
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
@@ -78,11 +101,18 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
                         DenoiseSampler::Create(effective, model.tokens, prompt, model.n_vocab,
                                                model.n_ctx));
   const int canvas = static_cast<int>(sampler.canvas().size());
-  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(canvas));
+  const ForwardLimits limits = LimitsFor(config, canvas);
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
   auto session = std::unique_ptr<DenoiseSession>(
       new DenoiseSession(model, std::move(sampler), std::move(source)));
-  session->logits_.resize(static_cast<size_t>(canvas) * model.n_vocab);
-  if (config.cfg_scale > 0) session->uncond_.resize(session->logits_.size());
+  session->logits_.resize(static_cast<size_t>(limits.max_rows) * model.n_vocab);
+  if (config.cache != CacheMode::kNone) {
+    session->cache_ = std::make_unique<KvCache>(model.n_layer, canvas, model.kv_dim);
+    if (config.cfg_scale > 0) {
+      session->uncond_cache_ = std::make_unique<KvCache>(model.n_layer, canvas, model.kv_dim);
+    }
+  }
+  session->batch_.sequences.reserve(2);
   // Each position is committed at most once per history, and each entry
   // commits at least one position or is a scheduled step (at most `steps`,
   // or 2 x canvas under threshold).
@@ -99,6 +129,43 @@ DenoiseSession::DenoiseSession(const SessionModel& model, DenoiseSampler sampler
     : model_(model), sampler_(std::move(sampler)), source_(std::move(source)) {}
 
 absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
+  return Step(check, nullptr);
+}
+
+absl::StatusOr<StepReport> DenoiseSession::AdvanceWith(std::span<const int32_t> positions,
+                                                       std::span<const int32_t> tokens,
+                                                       const LayerCheck* check) {
+  if (positions.size() != tokens.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("advance with: ", positions.size(),
+                                                   " positions but ", tokens.size(), " tokens"));
+  }
+  const std::span<const int32_t> canvas = sampler_.canvas();
+  for (size_t i = 0; i < positions.size(); ++i) {
+    const int32_t p = positions[i], t = tokens[i];
+    if (p < prompt_len() || p >= static_cast<int32_t>(canvas.size()) ||
+        canvas[p] != model_.tokens.mask || (i > 0 && p <= positions[i - 1])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "advance with: canvas position ", p, " is not a masked generated position in order"));
+    }
+    if (t < 0 || t >= model_.n_vocab || t == model_.tokens.mask) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("advance with: token ", t, " at position ", p, " cannot be committed"));
+    }
+  }
+  const Forced forced{positions, tokens};
+  return Step(check, &forced);
+}
+
+absl::StatusOr<DenoiseSession::StepLogits> DenoiseSession::LastStepLogits() const {
+  if (!last_op_advanced_) {
+    return absl::FailedPreconditionError("step logits: the last operation was not an advance");
+  }
+  return StepLogits{last_rows_, std::span<const float>(logits_.data(),
+                                                       last_rows_.size() *
+                                                           static_cast<size_t>(sampler_.n_vocab()))};
+}
+
+absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const Forced* forced) {
   if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
   last_op_advanced_ = false;
   StepReport report;
@@ -108,26 +175,29 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
   const size_t n = rows.size() * static_cast<size_t>(sampler_.n_vocab());
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
-    ForwardStats stats;
-    DLLM_RETURN_IF_ERROR(source_->Run(sampler_.canvas(), rows, logits_.data(), check, &stats));
-    report.forward += stats;
-    ++report.forward_passes;
+    const bool whole = PlanBatch(rows, /*use_cache=*/true);
+    report.cache_use = cache_ == nullptr ? CacheUse::kNone
+                       : whole           ? CacheUse::kRefill
+                                         : CacheUse::kRead;
+    DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, &report.forward));
+    report.forward_passes = static_cast<int>(batch_.sequences.size());
+    report.rows_computed = batch_.rows();
     logits = std::span<const float>(logits_.data(), n);
-    if (sampler_.needs_unconditional()) {
-      DLLM_RETURN_IF_ERROR(
-          source_->Run(sampler_.unconditional_canvas(), rows, uncond_.data(), check, &stats));
-      report.forward += stats;
-      ++report.forward_passes;
-      uncond = std::span<const float>(uncond_.data(), n);
-    }
+    if (sampler_.needs_unconditional()) uncond = std::span<const float>(UncondLogits(rows.size()), n);
   }
   report.forward_seconds = Since(start);
   const Clock::time_point sample_start = Clock::now();
   last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
-  const StepCommits commits = sampler_.Step(logits, uncond);
+  if (forced == nullptr) {
+    const StepCommits commits = sampler_.Step(logits, uncond);
+    positions_.assign(commits.positions.begin(), commits.positions.end());
+    tokens_.assign(commits.tokens.begin(), commits.tokens.end());
+  } else {
+    positions_.assign(forced->positions.begin(), forced->positions.end());
+    tokens_.assign(forced->tokens.begin(), forced->tokens.end());
+    sampler_.ApplyStep(positions_, tokens_);
+  }
   report.sample_seconds = Since(sample_start);
-  positions_.assign(commits.positions.begin(), commits.positions.end());
-  tokens_.assign(commits.tokens.begin(), commits.tokens.end());
   report.positions = positions_;
   report.tokens = tokens_;
   report.masked_remaining = masked_remaining();
@@ -154,6 +224,52 @@ void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
 
 int32_t DenoiseSession::RowOf(int p) const {
   return sampler_.LogitRowOf(p);
+}
+
+const float* DenoiseSession::UncondLogits(size_t n_rows) const {
+  return logits_.data() + n_rows * static_cast<size_t>(sampler_.n_vocab());
+}
+
+DenoiseSession::RowRange DenoiseSession::CachedRows() const {
+  const SamplerConfig& c = sampler_.config();
+  const int block_length = c.EffectiveBlockLength();
+  const int32_t begin = prompt_len() + sampler_.block() * block_length;
+  const int32_t end = c.cache == CacheMode::kDual ? begin + block_length
+                                                  : static_cast<int32_t>(canvas().size());
+  // Under the shift the block's first position is scored by the row before.
+  return {c.shift_logits && begin > 0 ? begin - 1 : begin, end};
+}
+
+bool DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache) {
+  const SamplerConfig& c = sampler_.config();
+  const bool cached = use_cache && cache_ != nullptr;
+  RowRange range{0, static_cast<int32_t>(canvas().size())};
+  bool whole = true;
+  if (cached) {
+    const int block = sampler_.block();
+    const RowRange part = CachedRows();
+    const bool refresh =
+        !cache_state_.valid || cache_state_.block != block ||
+        (c.cache_refresh_steps > 0 && cache_state_.steps_since_full >= c.cache_refresh_steps) ||
+        rows.front() < part.begin || rows.back() >= part.end;
+    if (refresh) {
+      cache_state_ = CacheState{true, block, 0};
+      ++cache_refreshes_;
+    } else {
+      range = part;
+      whole = false;
+    }
+    ++cache_state_.steps_since_full;
+  }
+  batch_.sequences.clear();
+  batch_.sequences.push_back(
+      SequenceInput{canvas(), range.begin, range.end, rows, cached ? cache_.get() : nullptr});
+  if (c.cfg_scale > 0) {
+    batch_.sequences.push_back(SequenceInput{sampler_.unconditional_canvas(), range.begin,
+                                             range.end, rows,
+                                             cached ? uncond_cache_.get() : nullptr});
+  }
+  return whole;
 }
 
 std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> rows,
@@ -198,8 +314,8 @@ absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(i
   const bool cfg = sampler_.config().cfg_scale > 0;
   std::vector<PositionCandidates> out(positions_.size());
   DLLM_RETURN_IF_ERROR(ForEachStepRow("step candidates", [&](size_t i, std::span<float> cfg_row) {
-    CandidatesAt(positions_[i], k, last_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
-                 cfg_row, &out[i]);
+    CandidatesAt(positions_[i], k, last_rows_, logits_.data(),
+                 cfg ? UncondLogits(last_rows_.size()) : nullptr, cfg_row, &out[i]);
   }));
   return out;
 }
@@ -209,8 +325,9 @@ absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
   std::vector<double> out(positions_.size());
   DLLM_RETURN_IF_ERROR(
       ForEachStepRow("step log-probabilities", [&](size_t i, std::span<float> cfg_row) {
-        const std::span<const float> row = RowAt(positions_[i], last_rows_, logits_.data(),
-                                                 cfg ? uncond_.data() : nullptr, cfg_row);
+        const std::span<const float> row =
+            RowAt(positions_[i], last_rows_, logits_.data(),
+                  cfg ? UncondLogits(last_rows_.size()) : nullptr, cfg_row);
         out[i] = TokenLogProb(row, tokens_[i]);
       }));
   return out;
@@ -255,22 +372,18 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   last_op_advanced_ = false;
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
-  ForwardStats stats;
-  DLLM_RETURN_IF_ERROR(source_->Run(sampler_.canvas(), forward_rows_, logits_.data(), check, &stats));
-  ++report.forward_passes;
-  if (cfg) {
-    DLLM_RETURN_IF_ERROR(source_->Run(sampler_.unconditional_canvas(), forward_rows_, uncond_.data(),
-                                    check, &stats));
-    ++report.forward_passes;
-  }
+  PlanBatch(forward_rows_, /*use_cache=*/false);
+  DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, nullptr));
+  report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
   report.forward_seconds = Since(start);
 
   report.candidates.resize(wanted.size());
   tbb::parallel_for(size_t{0}, wanted.size(), [&](size_t i) {
     std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
-    CandidatesAt(wanted[i], k, forward_rows_, logits_.data(), cfg ? uncond_.data() : nullptr,
-                 cfg_row, &report.candidates[i]);
+    CandidatesAt(wanted[i], k, forward_rows_, logits_.data(),
+                 cfg ? UncondLogits(forward_rows_.size()) : nullptr, cfg_row,
+                 &report.candidates[i]);
   });
   return report;
 }
@@ -324,6 +437,11 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
     sorted_tokens.push_back(tokens[i]);
   }
   last_op_advanced_ = false;
+  // A token the next cached step would not recompute leaves stale keys.
+  const RowRange part = CachedRows();
+  for (int32_t p : canvas_positions) {
+    if (p < part.begin || p >= part.end) cache_state_.valid = false;
+  }
   sampler_.Commit(canvas_positions, sorted_tokens);
   Record(/*scheduled=*/false, canvas_positions, sorted_tokens);
   return absl::OkStatus();
@@ -339,6 +457,7 @@ absl::Status DenoiseSession::Rewind(int to_step) {
                                                       history_size(), " steps"));
   }
   last_op_advanced_ = false;
+  cache_state_.valid = false;
   sampler_.Restart();
   for (int i = 0; i < to_step; ++i) {
     const HistoryEntry& e = history_[i];

@@ -11,6 +11,24 @@
 // rewind reproduces the original run token for token (the sampler's random
 // draws are keyed by seed, step and position).
 //
+// Caches (SamplerConfig::cache, opt-in): each sequence (two under CFG)
+// keeps a KvCache of every layer's keys and values. A block's first step,
+// every `cache_refresh_steps`-th step after it, and the first step after
+// anything that makes the cache stale compute the whole canvas and refill
+// it; the other steps of the block compute only
+//   prefix: [block start, canvas end), reading the prompt and the finished
+//           blocks from the cache;
+//   dual:   [block start, block end), reading the rest from the cache (the
+//           suffix as the block's last full step left it).
+// Dream's family has no blocks: its one block is the whole generated
+// region, so prefix and dual both cache the prompt. Under the logit shift
+// (Dream, RND1) position p is scored by row p - 1, so a cached step also
+// computes the row just before the block: that keeps the official sampler's
+// schedule and rows unchanged (Fast-dLLM instead commits the block's first
+// position at its start, which changes the schedule). A Rewind, or a
+// Commit of a position outside the rows a cached step computes, makes the
+// cache stale. Forward() is always exact and leaves the cache alone.
+//
 // Positions: StepReport holds canvas positions (prompt included); the
 // session operations below take and return positions in the generated
 // region (0 = the first position after the prompt), as the API does.
@@ -34,6 +52,11 @@
 
 namespace dllm {
 
+// How a step used the session's K/V cache: none (exact decoding, or a step
+// that ran no forward), refilled it (computed the whole canvas), or read it
+// (computed only some rows).
+enum class CacheUse { kNone, kRefill, kRead };
+
 // What one Advance() did. Spans are valid until the next Advance().
 struct StepReport {
   int step = 0;                         // 0-based
@@ -41,6 +64,8 @@ struct StepReport {
   std::span<const int32_t> tokens;
   int masked_remaining = 0;             // in the generated region
   int forward_passes = 0;               // 0 (nothing to commit), 1, or 2 (CFG)
+  int64_t rows_computed = 0;            // canvas rows the forward computed (CFG: both canvases)
+  CacheUse cache_use = CacheUse::kNone;
   double forward_seconds = 0;
   double sample_seconds = 0;
   double step_seconds = 0;
@@ -69,6 +94,9 @@ struct SessionModel {
   SpecialTokens tokens;
   int n_vocab = 0;
   int64_t n_ctx = 0;
+  // The K/V cache's shape (n_layer x kv_dim floats per position, twice).
+  int n_layer = 0;
+  int64_t kv_dim = 0;
 
   static SessionModel Of(const ModelConfig& config);
 };
@@ -80,10 +108,15 @@ struct SessionModel {
 class DenoiseSession {
  public:
   // Validates `config` against the prompt and the model's context, then
-  // sizes the sampler and (when `pass` is null) a ForwardPass for the canvas.
+  // sizes the sampler, a ForwardPass for the canvas (two under CFG) and the
+  // K/V caches when `config.cache` asks for them.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       std::shared_ptr<const Model> model, const SamplerConfig& config,
-      std::vector<int32_t> prompt, std::unique_ptr<ForwardPass> pass = nullptr);
+      std::vector<int32_t> prompt);
+  // Bytes Create() allocates for a canvas of `canvas` positions under
+  // `config`: the forward pass's activations, the K/V caches and the
+  // logits (what admission reserves).
+  static size_t MemoryBytes(const ModelConfig& model, const SamplerConfig& config, int canvas);
   // The same session over any logits source (tests script the logits); the
   // family and shift of `model` override the config's, as above.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
@@ -95,6 +128,24 @@ class DenoiseSession {
   // FAILED_PRECONDITION when done(). CANCELLED if `check` stops the
   // forward (the session is then unusable).
   absl::StatusOr<StepReport> Advance(const LayerCheck* check = nullptr);
+  // Teacher forcing: the step's forward as Advance() runs it (under the
+  // session's cache rules), then a commit of `tokens` at `positions`
+  // (canvas positions, ascending, masked) instead of the sampler's choice,
+  // as one scheduled step: what another session's Advance() committed over
+  // the same canvas. The cache-divergence harness drives a cached session
+  // along an exact run with it. INVALID_ARGUMENT for a bad position or token.
+  absl::StatusOr<StepReport> AdvanceWith(std::span<const int32_t> positions,
+                                         std::span<const int32_t> tokens,
+                                         const LayerCheck* check = nullptr);
+  // The rows the last Advance() or AdvanceWith() read (canvas positions,
+  // ascending) and their logits (rows x n_vocab, unguided: the conditional
+  // canvas's under CFG). FAILED_PRECONDITION unless the session's last
+  // operation was a successful advance.
+  struct StepLogits {
+    std::span<const int32_t> rows;
+    std::span<const float> logits;
+  };
+  absl::StatusOr<StepLogits> LastStepLogits() const;
 
   // Candidates (1 <= k <= kMaxCandidates) for each position the last
   // Advance() committed, ascending, from the logits that step read (under
@@ -143,14 +194,25 @@ class DenoiseSession {
   // Whether the loop stopped before its last scheduled step (early exit).
   bool exited_early() const;
   int forward_passes() const { return forward_passes_; }
+  // Steps that computed the whole canvas under a cache (block starts,
+  // refreshes, and the first step after the cache went stale).
+  int cache_refreshes() const { return cache_refreshes_; }
 
  private:
   DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
                  std::unique_ptr<LogitsSource> source);
-  // Validates and sizes the session; `make_source` gets the canvas length.
+  // Advance(), committing `forced` (positions, tokens) when set instead of
+  // the sampler's choice.
+  struct Forced {
+    std::span<const int32_t> positions, tokens;
+  };
+  absl::StatusOr<StepReport> Step(const LayerCheck* check, const Forced* forced);
+  // Validates and sizes the session; `make_source` gets the limits a
+  // forward for this canvas needs.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Build(
       const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
-      const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(int canvas)>& make_source);
+      const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
+          make_source);
 
   // One history entry: `count` commits from `offset` in history_positions_ /
   // history_tokens_ (canvas positions), made by Advance() (scheduled) or by
@@ -176,12 +238,36 @@ class DenoiseSession {
   std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
                                const float* uncond, std::span<float> cfg_row) const;
   int32_t RowOf(int p) const;  // the logits row position p reads
+  // The canvas rows a cached step of the current block computes.
+  struct RowRange {
+    int32_t begin = 0, end = 0;
+  };
+  RowRange CachedRows() const;
+  // Fills batch_ for logits of `rows`: one sequence (two under CFG), from
+  // the caches when `use_cache` and the session has them, and moves the
+  // cache state on. Returns whether the whole canvas is computed.
+  bool PlanBatch(std::span<const int32_t> rows, bool use_cache);
+  // The unconditional logits under CFG: after the `n_rows` conditional rows.
+  const float* UncondLogits(size_t n_rows) const;
 
   SessionModel model_;
   DenoiseSampler sampler_;
   std::unique_ptr<LogitsSource> source_;
-  std::vector<float> logits_;  // (canvas, n_vocab): the most rows a step can ask for
-  std::vector<float> uncond_;  // CFG only
+  // (canvas, n_vocab): the most rows a step can ask for; under CFG twice
+  // that, the conditional rows then the unconditional ones.
+  std::vector<float> logits_;
+  ForwardBatch batch_;
+  // Caches (config().cache != kNone): the canvas's, and under CFG the
+  // unconditional canvas's. `cache_block` is the block they were last
+  // filled for, `steps_since_full` the forwards since then.
+  std::unique_ptr<KvCache> cache_, uncond_cache_;
+  struct CacheState {
+    bool valid = false;
+    int block = -1;
+    int steps_since_full = 0;
+  };
+  CacheState cache_state_;
+  int cache_refreshes_ = 0;
   std::vector<int32_t> positions_, tokens_;
   int forward_passes_ = 0;
 

@@ -9,11 +9,11 @@ namespace {
 class ForwardPassLogits final : public LogitsSource {
  public:
   explicit ForwardPassLogits(std::unique_ptr<ForwardPass> pass) : pass_(std::move(pass)) {}
-  absl::Status Run(std::span<const int32_t> canvas, std::span<const int32_t> rows, float* out,
-                   const LayerCheck* check, ForwardStats* stats) override {
-    return pass_->Run(canvas, rows, out, check, stats);
+  absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck* check,
+                   ForwardStats* stats) override {
+    return pass_->Run(batch, out, check, stats);
   }
-  int max_tokens() const override { return pass_->max_tokens(); }
+  ForwardLimits limits() const override { return pass_->limits(); }
 
  private:
   std::unique_ptr<ForwardPass> pass_;
@@ -22,14 +22,23 @@ class ForwardPassLogits final : public LogitsSource {
 class FunctionLogitsSource final : public LogitsSource {
  public:
   FunctionLogitsSource(LogitsFn fn, int n_vocab) : fn_(std::move(fn)), n_vocab_(n_vocab) {}
-  absl::Status Run(std::span<const int32_t> canvas, std::span<const int32_t> rows, float* out,
-                   const LayerCheck* check, ForwardStats*) override {
+  absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck* check,
+                   ForwardStats*) override {
     if (check != nullptr && check->cancel != nullptr && check->cancel->load()) {
       return absl::CancelledError("cancelled before the logits");
     }
-    return fn_(canvas, rows, std::span<float>(out, rows.size() * static_cast<size_t>(n_vocab_)));
+    for (const SequenceInput& s : batch.sequences) {
+      const size_t n = s.logit_rows.size() * static_cast<size_t>(n_vocab_);
+      if (absl::Status status = fn_(s.tokens, s.logit_rows, std::span<float>(out, n)); !status.ok()) {
+        return status;
+      }
+      out += n;
+    }
+    return absl::OkStatus();
   }
-  int max_tokens() const override { return std::numeric_limits<int>::max(); }
+  ForwardLimits limits() const override {
+    return {std::numeric_limits<int>::max(), std::numeric_limits<int>::max()};
+  }
 
  private:
   LogitsFn fn_;

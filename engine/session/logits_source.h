@@ -17,21 +17,23 @@ namespace dllm {
 class LogitsSource {
  public:
   virtual ~LogitsSource() = default;
-  // Logits of `rows` (ascending canvas positions) of `canvas` into `out`
-  // (rows.size() x n_vocab, row-major), unshifted: row i is the output at
-  // position rows[i]. Called twice per step under CFG (conditional, then
-  // the unconditional canvas). CANCELLED when `check` stops it.
-  virtual absl::Status Run(std::span<const int32_t> canvas, std::span<const int32_t> rows,
-                           float* out, const LayerCheck* check, ForwardStats* stats) = 0;
-  // The longest canvas Run() takes.
-  virtual int max_tokens() const = 0;
+  // Logits of every sequence's logit rows into `out`, sequence after
+  // sequence (ForwardPass::Run's contract): under CFG the batch holds the
+  // conditional canvas, then the unconditional one. CANCELLED when `check`
+  // stops it.
+  virtual absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck* check,
+                           ForwardStats* stats) = 0;
+  // The longest canvas Run() takes, and how many rows one batch may compute.
+  virtual ForwardLimits limits() const = 0;
 };
 
 // The model's forward pass.
 std::unique_ptr<LogitsSource> ForwardLogits(std::unique_ptr<ForwardPass> pass);
 
-// A function with the contract of LogitsSource::Run, `out` sized to
-// rows.size() x n_vocab. Takes any canvas length.
+// A function with the contract of one sequence's logits, `out` sized to
+// rows.size() x n_vocab, called once per sequence of a batch. It sees the
+// whole canvas and ignores the batch's caches and computed rows: scripted
+// logits do not depend on them. Takes any canvas length.
 using LogitsFn = std::function<absl::Status(std::span<const int32_t> canvas,
                                             std::span<const int32_t> rows, std::span<float> out)>;
 std::unique_ptr<LogitsSource> FunctionLogits(LogitsFn fn, int n_vocab);

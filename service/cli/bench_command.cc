@@ -22,6 +22,7 @@
 #include "kernels/peak.h"
 #include "engine/base/flags.h"
 #include "engine/base/stopwatch.h"
+#include "service/cli/generate_command.h"
 
 namespace dllm {
 namespace {
@@ -109,8 +110,11 @@ double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
 constexpr char kBenchUsage[] =
     "usage: dllm bench --model M [--threads 1,2,all] [--gen-lengths 128,256,512]\n"
     "         [--prompt-len 16] [--block-length 32] [--steps 5] [--warmup 1]\n"
+    "         [--cache none|prefix|dual] [--cache-refresh R] [--threshold TAU] [--alg A]\n"
     "         [--isa auto|...] [--out FILE.json] [--git-sha SHA] [--label TEXT]\n"
-    "  end-to-end ms per denoising step, tokens/s and peak RSS on a model file\n";
+    "  end-to-end ms per denoising step, tokens/s and peak RSS on a model file;\n"
+    "  --steps 0 runs each generation to its end (every step measured), which is\n"
+    "  what a cache's or threshold's whole-request tokens/s needs\n";
 
 namespace {
 
@@ -148,17 +152,20 @@ Json ModelJson(const std::string& file, const Model& model, double load_seconds,
 // What the measured steps of one run took.
 struct StepSamples {
   std::vector<double> step_ms, forward_ms, sample_ms;
+  std::vector<double> full_ms, cached_ms;  // under a cache: steps that refilled / read it
+  std::vector<double> rows;               // canvas rows each step's forward computed
   ForwardStats ops;
   int64_t committed = 0;
+  int forward_steps = 0;  // measured steps that ran a forward
   double measured_seconds = 0;
 };
 
 // Runs `warmup` steps unmeasured, then up to `measured` measured ones (fewer
-// when the generation ends first).
+// when the generation ends first; 0: all the rest).
 absl::StatusOr<StepSamples> MeasureSteps(DenoiseSession& session, tbb::task_arena& arena,
                                          int warmup, int measured) {
   StepSamples out;
-  for (int s = 0; s < warmup + measured && !session.done(); ++s) {
+  for (int s = 0; (measured == 0 || s < warmup + measured) && !session.done(); ++s) {
     absl::StatusOr<StepReport> step;
     arena.execute([&] { step = session.Advance(); });
     if (!step.ok()) return step.status();
@@ -169,6 +176,12 @@ absl::StatusOr<StepSamples> MeasureSteps(DenoiseSession& session, tbb::task_aren
     out.committed += static_cast<int64_t>(step->positions.size());
     out.measured_seconds += step->step_seconds;
     out.ops += step->forward;
+    if (step->forward_passes > 0) {
+      ++out.forward_steps;
+      out.rows.push_back(static_cast<double>(step->rows_computed));
+    }
+    if (step->cache_use == CacheUse::kRefill) out.full_ms.push_back(step->step_seconds * 1e3);
+    if (step->cache_use == CacheUse::kRead) out.cached_ms.push_back(step->step_seconds * 1e3);
   }
   return out;
 }
@@ -207,6 +220,18 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t
   run["sampling_ms_median"] = Median(samples.sample_ms);
   run["tokens_per_second"] =
       samples.measured_seconds > 0 ? samples.committed / samples.measured_seconds : 0.0;
+  run["cache"] = std::string(CacheModeName(sc.cache));
+  run["cache_refresh"] = sc.cache_refresh_steps;
+  run["threshold"] = sc.threshold ? Json(*sc.threshold) : Json(nullptr);
+  run["algorithm"] = std::string(AlgorithmName(sc.algorithm));
+  run["forward_steps"] = samples.forward_steps;
+  run["rows_per_step_median"] = Median(samples.rows);
+  run["committed"] = samples.committed;
+  if (sc.cache != CacheMode::kNone) {
+    run["cache_refreshes"] = static_cast<int64_t>(samples.full_ms.size());
+    run["full_step_ms_median"] = Median(samples.full_ms);
+    run["cached_step_ms_median"] = Median(samples.cached_ms);
+  }
   run["op_ms_per_step"] = OpSplitJson(samples.ops, n);
   run["peak_rss_bytes"] = static_cast<int64_t>(ReadProcessMemory().peak_rss_bytes);
   run["read_bandwidth_bytes_per_s"] = bandwidth;
@@ -214,7 +239,11 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t
   // Rows the sampler reads per step: a LLaDA block, or every masked
   // position of a Dream canvas.
   const int64_t rows = sc.family == SamplerFamily::kLlada ? sc.EffectiveBlockLength() : gen;
-  const double step_ops = ProjectionOps(c, prompt_len + gen, rows);
+  // Under a cache most steps compute fewer rows than the canvas: the floor
+  // is for the median step's rows.
+  const int64_t computed = samples.rows.empty() ? prompt_len + gen
+                                                : static_cast<int64_t>(Median(samples.rows));
+  const double step_ops = ProjectionOps(c, computed, std::min(rows, computed));
   const double compute_floor_ms =
       peak_per_thread > 0 ? step_ops / (peak_per_thread * threads) * 1e3 : 0;
   run["bandwidth_floor_ms"] = floor_ms;
@@ -232,7 +261,7 @@ int RunBench(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
       argc, argv,
       {"model", "threads", "gen-lengths", "prompt-len", "block-length", "steps", "warmup", "isa",
-       "out", "git-sha", "label"},
+       "out", "git-sha", "label", "cache", "cache-refresh", "threshold", "alg"},
       {});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kBenchUsage);
@@ -295,6 +324,18 @@ int RunBench(int argc, char** argv) {
       SamplerConfig sc = DefaultSamplerConfig(c.arch, gen);
       sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
       sc.early_exit = false;
+      if (absl::Status s = CacheFromFlags(*flags, &sc); !s.ok()) return Fail(s);
+      if (flags->Has("alg")) {
+        absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));
+        if (!alg.ok()) return Fail(alg.status());
+        sc.algorithm = *alg;
+      }
+      if (flags->Has("threshold")) {
+        absl::StatusOr<double> tau = flags->GetDouble("threshold", 0.0);
+        if (!tau.ok()) return Fail(tau.status());
+        sc.threshold = static_cast<float>(*tau);
+      }
+      if (absl::Status s = sc.Validate(); !s.ok()) return Fail(s);
       tbb::task_arena arena(t);
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
       arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt); });
@@ -311,10 +352,11 @@ int RunBench(int argc, char** argv) {
                                bandwidth, weight_bytes, peak_per_thread);
       runs.push_back(run);
       std::fprintf(stderr,
-                   "%d threads, gen %d (canvas %lld): %.1f ms/step median [%.1f, %.1f], forward "
-                   "%.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 compute "
-                   "%.1f ms; efficiency %.0f%%\n",
+                   "%d threads, gen %d (canvas %lld, cache %s): %.1f ms/step median [%.1f, %.1f], "
+                   "forward %.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 "
+                   "compute %.1f ms; efficiency %.0f%%\n",
                    t, gen, static_cast<long long>(run["canvas"].get<int64_t>()),
+                   std::string(CacheModeName(sc.cache)).c_str(),
                    run["ms_per_step_median"].get<double>(), run["ms_per_step_min"].get<double>(),
                    run["ms_per_step_max"].get<double>(), run["forward_ms_median"].get<double>(),
                    run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),

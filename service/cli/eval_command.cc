@@ -16,6 +16,8 @@
 #include "engine/parallel/cpu_topology.h"
 #include "engine/sampler/remasking.h"
 #include "engine/session/denoise_session.h"
+#include "service/cli/cache_divergence.h"
+#include "service/cli/generate_command.h"
 
 namespace dllm {
 namespace {
@@ -25,11 +27,18 @@ int Fail(const absl::Status& s) { return FailCommand("eval", s); }
 constexpr char kEvalUsage[] =
     "usage: dllm eval --model M --windows FILE [--baseline F32.gguf] [--ratios 0.15,0.5,0.9]\n"
     "         [--infill [--alg A] [--temperature 0] [--seed 0] [--threshold X]\n"
-    "          [--steps-per-token 1]] [--json OUT] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
+    "          [--steps-per-token 1] [--cache none|prefix|dual] [--cache-refresh R]]\n"
+    "         [--json OUT] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "  masked-token cross-entropy and top-1 accuracy on held-out windows (the format of\n"
     "  shared/reference/quality/windows.json); --baseline adds the mean KL divergence\n"
     "  from that model's logits on the same canvases; --infill adds the infill task (each\n"
-    "  window's span filled by the sampler: exact-match rate and token accuracy)\n";
+    "  window's span filled by the sampler: exact-match rate and token accuracy)\n"
+    "       dllm eval --model M --windows FILE --divergence --cache prefix|dual\n"
+    "         [--cache-refresh R] [--prompt-len 32] [--gen-length N] [--steps N]\n"
+    "         [--block-length N] [--threshold X] [--alg A] [--temperature T] [--seed S]\n"
+    "  the cache's cost against exact decoding, each window's first --prompt-len tokens\n"
+    "  the prompt: teacher-forced (same canvas every step) mean KL, top-1 agreement and\n"
+    "  first divergent step; free-running, the share of identical generated tokens\n";
 
 // The ids of a JSON array, each checked to be a token of `model`.
 absl::StatusOr<std::vector<int32_t>> Ids(const Json& array, int32_t n_vocab,
@@ -153,14 +162,7 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
           const size_t best = static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
           hits += static_cast<int32_t>(best) == canvas->truth[i];
           if (base_pass != nullptr) {
-            const std::span<const float> base(base_logits.data() + i * v, v);
-            const double base_lse = LogSumExp(base);
-            double d = 0;
-            for (size_t t = 0; t < v; ++t) {
-              const double lp = static_cast<double>(base[t]) - base_lse;
-              d += std::exp(lp) * (lp - (static_cast<double>(row[t]) - lse));
-            }
-            kl += d;
+            kl += KlDivergence(std::span<const float>(base_logits.data() + i * v, v), row);
           }
         }
         score.positions += static_cast<int>(canvas->positions.size());
@@ -243,6 +245,8 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
           status = step.status();
           return;
         }
+        score.forward_steps += step->forward_passes > 0 ? 1 : 0;
+        score.full_steps += step->cache_use == CacheUse::kRefill ? 1 : 0;
       }
       const std::span<const int32_t> canvas = (*session)->canvas();
       int ok = 0;
@@ -261,12 +265,84 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
   return score;
 }
 
+namespace {
+
+// `dllm eval --divergence`: MeasureCacheDivergence on the windows' prompts.
+int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& model,
+                  const Json& windows, int threads) {
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config().arch);
+  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<int64_t> prompt_len = flags.GetIntInRange("prompt-len", 32, 1, 1 << 20);
+  if (!prompt_len.ok()) return Fail(prompt_len.status());
+  const Json* list = FindMember(windows, "windows");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return Fail(absl::InvalidArgumentError("windows: no \"windows\" array"));
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t w = 0; w < list->size(); ++w) {
+    const std::string where = absl::StrCat("windows[", w, "].tokens");
+    const Json* tokens = FindMember((*list)[w], "tokens");
+    if (tokens == nullptr) return Fail(absl::InvalidArgumentError(where + ": missing"));
+    absl::StatusOr<std::vector<int32_t>> ids = Ids(*tokens, model->config().n_vocab, where);
+    if (!ids.ok()) return Fail(ids.status());
+    if (static_cast<int64_t>(ids->size()) < *prompt_len) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", ids->size(), " tokens, shorter than --prompt-len")));
+    }
+    ids->resize(static_cast<size_t>(*prompt_len));
+    prompts.push_back(std::move(*ids));
+  }
+  absl::StatusOr<CacheDivergence> d = MeasureCacheDivergence(model, *config, prompts, threads);
+  if (!d.ok()) return Fail(d.status());
+  const std::string setting = absl::StrCat(
+      "cache ", CacheModeName(config->cache), ", refresh ", config->cache_refresh_steps,
+      config->threshold ? absl::StrCat(", threshold ", *config->threshold) : "");
+  std::printf("divergence (%s; %d runs, gen %d, steps %d, block %d): teacher-forced mean KL "
+              "%.3g nats, top-1 agreement %.2f%% of %lld rows, first divergence at step %.1f "
+              "on average (earliest %d, %d runs never); free-running identical tokens %.2f%%, "
+              "forward steps %d exact vs %d cached (%d full)\n",
+              setting.c_str(), d->runs, config->gen_length, config->steps,
+              config->EffectiveBlockLength(), d->mean_kl, 100 * d->top1_agreement,
+              static_cast<long long>(d->rows), d->first_divergence_mean, d->first_divergence_min,
+              d->never_diverged, 100 * d->identical_tokens, d->exact_forward_steps,
+              d->cached_forward_steps, d->cached_full_steps);
+  if (flags.Has("json")) {
+    Json result = {{"model", flags.Get("model")},
+                   {"windows", flags.Get("windows")},
+                   {"cache", std::string(CacheModeName(config->cache))},
+                   {"cache_refresh", config->cache_refresh_steps},
+                   {"threshold", config->threshold ? Json(*config->threshold) : Json(nullptr)},
+                   {"prompt_len", *prompt_len},
+                   {"gen_length", config->gen_length},
+                   {"steps", config->steps},
+                   {"block_length", config->EffectiveBlockLength()},
+                   {"runs", d->runs},
+                   {"rows", d->rows},
+                   {"mean_kl", d->mean_kl},
+                   {"top1_agreement", d->top1_agreement},
+                   {"first_divergence_mean", d->first_divergence_mean},
+                   {"first_divergence_min", d->first_divergence_min},
+                   {"never_diverged", d->never_diverged},
+                   {"identical_tokens", d->identical_tokens},
+                   {"exact_forward_steps", d->exact_forward_steps},
+                   {"cached_forward_steps", d->cached_forward_steps},
+                   {"cached_full_steps", d->cached_full_steps}};
+    std::ofstream out(flags.Get("json"));
+    out << DumpJson(result, 1) << "\n";
+    if (!out) return Fail(absl::PermissionDeniedError(flags.Get("json") + ": cannot write"));
+  }
+  return 0;
+}
+
+}  // namespace
+
 int RunEval(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(
       argc, argv,
       {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg", "temperature",
-       "seed", "threshold", "steps-per-token"},
-      {"infill"});
+       "seed", "threshold", "steps-per-token", "cache", "cache-refresh", "prompt-len",
+       "gen-length", "steps", "block-length"},
+      {"infill", "divergence"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kEvalUsage);
   if (!flags->Has("model") || !flags->Has("windows") || !flags->positional.empty()) {
@@ -286,6 +362,9 @@ int RunEval(int argc, char** argv) {
   options.isa = *isa;
   absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), options);
   if (!model.ok()) return Fail(model.status());
+  if (flags->Has("divergence")) {
+    return RunDivergence(*flags, *model, *windows, static_cast<int>(*threads));
+  }
   std::shared_ptr<const Model> baseline;
   if (flags->Has("baseline")) {
     absl::StatusOr<std::shared_ptr<const Model>> b = Model::Load(flags->Get("baseline"), options);
@@ -331,15 +410,21 @@ int RunEval(int argc, char** argv) {
       if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
       config.threshold = static_cast<float>(threshold);
     }
+    if (absl::Status s = CacheFromFlags(*flags, &config); !s.ok()) return Fail(s);
     absl::StatusOr<InfillScore> infill =
         EvaluateInfill(*model, *windows, config, per_token, static_cast<int>(*threads));
     if (!infill.ok()) return Fail(infill.status());
-    std::printf("infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens "
-                "(%s, temperature %g, %g steps per token%s)\n",
+    std::printf("infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
+                "%d forward steps (%s, temperature %g, %g steps per token%s, cache %s%s)\n",
                 100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy,
-                infill->tokens, std::string(AlgorithmName(config.algorithm)).c_str(),
-                config.temperature, per_token,
-                config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "");
+                infill->tokens, infill->forward_steps,
+                std::string(AlgorithmName(config.algorithm)).c_str(), config.temperature,
+                per_token,
+                config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
+                std::string(CacheModeName(config.cache)).c_str(),
+                config.cache_refresh_steps > 0
+                    ? absl::StrCat(" refresh ", config.cache_refresh_steps).c_str()
+                    : "");
     result["infill"] = {{"exact_match", infill->exact_match},
                         {"token_accuracy", infill->token_accuracy},
                         {"spans", infill->spans},
@@ -347,7 +432,11 @@ int RunEval(int argc, char** argv) {
                         {"algorithm", std::string(AlgorithmName(config.algorithm))},
                         {"temperature", config.temperature},
                         {"steps_per_token", per_token},
-                        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)}};
+                        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
+                        {"cache", std::string(CacheModeName(config.cache))},
+                        {"cache_refresh", config.cache_refresh_steps},
+                        {"forward_steps", infill->forward_steps},
+                        {"full_steps", infill->full_steps}};
   }
   if (flags->Has("json")) {
     std::ofstream out(flags->Get("json"));

@@ -47,6 +47,8 @@ struct InfillScore {
   double token_accuracy = 0;
   int spans = 0;
   int tokens = 0;
+  int forward_steps = 0;  // steps that ran a forward, all spans (what threshold and caches save)
+  int full_steps = 0;     // of those, under a cache: the ones that computed the whole canvas
 };
 
 // `base` gives the sampler settings (algorithm, temperature, seed, ...);

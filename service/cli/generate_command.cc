@@ -23,7 +23,7 @@ namespace {
 const std::set<std::string> kValueFlags = {
     "model", "prompt", "tokens", "gen-length", "steps", "block-length", "alg", "temperature",
     "top-p", "top-k", "cfg", "threshold", "seed", "threads", "cpu-policy", "isa", "eps",
-    "alg-temp", "chat-template"};
+    "alg-temp", "chat-template", "cache", "cache-refresh"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -33,7 +33,13 @@ constexpr const char* kUsage =
     "         [--temperature T] [--top-p P] [--top-k K] [--alg-temp T] [--eps E] [--cfg S]\n"
     "         [--threshold TAU] [--seed S] [--threads N] [--cpu-policy auto|performance|all]\n"
     "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n"
-    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe] (with --chat)\n";
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe] (with --chat)\n"
+    "         [--cache none|prefix|dual] [--cache-refresh R]\n"
+    "  --cache: approximate K/V caches (Fast-dLLM; the default none is exact): a block's\n"
+    "  first step computes the whole canvas, its later steps only the block and what\n"
+    "  follows (prefix) or the block alone (dual); --cache-refresh R recomputes the\n"
+    "  whole canvas every R steps as well (1 = exact). Dream-family models have no\n"
+    "  blocks: the generated region is one block.\n";
 
 int Fail(const absl::Status& s) { return FailCommand("generate", s); }
 
@@ -138,8 +144,27 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
     c.threshold = static_cast<float>(*tau);
   }
   if (f.Has("no-early-exit")) c.early_exit = false;
+  if (absl::Status s = CacheFromFlags(f, &c); !s.ok()) return s;
   if (absl::Status s = c.Validate(); !s.ok()) return s;
   return c;
+}
+
+absl::Status CacheFromFlags(const ParsedFlags& f, SamplerConfig* config) {
+  if (f.Has("cache")) {
+    absl::StatusOr<CacheMode> mode = ParseCacheMode(f.Get("cache"));
+    if (!mode.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--cache: unknown mode '", f.Get("cache"), "' (none, prefix, dual)"));
+    }
+    config->cache = *mode;
+  }
+  absl::StatusOr<int64_t> refresh = f.GetIntInRange("cache-refresh", 0, 0, 1 << 20);
+  if (!refresh.ok()) return refresh.status();
+  if (*refresh > 0 && config->cache == CacheMode::kNone) {
+    return absl::InvalidArgumentError("--cache-refresh needs --cache prefix or dual");
+  }
+  config->cache_refresh_steps = static_cast<int>(*refresh);
+  return absl::OkStatus();
 }
 
 namespace {
@@ -185,6 +210,10 @@ Json StepJson(const StepReport& step) {
   s["positions"] = IdsJson(step.positions);
   s["tokens"] = IdsJson(step.tokens);
   s["n_forward"] = step.forward_passes;
+  s["rows_computed"] = step.rows_computed;
+  s["cache"] = step.cache_use == CacheUse::kRefill ? "refill"
+               : step.cache_use == CacheUse::kRead ? "read"
+                                                   : "none";
   s["ms"] = step.step_seconds * 1e3;
   s["forward_ms"] = step.forward_seconds * 1e3;
   s["sample_ms"] = step.sample_seconds * 1e3;
@@ -219,6 +248,8 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
   settings["alg"] = std::string(AlgorithmName(config.algorithm));
   settings["temperature"] = static_cast<double>(config.temperature);
   settings["seed"] = static_cast<int64_t>(config.seed);
+  settings["cache"] = std::string(CacheModeName(config.cache));
+  settings["cache_refresh"] = config.cache_refresh_steps;
   settings["threads"] = threads;
   settings["isa"] = IsaLevelName(isa);
   out["settings"] = settings;
@@ -241,10 +272,16 @@ void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
   const std::string early =
       session.exited_early() ? absl::StrCat(" of ", config.PlannedSteps(), ", early exit") : "";
   const ForwardStats& ops = totals.ops;
+  const std::string cache =
+      config.cache == CacheMode::kNone
+          ? ""
+          : absl::StrCat(", cache ", CacheModeName(config.cache), " (", session.cache_refreshes(),
+                         " full steps)");
   std::fprintf(stderr,
-               "[%d steps%s, %d forward passes, %.1f ms/step (forward %.1f, sampling %.1f); "
+               "[%d steps%s, %d forward passes%s, %.1f ms/step (forward %.1f, sampling %.1f); "
                "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
-               steps_run, early.c_str(), session.forward_passes(), per_step(totals.total_seconds),
+               steps_run, early.c_str(), session.forward_passes(), cache.c_str(),
+               per_step(totals.total_seconds),
                per_step(totals.forward_seconds), per_step(totals.sample_seconds),
                ops.attention * 1e3, ops.projections * 1e3, ops.ffn * 1e3, ops.head * 1e3,
                IsaLevelName(isa), threads);

@@ -15,6 +15,7 @@ constexpr std::pair<absl::string_view, absl::string_view> kProtoToBody[] = {
     {"diffusion.gen_length", "max_tokens"}, {"diffusion.steps", "steps"},
     {"diffusion.block_length", "block_length"}, {"diffusion.algorithm", "algorithm"},
     {"diffusion.threshold", "threshold"},   {"diffusion.eps", "eps"},
+    {"diffusion.cache_refresh_steps", "cache_refresh"}, {"diffusion.cache", "cache"},
     {"diffusion.cfg_scale", "cfg_scale"},   {"sampling.temperature", "temperature"},
     {"sampling.top_p", "top_p"},            {"sampling.top_k", "top_k"},
     {"sampling.alg_temp", "alg_temp"},      {"sampling.seed", "seed"},

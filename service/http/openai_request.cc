@@ -37,7 +37,7 @@ const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
       "stream_options", "user", "logprobs", "echo",
       // Diffusion extras.
       "steps", "block_length", "algorithm", "threshold", "alg_temp", "cfg_scale", "eps", "top_k",
-      "dllm_canvas"};
+      "cache", "cache_refresh", "dllm_canvas"};
   static const std::set<std::string, std::less<>> kChat = [] {
     std::set<std::string, std::less<>> s = kCompletions;
     s.erase("prompt");
@@ -257,6 +257,20 @@ absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiReque
     }
     d.set_algorithm(value);
   }
+  std::string cache;
+  DLLM_RETURN_IF_ERROR(ReadString(body, "cache", &cache));
+  if (!cache.empty()) {
+    // As for the algorithm: the proto's names, with or without CACHE_, any case.
+    std::string name = absl::AsciiStrToUpper(cache);
+    if (!absl::StartsWith(name, "CACHE_")) name = "CACHE_" + name;
+    v1::Cache value;
+    if (!v1::Cache_Parse(name, &value) || value == v1::CACHE_UNSPECIFIED) {
+      return Invalid("cache", absl::StrCat("unknown cache '", cache, "' (none, prefix, dual)"));
+    }
+    d.set_cache(value);
+  }
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "cache_refresh", 0, 1 << 20, &i));
+  if (i) d.set_cache_refresh_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));
   if (x) d.set_threshold(static_cast<float>(*x)), x.reset();
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "eps", 0, 1, &x));

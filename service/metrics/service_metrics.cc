@@ -106,6 +106,9 @@ struct ServiceMetrics::Impl {
   Histogram* request_steps = nullptr;
   Histogram* canvas_tokens = nullptr;
   Histogram* cancellation = nullptr;
+  Histogram* forward_rows = nullptr;
+  std::array<Histogram*, 2> cache_step_duration{};  // refill, read
+  Counter* cache_refreshes = nullptr;
 
   Counter* steps = nullptr;
   Counter* forward_passes = nullptr;
@@ -241,6 +244,19 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   canvas_tokens =
       &histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
            .Add({}, kCanvasBuckets);
+  forward_rows = &histogram("dllm_forward_rows",
+                            "Canvas rows one step's forward computed (all its sequences): the "
+                            "canvas for exact decoding, fewer for a step read from a K/V cache.")
+                      .Add({}, kCanvasBuckets);
+  cache_refreshes = &counter("dllm_cache_refreshes_total",
+                             "Steps under a K/V cache that computed the whole canvas and refilled "
+                             "the cache (block starts, refreshes, after a stale-making edit).")
+                         .Add({});
+  auto& cache_steps = histogram("dllm_cache_step_duration_seconds",
+                                "Steps under a K/V cache, by kind: full (refilled the cache) or "
+                                "cached (computed only some rows), in seconds.");
+  cache_step_duration = {&cache_steps.Add({{"step", "full"}}, kStepBuckets),
+                         &cache_steps.Add({{"step", "cached"}}, kStepBuckets)};
 
   process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
 }
@@ -331,9 +347,22 @@ void ServiceMetrics::OnStarted(double queue_seconds, int prompt_tokens, int canv
   impl_->canvas_tokens->Observe(canvas_tokens);
 }
 
+void ServiceMetrics::OnStep(const StepReport& step) {
+  OnStep(step.forward, step.step_seconds, step.forward_seconds, step.sample_seconds,
+         step.forward_passes, static_cast<int>(step.positions.size()), step.cache_use);
+}
+
 void ServiceMetrics::OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
-                            double sample_seconds, int forward_passes, int committed) {
+                            double sample_seconds, int forward_passes, int committed,
+                            CacheUse cache) {
   if (impl_ == nullptr) return;  // the no-op object
+  if (forward_passes > 0) impl_->forward_rows->Observe(static_cast<double>(ops.rows));
+  if (cache == CacheUse::kRefill) {
+    impl_->cache_refreshes->Increment();
+    impl_->cache_step_duration[0]->Observe(step_seconds);
+  } else if (cache == CacheUse::kRead) {
+    impl_->cache_step_duration[1]->Observe(step_seconds);
+  }
   const std::array<double, kOpNames.size()> op_seconds = {
       ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head, sample_seconds};
   for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);

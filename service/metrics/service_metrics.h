@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "engine/model/forward.h"
+#include "engine/session/denoise_session.h"
 
 namespace dllm {
 
@@ -98,8 +99,13 @@ class ServiceMetrics {
   // canonical name.
   void OnRejected(RpcKind rpc, RejectReason reason, absl::StatusCode code);
   void OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens);
+  // `cache`: how the step used its K/V cache; ops.rows the canvas rows
+  // its forward computed (dllm_forward_rows, when it ran one).
   void OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
-              double sample_seconds, int forward_passes, int committed);
+              double sample_seconds, int forward_passes, int committed,
+              CacheUse cache = CacheUse::kNone);
+  // The same from a DenoiseSession's report.
+  void OnStep(const StepReport& step);
   void OnFirstStep(double seconds_since_arrival);
   void OnFirstToken(double seconds_since_arrival);
   void OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode code,

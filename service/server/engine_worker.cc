@@ -113,10 +113,7 @@ void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute
 
 uint64_t EngineWorker::ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
                                         int prompt_len) {
-  const int canvas = prompt_len + config.gen_length;
-  const uint64_t logits = static_cast<uint64_t>(canvas) * static_cast<uint64_t>(model.n_vocab) *
-                          sizeof(float) * (config.cfg_scale > 0 ? 2 : 1);
-  return static_cast<uint64_t>(ForwardPass::ActivationBytes(model, canvas)) + logits;
+  return DenoiseSession::MemoryBytes(model, config, prompt_len + config.gen_length);
 }
 
 bool EngineWorker::FitsLocked(uint64_t bytes) const {

@@ -180,9 +180,8 @@ class EngineWorker {
   void Start(std::function<void(const absl::Status&)> on_ready = nullptr);
   bool ready() const { return ready_.load(); }
 
-  // Bytes a generation reserves at admission: the forward pass's
-  // activations for the canvas plus the logits rows DenoiseSession keeps
-  // (twice with CFG).
+  // Bytes a generation reserves at admission: what its DenoiseSession
+  // allocates (DenoiseSession::MemoryBytes: activations, K/V caches, logits).
   static uint64_t ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
                                    int prompt_len);
 

@@ -49,10 +49,7 @@ absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
   if (!report.ok()) return report.status();
   ++steps_;
   step_seconds_total_ += report->step_seconds;
-  metrics_->OnStep(report->forward, report->step_seconds,
-                                     report->forward_seconds, report->sample_seconds,
-                                     report->forward_passes,
-                                     static_cast<int>(report->positions.size()));
+  metrics_->OnStep(*report);
   if (steps_ == 1) {
     first_step_seconds_ = SecondsSince(arrival());
     metrics_->OnFirstStep(first_step_seconds_);

@@ -16,6 +16,10 @@
 namespace dllm {
 namespace {
 
+// The proto's Cache values are CacheMode's, one up.
+static_assert(v1::CACHE_PREFIX - v1::CACHE_NONE == static_cast<int>(CacheMode::kPrefix));
+static_assert(v1::CACHE_DUAL - v1::CACHE_NONE == static_cast<int>(CacheMode::kDual));
+
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -29,6 +33,8 @@ absl::Status RenameSamplerField(const absl::Status& s) {
       {"block_length", "diffusion.block_length"},
       {"algorithm", "diffusion.algorithm"},
       {"threshold", "diffusion.threshold"},
+      {"cache_refresh_steps", "diffusion.cache_refresh_steps"},
+      {"cache", "diffusion.cache"},
       {"eps", "diffusion.eps"},
       {"cfg_scale", "diffusion.cfg_scale"},
       {"logits_eos_inf", "diffusion.logits_eos_inf"},
@@ -253,6 +259,16 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   if (d.has_early_exit()) c.early_exit = d.early_exit();
   c.logits_eos_inf = d.logits_eos_inf();
   c.confidence_eos_eot_inf = d.confidence_eos_eot_inf();
+  if (!v1::Cache_IsValid(d.cache())) {
+    return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
+  }
+  c.cache = d.cache() == v1::CACHE_UNSPECIFIED ? CacheMode::kNone
+                                               : static_cast<CacheMode>(d.cache() - v1::CACHE_NONE);
+  if (d.cache_refresh_steps() > static_cast<uint32_t>(c.gen_length)) {
+    return Invalid("diffusion.cache_refresh_steps",
+                   absl::StrCat(d.cache_refresh_steps(), " exceeds gen_length ", c.gen_length));
+  }
+  c.cache_refresh_steps = static_cast<int>(d.cache_refresh_steps());
   c.temperature = s.temperature();
   // Proto3 zero is "unset" for top_p: the default (off).
   if (s.top_p() != 0.0f) c.top_p = s.top_p();

@@ -114,10 +114,7 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
     return false;
   }
   ++s.steps;
-  s.metrics->OnStep(report->forward, report->step_seconds,
-                                      report->forward_seconds, report->sample_seconds,
-                                      report->forward_passes,
-                                      static_cast<int>(report->positions.size()));
+  s.metrics->OnStep(*report);
   const bool done = s.session->done();
   const BpeTokenizer& tok = s.model->tokenizer();
   const int prompt_len = s.session->prompt_len();

@@ -2,6 +2,7 @@
 #include "kernels/attention.h"
 
 #include <cmath>
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -69,7 +70,7 @@ TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
       for (int h = 0; h < c.n_head; ++h) {
         for (int i0 = 0; i0 < c.n_tokens; i0 += kAttnQueryBlock) {
           const int i1 = std::min(c.n_tokens, i0 + kAttnQueryBlock);
-          attend(s, q.data(), k.data(), v.data(), out.data(), h, i0, i1, nullptr, scratch.data());
+          attend(s, q.data(), k.data(), v.data(), out.data(), h, i0, i1, scratch.data());
         }
       }
       // float32 scores of |q.k| ~ d * 2.25 / sqrt(d) and a float32 weighted
@@ -88,7 +89,10 @@ TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
   }
 }
 
-TEST(AttentionTest, SelectedQueryRowsMatchFullRows) {
+// A query row's output is the same bits whatever rows share its block: the
+// last layer attends for the logits rows only, compacted, and a batch
+// stacks other sequences' rows beside it.
+TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
   AttentionShape s{50, 2, 1, 32, 64, 32, 64, 0.2f};
   std::mt19937 rng(3);
   std::normal_distribution<float> gauss;
@@ -97,15 +101,19 @@ TEST(AttentionTest, SelectedQueryRowsMatchFullRows) {
   for (float& x : k) x = gauss(rng);
   for (float& x : v) x = gauss(rng);
   const std::vector<int32_t> rows = {3, 17, 18, 49};
+  std::vector<float> compact(rows.size() * 64);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::copy_n(q.begin() + rows[r] * 64, 64, compact.begin() + static_cast<int64_t>(r) * 64);
+  }
   for (IsaLevel level : SupportedIsaLevels()) {
     const AttentionFn attend = SelectAttention(level);
     std::vector<float> full(50 * 64), picked(rows.size() * 64), scratch(AttentionScratchFloats(s));
     for (int h = 0; h < 2; ++h) {
       for (int i0 = 0; i0 < 50; i0 += kAttnQueryBlock) {
-        attend(s, q.data(), k.data(), v.data(), full.data(), h, i0, std::min(50, i0 + 16), nullptr,
+        attend(s, q.data(), k.data(), v.data(), full.data(), h, i0, std::min(50, i0 + 16),
                scratch.data());
       }
-      attend(s, q.data(), k.data(), v.data(), picked.data(), h, 0, 4, rows.data(), scratch.data());
+      attend(s, compact.data(), k.data(), v.data(), picked.data(), h, 0, 4, scratch.data());
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       for (int c = 0; c < 64; ++c) {

@@ -58,23 +58,31 @@ TEST(ForwardAllocTest, WarmForwardPassAllocatesNothing) {
   }
 }
 
+// Exact, and from a dual cache (the warm steps are cached ones).
 TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
   auto model = Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf",
                            {BestIsaLevel()});
   ASSERT_TRUE(model.ok());
-  SamplerConfig c;
-  c.family = SamplerFamily::kDream;
-  c.shift_logits = true;
-  c.algorithm = Algorithm::kEntropy;
-  c.gen_length = 64;
-  c.steps = 32;
-  auto session = DenoiseSession::Create(*model, c, {100, 101, 102});
-  ASSERT_TRUE(session.ok());
-  ASSERT_TRUE((*session)->Advance().ok());  // warm-up: per-thread scratch
-  ASSERT_TRUE((*session)->Advance().ok());
-  const int64_t before = g_allocations.load();
-  ASSERT_TRUE((*session)->Advance().ok());
-  EXPECT_EQ(g_allocations.load() - before, 0);
+  for (CacheMode cache : {CacheMode::kNone, CacheMode::kDual}) {
+    SCOPED_TRACE(CacheModeName(cache));
+    SamplerConfig c;
+    c.family = SamplerFamily::kDream;
+    c.shift_logits = true;
+    c.algorithm = Algorithm::kEntropy;
+    c.gen_length = 64;
+    c.steps = 32;
+    c.cache = cache;
+    auto session = DenoiseSession::Create(*model, c, {100, 101, 102});
+    ASSERT_TRUE(session.ok());
+    ASSERT_TRUE((*session)->Advance().ok());  // warm-up: per-thread scratch
+    ASSERT_TRUE((*session)->Advance().ok());
+    const int64_t before = g_allocations.load();
+    absl::StatusOr<StepReport> step = (*session)->Advance();
+    ASSERT_TRUE(step.ok());
+    EXPECT_EQ(g_allocations.load() - before, 0);
+    EXPECT_EQ(step->cache_use,
+              cache == CacheMode::kNone ? CacheUse::kNone : CacheUse::kRead);
+  }
 }
 
 }  // namespace

@@ -142,6 +142,8 @@ INSTANTIATE_TEST_SUITE_P(ReferenceModels, ExactLogitsTest, ::testing::ValuesIn(R
                            return testing::TestNameFromPath(info.param.model);
                          });
 
+// The exact rows are a property, not a tolerance: a row's logits are the
+// same bits whichever other rows are asked for.
 TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   const std::string path = testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf";
   auto model = Model::Load(path, {BestIsaLevel()});
@@ -159,10 +161,158 @@ TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   std::vector<float> part(some.size() * c.n_vocab);
   ASSERT_TRUE((*pass)->Run(tokens, some, part.data()).ok());
   for (size_t r = 0; r < some.size(); ++r) {
-    for (int64_t v = 0; v < c.n_vocab; ++v) {
-      ASSERT_NEAR(part[r * c.n_vocab + v], full[some[r] * c.n_vocab + v], 1e-4) << some[r];
+    ASSERT_EQ(0, std::memcmp(&part[r * c.n_vocab], &full[some[r] * c.n_vocab],
+                             sizeof(float) * c.n_vocab))
+        << "row " << some[r];
+  }
+}
+
+// Tokens of a canvas of `n` positions, different per `salt`.
+std::vector<int32_t> TestCanvas(int n, int salt, int64_t n_vocab) {
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>((i * 977 + salt * 131 + 7) % n_vocab);
+  return tokens;
+}
+
+std::vector<int32_t> Range(int begin, int end) {
+  std::vector<int32_t> rows;
+  for (int i = begin; i < end; ++i) rows.push_back(i);
+  return rows;
+}
+
+bool SameBits(const float* a, const float* b, size_t n) {
+  return std::memcmp(a, b, n * sizeof(float)) == 0;
+}
+
+// Sequences stacked in one batch get the same bits as each run alone: the
+// GEMMs see their rows side by side, attention and RoPE stay per sequence.
+// Every ISA path this CPU has, a dense and an MoE model.
+TEST(ForwardTest, EachSequenceOfABatchGetsTheBitsItGetsAlone) {
+  const std::vector<std::string> models = {
+      testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
+      testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf",
+      testing::TestDataDir() + "/models/tiny-llada-k-f16.gguf"};
+  for (const std::string& path : models) {
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      SCOPED_TRACE(path + " " + IsaLevelName(isa));
+      auto model = Model::Load(path, {isa});
+      ASSERT_TRUE(model.ok()) << model.status();
+      const int64_t V = (*model)->config().n_vocab;
+      const std::vector<std::vector<int32_t>> canvases = {TestCanvas(40, 1, V), TestCanvas(17, 2, V),
+                                                          TestCanvas(33, 3, V)};
+      const std::vector<std::vector<int32_t>> rows = {{0, 9, 39}, Range(0, 17), {32}};
+      auto pass = ForwardPass::Create(*model, ForwardLimits{90, 40});
+      ASSERT_TRUE(pass.ok()) << pass.status();
+      std::vector<std::vector<float>> alone(3);
+      for (size_t i = 0; i < 3; ++i) {
+        alone[i].resize(rows[i].size() * V);
+        ASSERT_TRUE((*pass)->Run(canvases[i], rows[i], alone[i].data()).ok());
+      }
+      ForwardBatch batch;
+      for (size_t i = 0; i < 3; ++i) {
+        batch.sequences.push_back(SequenceInput{canvases[i], 0,
+                                                static_cast<int32_t>(canvases[i].size()), rows[i],
+                                                nullptr});
+      }
+      std::vector<float> stacked(batch.logit_rows() * V);
+      ASSERT_TRUE((*pass)->Run(batch, stacked.data()).ok());
+      size_t offset = 0;
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(SameBits(stacked.data() + offset, alone[i].data(), alone[i].size()))
+            << "sequence " << i;
+        offset += alone[i].size();
+      }
     }
   }
+}
+
+// The K/V cache: a pass that computes only some rows and reads the rest
+// from a cache filled over the same canvas gets the same bits as the full
+// pass, for the dual (a middle block) and the prefix (block to the end)
+// ranges. Once a cached row's token changes, that row's stale keys show.
+TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
+  for (const char* name : {"tiny-llada-k-q4_k_m.gguf", "tiny-dream-k-q4_k_m.gguf"}) {
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      SCOPED_TRACE(std::string(name) + " " + IsaLevelName(isa));
+      auto model = Model::Load(testing::TestDataDir() + "/models/" + name, {isa});
+      ASSERT_TRUE(model.ok()) << model.status();
+      const ModelConfig& c = (*model)->config();
+      const int64_t V = c.n_vocab;
+      const int L = 72;
+      std::vector<int32_t> tokens = TestCanvas(L, 5, V);
+      auto pass = ForwardPass::Create(*model, L);
+      ASSERT_TRUE(pass.ok());
+      KvCache cache(static_cast<int>(c.n_layer), L, c.kv_dim());
+      const std::vector<int32_t> all = Range(0, L);
+      std::vector<float> full(L * V);
+      ForwardBatch fill;
+      fill.sequences.push_back(SequenceInput{tokens, 0, L, all, &cache});
+      ASSERT_TRUE((*pass)->Run(fill, full.data()).ok());
+      // Filling the cache changes nothing: the same bits as without one.
+      std::vector<float> uncached(L * V);
+      ASSERT_TRUE((*pass)->Run(tokens, all, uncached.data()).ok());
+      ASSERT_TRUE(SameBits(full.data(), uncached.data(), full.size()));
+      for (const auto& [begin, end] : {std::pair{24, 40}, std::pair{24, L}}) {
+        SCOPED_TRACE(::testing::Message() << "rows [" << begin << ", " << end << ")");
+        const std::vector<int32_t> rows = Range(begin, end);
+        std::vector<float> part(rows.size() * V);
+        ForwardBatch cached;
+        cached.sequences.push_back(SequenceInput{tokens, begin, end, rows, &cache});
+        ForwardStats stats;
+        ASSERT_TRUE((*pass)->Run(cached, part.data(), nullptr, &stats).ok());
+        EXPECT_EQ(stats.rows, end - begin);
+        EXPECT_TRUE(SameBits(part.data(), full.data() + begin * V, part.size()));
+      }
+      // A token outside the computed rows changes: the cached pass does not
+      // see it (its keys are the old token's), the exact pass does.
+      tokens[5] = (tokens[5] + 1) % static_cast<int32_t>(V);
+      const std::vector<int32_t> rows = Range(24, 40);
+      std::vector<float> stale(rows.size() * V), fresh(L * V);
+      ForwardBatch cached;
+      cached.sequences.push_back(SequenceInput{tokens, 24, 40, rows, &cache});
+      ASSERT_TRUE((*pass)->Run(cached, stale.data()).ok());
+      EXPECT_TRUE(SameBits(stale.data(), full.data() + 24 * V, stale.size()));
+      ASSERT_TRUE((*pass)->Run(tokens, all, fresh.data()).ok());
+      EXPECT_FALSE(SameBits(stale.data(), fresh.data() + 24 * V, stale.size()));
+    }
+  }
+}
+
+TEST(ForwardTest, RefusesMalformedBatchesNamingTheSequence) {
+  auto model = Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
+                           {IsaLevel::kScalar});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  auto pass = ForwardPass::Create(*model, ForwardLimits{40, 32});
+  ASSERT_TRUE(pass.ok());
+  const std::vector<int32_t> tokens = TestCanvas(32, 0, c.n_vocab);
+  const std::vector<int32_t> rows = {10, 11};
+  KvCache cache(static_cast<int>(c.n_layer), 32, c.kv_dim());
+  KvCache small(static_cast<int>(c.n_layer), 16, c.kv_dim());
+  std::vector<float> logits(4 * c.n_vocab);
+  const auto run = [&](std::vector<SequenceInput> sequences) {
+    ForwardBatch batch;
+    batch.sequences = std::move(sequences);
+    return (*pass)->Run(batch, logits.data());
+  };
+  EXPECT_THAT(run({}), testing::StatusIs(absl::StatusCode::kInvalidArgument, "no sequence"));
+  EXPECT_THAT(run({{tokens, 0, 32, rows, nullptr}, {tokens, 8, 16, rows, nullptr}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "sequence 1: without a K/V cache every row"));
+  EXPECT_THAT(run({{tokens, 12, 16, rows, &cache}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "sequence 0: logit row 10 at index 0 is outside the computed rows"));
+  EXPECT_THAT(run({{tokens, 8, 16, rows, &small}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "K/V cache of 16 positions does not fit a canvas of 32"));
+  EXPECT_THAT(run({{tokens, 16, 16, {}, &cache}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "are empty or outside"));
+  EXPECT_THAT(run({{tokens, 0, 32, rows, nullptr}, {tokens, 0, 32, rows, nullptr}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                "batch of 64 rows exceeds the budget of 40"));
+  EXPECT_THAT(run({{tokens, 0, 32, rows, nullptr}, {tokens, 0, 32, rows, &cache}}),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, "exceeds the budget"));
+  EXPECT_TRUE(run({{tokens, 0, 32, rows, nullptr}, {tokens, 24, 32, {}, &cache}}).ok());
 }
 
 TEST(ForwardTest, RejectsBadInputAndHonoursCancel) {

@@ -2,6 +2,7 @@
 // for (block eligibility, Dream shift), ranking and ties, threshold mode,
 // CFG, keyed determinism, and early exit's output identity.
 #include "engine/sampler/denoise_sampler.h"
+#include "engine/sampler/schedule.h"
 
 #include <gtest/gtest.h>
 
@@ -102,6 +103,50 @@ TEST(DenoiseSamplerTest, DreamPositionZeroReadsRowZero) {
   StepCommits c = s->Step(logits);
   EXPECT_EQ(std::vector<int32_t>(c.tokens.begin(), c.tokens.end()), (std::vector<int32_t>{3, 3, 4}));
   EXPECT_TRUE(s->done());
+}
+
+// Fast-dLLM's block-wise Dream (block_length < gen_length): blocks in
+// order, each running Dream's own schedule over steps / blocks steps; only
+// the current block's masks are candidates, and their rows are the shifted
+// ones. block_length = gen_length is the official one-block run.
+TEST(DenoiseSamplerTest, DreamBlocksRunTheScheduleWithinEachBlock) {
+  SamplerConfig c = Dream(16, 8, Algorithm::kEntropy);
+  c.block_length = 8;
+  auto s = DenoiseSampler::Create(c, Special(), kPrompt, kVocab, 64);
+  ASSERT_THAT(s.status(), IsOk());
+  const std::vector<int> per_block = DreamSchedule(8, 4, c.eps);
+  std::vector<int> counts;
+  for (int step = 0; !s->done(); ++step) {
+    const int block = step / 4;
+    EXPECT_EQ(s->block(), block) << step;
+    const int lo = 3 + 8 * block;  // canvas positions of the block
+    std::vector<float> logits(s->rows().size() * kVocab, 0.0f);
+    for (int32_t row : s->rows()) {
+      EXPECT_GE(row + 1, lo) << step;
+      EXPECT_LT(row + 1, lo + 8) << step;
+    }
+    StepCommits commits = s->Step(logits);
+    for (int32_t p : commits.positions) {
+      EXPECT_GE(p, lo) << step;
+      EXPECT_LT(p, lo + 8) << step;
+    }
+    counts.push_back(static_cast<int>(commits.positions.size()));
+  }
+  std::vector<int> want = per_block;
+  want.insert(want.end(), per_block.begin(), per_block.end());
+  EXPECT_EQ(counts, want);
+
+  // One block of the whole length: the official run, step for step.
+  for (int block_length : {0, 16}) {
+    SamplerConfig one = Dream(16, 8, Algorithm::kEntropy);
+    one.block_length = block_length;
+    auto trace = ::dllm::testing::RunSessionToEnd(one, Special(), kPrompt, kVocab, 64,
+                                                  WishLogits({}, true));
+    ASSERT_THAT(trace.status(), IsOk());
+    std::vector<int> one_counts;
+    for (const auto& step : trace->steps) one_counts.push_back(static_cast<int>(step.positions.size()));
+    EXPECT_EQ(one_counts, DreamSchedule(16, 8, one.eps)) << block_length;
+  }
 }
 
 TEST(DenoiseSamplerTest, DreamZeroCountStepNeedsNoForward) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "service/json/json.h"
 #include "engine/model/model.h"
 #include "engine/sampler/denoise_sampler.h"
@@ -238,16 +239,28 @@ TEST_P(ForwardReplayTest, ReproducesTheRun) {
   absl::StatusOr<std::shared_ptr<const Model>> loaded = Model::Load(model, {BestIsaLevel()});
   ASSERT_THAT(loaded.status(), IsOk());
   ASSERT_EQ((*loaded)->config().tokens.mask, run.mask_id);
-  auto session = DenoiseSession::Create(*loaded, run.config, run.prompt);
-  ASSERT_THAT(session.status(), IsOk());
-  auto trace = ::dllm::testing::RunToEnd(**session);
-  ASSERT_THAT(trace.status(), IsOk());
-  ASSERT_EQ(trace->steps.size(), run.steps.size());
-  for (size_t i = 0; i < run.steps.size(); ++i) {
-    ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions) << "first divergence at step " << i;
-    ASSERT_EQ(trace->steps[i].tokens, run.steps[i].tokens) << "first divergence at step " << i;
+  // Exact decoding, and both caches refreshed every step (which must be
+  // exact decoding too: each step's logits come from a full pass that also
+  // refills the cache).
+  for (const CacheMode cache : {CacheMode::kNone, CacheMode::kPrefix, CacheMode::kDual}) {
+    SCOPED_TRACE(absl::StrCat("cache ", CacheModeName(cache)));
+    SamplerConfig config = run.config;
+    config.cache = cache;
+    config.cache_refresh_steps = cache == CacheMode::kNone ? 0 : 1;
+    auto session = DenoiseSession::Create(*loaded, config, run.prompt);
+    ASSERT_THAT(session.status(), IsOk());
+    auto trace = ::dllm::testing::RunToEnd(**session);
+    ASSERT_THAT(trace.status(), IsOk());
+    ASSERT_EQ(trace->steps.size(), run.steps.size());
+    for (size_t i = 0; i < run.steps.size(); ++i) {
+      ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions) << "first divergence at step " << i;
+      ASSERT_EQ(trace->steps[i].tokens, run.steps[i].tokens) << "first divergence at step " << i;
+    }
+    EXPECT_EQ(trace->canvas, run.final_canvas);
+    if (cache != CacheMode::kNone) {
+      EXPECT_EQ((*session)->cache_refreshes(), trace->n_forward);
+    }
   }
-  EXPECT_EQ(trace->canvas, run.final_canvas);
 }
 
 INSTANTIATE_TEST_SUITE_P(OfficialRuns, ForwardReplayTest, ::testing::ValuesIn(ReplayedRunFiles()),

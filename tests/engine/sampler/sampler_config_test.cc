@@ -101,9 +101,16 @@ TEST(SamplerConfigTest, RejectsBadNumbers) {
   c = Dream();
   c.eps = 0;
   EXPECT_THAT(c.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "eps"));
+  // Blocks opt Dream into Fast-dLLM's block-wise decoding, under LLaDA's rules.
   c = Dream();
   c.block_length = 8;
-  EXPECT_THAT(c.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "Dream has no blocks"));
+  EXPECT_THAT(c.Validate(), IsOk());
+  c.block_length = 24;
+  EXPECT_THAT(c.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     "block_length: 24 does not divide gen_length 64"));
+  c.block_length = 1;  // 64 blocks for 32 steps
+  EXPECT_THAT(c.Validate(), StatusIs(absl::StatusCode::kInvalidArgument,
+                                     "steps: 32 is not divisible by the number of blocks 64"));
   c = Dream();
   c.cfg_scale = 1;
   EXPECT_THAT(c.Validate(), StatusIs(absl::StatusCode::kInvalidArgument, "cfg_scale: LLaDA only"));

@@ -65,6 +65,9 @@ TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
       {"--temperature -0.5", "temperature"},
       {"--gen-length 4000", "context"},
       {"--top-k many", "--top-k"},
+      {"--cache fast", "--cache: unknown mode 'fast' (none, prefix, dual)"},
+      {"--cache-refresh 4", "--cache-refresh needs --cache prefix or dual"},
+      {"--cache dual --cache-refresh -1", "--cache-refresh"},
   };
   for (const auto& [flags, message] : cases) {
     SCOPED_TRACE(flags);

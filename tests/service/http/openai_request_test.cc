@@ -5,6 +5,7 @@
 #include "service/http/openai_request.h"
 
 #include "engine/tokenizer/chat_template.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "service/http/api_error.h"
 #include "service/server/request_validation.h"
@@ -51,7 +52,8 @@ TEST_F(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
       "model": "tiny-llada-k", "prompt": "Hello", "max_tokens": 32, "temperature": 0.5,
       "top_p": 0.9, "seed": 42, "stop": ["\n", "END"], "user": "u1", "steps": 16,
       "block_length": 16, "algorithm": "random", "threshold": 0.9, "cfg_scale": 0,
-      "top_k": 5, "alg_temp": 0.1, "eps": 0.001, "n": 1, "frequency_penalty": 0})");
+      "top_k": 5, "alg_temp": 0.1, "eps": 0.001, "n": 1, "frequency_penalty": 0,
+      "cache": "dual", "cache_refresh": 4})");
   ASSERT_TRUE(r.ok()) << r.status();
   const v1::GenerateRequest& g = r->generate;
   EXPECT_EQ(g.prompt().text(), "Hello");
@@ -60,6 +62,8 @@ TEST_F(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
   EXPECT_EQ(g.diffusion().block_length(), 16u);
   EXPECT_EQ(g.diffusion().algorithm(), v1::ALGORITHM_RANDOM);
   EXPECT_FLOAT_EQ(g.diffusion().threshold(), 0.9f);
+  EXPECT_EQ(g.diffusion().cache(), v1::CACHE_DUAL);
+  EXPECT_EQ(g.diffusion().cache_refresh_steps(), 4u);
   EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
   EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
   EXPECT_EQ(g.sampling().top_k(), 5u);
@@ -82,6 +86,25 @@ TEST_F(OpenAiRequestTest, WhatItBuildsPassesTheGrpcValidation) {
   EXPECT_FALSE(r->generate.sampling().top_p() > 0);
   const absl::Status valid = ValidateGenerateRequest(r->generate, model(), *path_).status();
   EXPECT_TRUE(valid.ok()) << valid;
+}
+
+// Settings the parser takes but the gRPC validation refuses come back naming
+// the body field.
+TEST_F(OpenAiRequestTest, RefusedCacheSettingsNameTheBodyField) {
+  for (const char* body : {R"({"prompt": "x", "cache_refresh": 4})",
+                           R"({"prompt": "x", "cache": "dual", "cache_refresh": 1000})"}) {
+    absl::StatusOr<OpenAiRequest> r = Completion(body);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const absl::Status valid = ValidateGenerateRequest(r->generate, model(), *path_).status();
+    ASSERT_FALSE(valid.ok()) << body;
+    const ApiError e = ApiErrorFromStatus(valid, OpenAiEndpoint::kCompletions);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, "cache_refresh") << body;
+    EXPECT_TRUE(absl::StartsWith(e.message, "cache_refresh: ")) << e.message;
+  }
+  absl::StatusOr<OpenAiRequest> r = Completion(R"({"prompt": "x", "cache": "CACHE_PREFIX"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.diffusion().cache(), v1::CACHE_PREFIX);
 }
 
 TEST_F(OpenAiRequestTest, TokenIdPromptsAndAlgorithmSpellings) {
@@ -139,6 +162,9 @@ TEST_F(OpenAiRequestTest, BadFieldsAreNamed) {
       {c, R"({"prompt": "x", "stream_options": {"include_usage": true}})", 400, "stream_options"},
       {c, R"({"prompt": "x", "dllm_canvas": true})", 400, "dllm_canvas"},
       {c, R"({"prompt": "x", "algorithm": "fastest"})", 400, "algorithm"},
+      {c, R"({"prompt": "x", "cache": "fast"})", 400, "cache"},
+      {c, R"({"prompt": "x", "cache": 2})", 400, "cache"},
+      {c, R"({"prompt": "x", "cache_refresh": -1})", 400, "cache_refresh"},
       {c, R"({"prompt": "x", "presence_penalty": 0.5})", 400, "presence_penalty"},
       {c, R"({"prompt": "x", "echo": true})", 400, "echo"},
       {c, R"({"prompt": "x", "logprobs": 9})", 400, "logprobs"},

@@ -57,6 +57,9 @@ const std::vector<std::string> kFamilies = {
     "dllm_tokens_committed_per_step",
     "dllm_request_steps",
     "dllm_request_canvas_tokens",
+    "dllm_forward_rows",
+    "dllm_cache_refreshes_total",
+    "dllm_cache_step_duration_seconds",
     "dllm_stream_events_sent_total",
     "dllm_stream_events_coalesced_total",
     "dllm_cancellation_latency_seconds",
@@ -288,8 +291,15 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   ForwardStats ops;
   ops.embed = 0.0001, ops.norm = 0.0002, ops.projections = 0.003, ops.attention = 0.004;
   ops.ffn = 0.006, ops.head = 0.002, ops.total = 0.0153;
+  ops.rows = 128;
   m->OnStep(ops, 0.02, 0.0153, 0.0004, 2, 3);
   m->OnStep(ops, 0.03, 0.0153, 0.0004, 2, 5);
+  ForwardStats cached_ops = ops;
+  cached_ops.rows = 20;
+  m->OnStep(ops, 0.5, 0.4, 0.0004, 1, 1, CacheUse::kRefill);
+  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 1, 1, CacheUse::kRead);
+  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 1, 1, CacheUse::kRead);
+  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 0, 0, CacheUse::kNone);  // no forward: no rows
   m->OnFirstStep(0.04);
   m->OnFirstToken(0.07);
   m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, absl::StatusCode::kOk, 1.5, 2, 8);
@@ -316,18 +326,25 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   EXPECT_EQ(Value(t, "dllm_request_canvas_tokens_bucket", {{"le", "32"}}), 0);
   EXPECT_EQ(Value(t, "dllm_request_canvas_tokens_bucket", {{"le", "64"}}), 1);
 
-  EXPECT_EQ(Value(t, "dllm_steps_total"), 2);
-  EXPECT_EQ(Value(t, "dllm_forward_passes_total"), 4);
-  EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), 2);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_step_duration_seconds_sum"), 0.05);
-  EXPECT_EQ(Value(t, "dllm_forward_duration_seconds_count"), 2);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "attention"}}), 0.008);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "sample"}}), 0.0008);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "embed"}}), 0.0002);
-  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "head"}}), 2);
-  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_count"), 2);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_tokens_committed_per_step_sum"), 8);
-  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_bucket", {{"le", "4"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_steps_total"), 6);
+  EXPECT_EQ(Value(t, "dllm_forward_passes_total"), 7);
+  EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), 6);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_step_duration_seconds_sum"), 0.85);
+  EXPECT_EQ(Value(t, "dllm_forward_duration_seconds_count"), 6);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "attention"}}), 0.024);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "sample"}}), 0.0024);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "embed"}}), 0.0006);
+  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "head"}}), 6);
+  EXPECT_EQ(Value(t, "dllm_cache_refreshes_total"), 1);
+  EXPECT_EQ(Value(t, "dllm_cache_step_duration_seconds_count", {{"step", "full"}}), 1);
+  EXPECT_EQ(Value(t, "dllm_cache_step_duration_seconds_count", {{"step", "cached"}}), 2);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_cache_step_duration_seconds_sum", {{"step", "cached"}}), 0.2);
+  EXPECT_EQ(Value(t, "dllm_forward_rows_count"), 5);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_forward_rows_sum"), 3 * 128 + 2 * 20);
+  EXPECT_EQ(Value(t, "dllm_forward_rows_bucket", {{"le", "32"}}), 2);
+  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_count"), 6);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_tokens_committed_per_step_sum"), 11);
+  EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_bucket", {{"le", "4"}}), 5);
 
   EXPECT_EQ(Value(t, "dllm_time_to_first_step_seconds_count"), 1);
   EXPECT_EQ(Value(t, "dllm_time_to_first_token_seconds_count"), 1);

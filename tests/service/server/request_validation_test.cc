@@ -160,6 +160,20 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
        absl::StatusCode::kInvalidArgument, "diffusion.eps: 2 must be in (0, 1)"},
       {"cfg negative", [](auto* r) { r->mutable_diffusion()->set_cfg_scale(-1); },
        absl::StatusCode::kInvalidArgument, "diffusion.cfg_scale"},
+      {"unknown cache",
+       [](auto* r) { r->mutable_diffusion()->set_cache(static_cast<v1::Cache>(9)); },
+       absl::StatusCode::kInvalidArgument, "diffusion.cache: unknown value 9"},
+      {"refresh without a cache",
+       [](auto* r) { r->mutable_diffusion()->set_cache_refresh_steps(4); },
+       absl::StatusCode::kInvalidArgument,
+       "diffusion.cache_refresh_steps: 4 needs a cache (prefix or dual)"},
+      {"refresh past gen_length",
+       [](auto* r) {
+         r->mutable_diffusion()->set_cache(v1::CACHE_DUAL);
+         r->mutable_diffusion()->set_cache_refresh_steps(129);
+       },
+       absl::StatusCode::kInvalidArgument,
+       "diffusion.cache_refresh_steps: 129 exceeds gen_length 128"},
       {"too many candidates",
        [](auto* r) {
          r->mutable_stream()->set_detail(v1::DETAIL_STEPS);
@@ -183,12 +197,32 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
   }
 }
 
+TEST_F(RequestValidationTest, CacheSettingsReachTheSamplerConfig) {
+  v1::GenerateRequest r = Text("hello");
+  absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r, llada(), *llada_path_);
+  ASSERT_THAT(spec.status(), IsOk());
+  EXPECT_EQ(spec->sampler.cache, CacheMode::kNone);
+  for (const auto& [proto, mode] : {std::pair{v1::CACHE_NONE, CacheMode::kNone},
+                                    {v1::CACHE_PREFIX, CacheMode::kPrefix},
+                                    {v1::CACHE_DUAL, CacheMode::kDual}}) {
+    r.mutable_diffusion()->set_cache(proto);
+    r.mutable_diffusion()->set_cache_refresh_steps(proto == v1::CACHE_NONE ? 0 : 8);
+    spec = ValidateGenerateRequest(r, llada(), *llada_path_);
+    ASSERT_THAT(spec.status(), IsOk());
+    EXPECT_EQ(spec->sampler.cache, mode);
+    EXPECT_EQ(spec->sampler.cache_refresh_steps, proto == v1::CACHE_NONE ? 0 : 8);
+  }
+}
+
 TEST_F(RequestValidationTest, DreamSpecificFields) {
   v1::GenerateRequest r = Text("hello");
   r.mutable_diffusion()->set_algorithm(v1::ALGORITHM_LOW_CONFIDENCE);
   EXPECT_THAT(Dream(r), StatusIs(absl::StatusCode::kInvalidArgument, "diffusion.algorithm"));
+  // A block length opts Dream into Fast-dLLM's blocks, under LLaDA's rules.
   r = Text("hello");
   r.mutable_diffusion()->set_block_length(32);
+  EXPECT_THAT(Dream(r), IsOk());
+  r.mutable_diffusion()->set_block_length(48);
   EXPECT_THAT(Dream(r), StatusIs(absl::StatusCode::kInvalidArgument, "diffusion.block_length"));
   r = Text("hello");
   r.mutable_diffusion()->set_eps(2);

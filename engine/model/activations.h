@@ -1,0 +1,77 @@
+// Activations: every buffer one forward pass works in, as one 64-byte
+// aligned block cut into named views (gemma.cpp's `Activations`,
+// llama2.c's `RunState`). Sized once by a row budget, the most canvas rows
+// one pass computes over all its sequences; a pass over fewer rows uses the
+// first rows of each view. The K/V a sequence keeps between passes lives in
+// its own KvCache, not here.
+#ifndef DLLM_ENGINE_MODEL_ACTIVATIONS_H_
+#define DLLM_ENGINE_MODEL_ACTIVATIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/model/moe_routing.h"
+#include "kernels/quantize_act.h"
+
+namespace dllm {
+
+// Int8 activation scratch, one per projection so that projections running
+// concurrently (q/k/v, gate/up) never share one. The head reuses q's.
+enum XqSlot { kXqQ, kXqK, kXqV, kXqO, kXqGate, kXqUp, kXqDown, kNumXq };
+
+class Activations {
+ public:
+  // INVALID_ARGUMENT for a budget below 1; RESOURCE_EXHAUSTED when the
+  // block cannot be allocated.
+  static absl::StatusOr<std::unique_ptr<Activations>> Create(const ModelConfig& config,
+                                                             int max_rows);
+  // The bytes Create(config, max_rows) allocates.
+  static size_t Bytes(const ModelConfig& config, int max_rows);
+
+  int max_rows() const { return max_rows_; }
+  size_t bytes() const { return bytes_; }
+
+  // Each view is (max_rows, width), row-major.
+  float* x = nullptr;     // residual stream (n_embd)
+  float* h = nullptr;     // normed block input / projection output (n_embd)
+  float* q = nullptr;     // (q_dim)
+  float* k = nullptr;     // (kv_dim): this pass's keys, before they go to a cache
+  float* v = nullptr;     // (kv_dim)
+  float* attn = nullptr;  // attention output (q_dim)
+  float* gate = nullptr;  // (n_ff; MoE: n_ff_exp, the rows one expert serves)
+  float* up = nullptr;    // (n_ff)
+  // MoE only (null for dense models).
+  float* router_logits = nullptr;  // (n_expert)
+  float* route_weights = nullptr;  // (n_expert_used)
+  float* expert_out = nullptr;     // (n_embd): one expert's down projection, compacted
+  float* moe_sum = nullptr;        // (n_embd): the weighted sum over the row's experts
+  int32_t* route_experts = nullptr;  // (max_rows, n_expert_used)
+  ExpertGroups groups;             // spans of `group_ints`
+  int32_t* group_ints = nullptr;   // (2 x max_rows x n_expert_used + 2 x n_expert + 1)
+  float* route_probs = nullptr;    // (n_expert) scratch for RouteRow
+  int32_t* route_order = nullptr;  // (n_expert) scratch for RouteRow
+  // The batch's rows: per computed row its token and RoPE position, and
+  // per logits row the computed row it comes from.
+  int32_t* row_tokens = nullptr;     // (max_rows)
+  int32_t* row_positions = nullptr;  // (max_rows)
+  int32_t* logit_rows = nullptr;     // (max_rows)
+  int32_t* logit_positions = nullptr;  // (max_rows)
+  QuantizedRows xq[kNumXq];
+
+ private:
+  struct FreeAligned {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  Activations() = default;
+  int max_rows_ = 0;
+  size_t bytes_ = 0;
+  std::unique_ptr<uint8_t, FreeAligned> block_;
+};
+
+}  // namespace dllm
+
+#endif  // DLLM_ENGINE_MODEL_ACTIVATIONS_H_
