@@ -178,16 +178,24 @@ LinearScratch Scratch(const LayerContext& ctx, const Activations& act, XqSlot sl
   return {&act.xq[slot], ctx.thread_floats};
 }
 
-// x += down(silu(gate(h)) * up(h)) over the first `m` rows.
-void DenseFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activations& act) {
+// out[i] = down(silu(gate(h[r])) * up(h[r])) for the rows r = rows[i] (rows
+// null: r = i), i < count: the dense FFN, and one expert's.
+void SwiGluFfn(const LayerContext& ctx, const Linear& gate, const Linear& up, const Linear& down,
+               const int32_t* rows, int64_t count, float* out, Activations& act) {
   const int64_t n_embd = ctx.config->n_embd, n_ff = ctx.config->ffn_width();
   tbb::parallel_invoke(
-      [&] { w.gate->Apply(act.h, n_embd, nullptr, m, act.gate, n_ff, Scratch(ctx, act, kXqGate)); },
-      [&] { w.up->Apply(act.h, n_embd, nullptr, m, act.up, n_ff, Scratch(ctx, act, kXqUp)); });
-  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-    ctx.vk->swiglu(act.gate + r * n_ff, act.up + r * n_ff, n_ff, act.gate + r * n_ff);
+      [&] { gate.Apply(act.h, n_embd, rows, count, act.gate, n_ff, Scratch(ctx, act, kXqGate)); },
+      [&] { up.Apply(act.h, n_embd, rows, count, act.up, n_ff, Scratch(ctx, act, kXqUp)); });
+  tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
+    ctx.vk->swiglu(act.gate + i * n_ff, act.up + i * n_ff, n_ff, act.gate + i * n_ff);
   });
-  w.down->Apply(act.gate, n_ff, nullptr, m, act.h, n_embd, Scratch(ctx, act, kXqDown));
+  down.Apply(act.gate, n_ff, nullptr, count, out, n_embd, Scratch(ctx, act, kXqDown));
+}
+
+// x += down(silu(gate(h)) * up(h)) over the first `m` rows.
+void DenseFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activations& act) {
+  const int64_t n_embd = ctx.config->n_embd;
+  SwiGluFfn(ctx, *w.gate, *w.up, *w.down, nullptr, m, act.h, act);
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
     ctx.vk->add(act.x + r * n_embd, act.h + r * n_embd, n_embd, act.x + r * n_embd);
   });
@@ -200,7 +208,7 @@ void DenseFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activat
 void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activations& act) {
   const ModelConfig& c = *ctx.config;
   const int64_t ne = c.n_expert, k = c.n_expert_used;
-  const int64_t n_embd = c.n_embd, n_ff = c.ffn_width();
+  const int64_t n_embd = c.n_embd;
   w.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqGate));
   for (int64_t r = 0; r < m; ++r) {
     RouteRow(act.router_logits + r * ne, ne, k, c.traits().moe_norm_weights, act.route_probs,
@@ -214,13 +222,7 @@ void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activatio
     const int32_t* rows_e = act.groups.rows.data() + act.groups.offset[e];
     const int32_t* slots_e = act.groups.slot.data() + act.groups.offset[e];
     const ExpertWeights& ex = w.experts[static_cast<size_t>(e)];
-    tbb::parallel_invoke(
-        [&] { ex.gate->Apply(act.h, n_embd, rows_e, count, act.gate, n_ff, Scratch(ctx, act, kXqGate)); },
-        [&] { ex.up->Apply(act.h, n_embd, rows_e, count, act.up, n_ff, Scratch(ctx, act, kXqUp)); });
-    tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
-      ctx.vk->swiglu(act.gate + i * n_ff, act.up + i * n_ff, n_ff, act.gate + i * n_ff);
-    });
-    ex.down->Apply(act.gate, n_ff, nullptr, count, act.expert_out, n_embd, Scratch(ctx, act, kXqDown));
+    SwiGluFfn(ctx, *ex.gate, *ex.up, *ex.down, rows_e, count, act.expert_out, act);
     tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
       const int64_t r = rows_e[i];
       const float weight = act.route_weights[r * k + slots_e[i]];

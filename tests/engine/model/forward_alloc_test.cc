@@ -9,6 +9,7 @@
 #include "engine/session/denoise_session.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/toy_sampler.h"
 
 namespace {
 std::atomic<int64_t> g_allocations{0};
@@ -65,12 +66,7 @@ TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
   ASSERT_TRUE(model.ok());
   for (CacheMode cache : {CacheMode::kNone, CacheMode::kDual}) {
     SCOPED_TRACE(CacheModeName(cache));
-    SamplerConfig c;
-    c.family = SamplerFamily::kDream;
-    c.shift_logits = true;
-    c.algorithm = Algorithm::kEntropy;
-    c.gen_length = 64;
-    c.steps = 32;
+    SamplerConfig c = testing::toy::Dream(64, 32, Algorithm::kEntropy);
     c.cache = cache;
     auto session = DenoiseSession::Create(*model, c, {100, 101, 102});
     ASSERT_TRUE(session.ok());
