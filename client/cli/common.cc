@@ -29,6 +29,14 @@ absl::Status ParseAlgorithm(const std::string& name, v1::Algorithm* out) {
                    " (low_confidence, random, origin, maskgit_plus, topk_margin, entropy)"));
 }
 
+absl::Status ParseCache(const std::string& name, v1::Cache* out) {
+  const std::string upper = absl::AsciiStrToUpper(name);
+  if (v1::Cache_Parse(absl::StrCat("CACHE_", upper), out) && *out != v1::CACHE_UNSPECIFIED) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("--cache: unknown ", name, " (none, prefix, dual)"));
+}
+
 // The connection flags; a bad value is a usage error.
 absl::StatusOr<ClientOptions> ConnectionOptions(const ParsedFlags& flags) {
   ClientOptions options;
@@ -75,6 +83,7 @@ const char* const kUsage =
     "  (low_confidence, random, origin, maskgit_plus, topk_margin, entropy)\n"
     "  --temperature T --top-p P --top-k K --alg-temp T --eps E --cfg C --seed S\n"
     "  --threshold X --no-early-exit --chat --system S --tokens 1,2,3 (instead of PROMPT)\n"
+    "  --cache none|prefix|dual --cache-refresh R (approximate K/V caches)\n"
     "  --detail final|text|steps|canvas --step-stride N --top-candidates K --timings\n"
     "  --model NAME --request-id ID\n";
 
@@ -88,7 +97,8 @@ const std::set<std::string> kGenerationFlags = {
     "temperature", "top-p",  "top-k",        "alg-temp",      "eps",
     "cfg",         "seed",   "threshold",    "no-early-exit", "chat",
     "system",      "tokens", "detail",       "step-stride",   "top-candidates",
-    "timings",     "model",  "request-id",   "show-canvas",   "json"};
+    "timings",     "model",  "request-id",   "show-canvas",   "json",
+    "cache",       "cache-refresh"};
 
 std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -169,6 +179,13 @@ absl::Status FillSettings(const ParsedFlags& flags, v1::DiffusionParams* diffusi
     DLLM_RETURN_IF_ERROR(ParseAlgorithm(algorithm, &a));
     diffusion->set_algorithm(a);
   }
+  if (flags.Has("cache")) {
+    v1::Cache cache;
+    DLLM_RETURN_IF_ERROR(ParseCache(flags.Get("cache"), &cache));
+    diffusion->set_cache(cache);
+  }
+  DLLM_RETURN_IF_ERROR(
+      SetFromFlag(flags, "cache-refresh", diffusion, &D::set_cache_refresh_steps));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "threshold", diffusion, &D::set_threshold));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "eps", diffusion, &D::set_eps));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "cfg", diffusion, &D::set_cfg_scale));

@@ -412,6 +412,9 @@ TEST(DllmClientMainOfflineTest, UsageErrorsExitTwo) {
   r = RunShell(Client() + " generate --algorithm nope hello");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--algorithm: unknown nope"));
+  r = RunShell(Client() + " generate --cache fast hello");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--cache: unknown fast (none, prefix, dual)"));
   r = RunShell(Client() + " frobnicate");
   EXPECT_EQ(r.exit_code, 2);
 }

@@ -238,6 +238,23 @@ class HttpApiTest(unittest.TestCase):
         final = [json.loads(line) for line in out.splitlines() if '"final"' in line][-1]
         self.assertEqual(final["final"]["token_ids"], http_ids)
 
+    def test_cache_settings_run_and_are_counted(self):
+        # Refresh 1 is exact decoding: the same tokens as without a cache.
+        body = {"prompt": "The sky is", "max_tokens": 32, "steps": 32, "block_length": 8,
+                "seed": 5}
+        _, _, text = self.post("/v1/completions", body)
+        exact = json.loads(text)["dllm"]["token_ids"]
+        refreshes = metric(self.server, "dllm_cache_refreshes_total")
+        status, _, text = self.post("/v1/completions", dict(body, cache="dual", cache_refresh=1))
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["dllm"]["token_ids"], exact)
+        self.assertGreater(metric(self.server, "dllm_cache_refreshes_total"), refreshes)
+        cached = metric(self.server, "dllm_cache_step_duration_seconds_count", step="cached")
+        status, _, text = self.post("/v1/completions", dict(body, cache="prefix"))
+        self.assertEqual(status, 200, text)
+        self.assertGreater(
+            metric(self.server, "dllm_cache_step_duration_seconds_count", step="cached"), cached)
+
     # --- errors ---
     def test_malformed_json_is_400(self):
         # A number beyond double's range is malformed too (found by the fuzzer).
@@ -258,6 +275,8 @@ class HttpApiTest(unittest.TestCase):
             ({"prompt": "x", "max_tokens": 16, "block_length": 5}, "block_length"),
             ({"prompt": "x", "max_tokens": 16, "steps": 17}, "steps"),
             ({"prompt": "x", "algorithm": "entropy"}, "algorithm"),
+            ({"prompt": "x", "cache": "fast"}, "cache"),
+            ({"prompt": "x", "cache_refresh": 2}, "cache_refresh"),
             ({"prompt": "x", "unknown_field": 1}, "unknown_field"),
             ({"prompt": "x", "n": 2}, "n"),
             ({"prompt": "x", "stop": [1]}, "stop"),
