@@ -49,6 +49,9 @@ std::string MoeModel() {
 }
 
 TEST(ForwardBitsTest, OneSequenceWithoutACacheKeepsThePreBatchBits) {
+#ifndef DLLM_RELEASE_FLOAT_CODE
+  GTEST_SKIP() << "the hashes are of the Release build's float code (tests/CMakeLists.txt)";
+#endif
   absl::StatusOr<Json> hashes = ReadJsonFile(testing::TestDataDir() + "/forward-bits/fnv1a.json");
   ASSERT_TRUE(hashes.ok()) << hashes.status();
   std::vector<int32_t> tokens(70);
