@@ -28,13 +28,13 @@ struct GemmArgs {
   const QuantizedRows* x = nullptr;    // M x K, K == w->cols
   float* y = nullptr;                  // M x N, row stride `y_stride` floats
   int64_t y_stride = 0;
-  // Rows of X/Y to compute: row_ids[0..num_rows) when non-null, else
-  // 0..num_rows. Y rows not listed are left untouched.
-  const int32_t* row_ids = nullptr;
+  // Rows of X/Y to compute: 0..num_rows (a caller that wants other rows
+  // gathers them into X first: QuantizeGatheredRows). Y rows past them are
+  // left untouched.
   int64_t num_rows = 0;
 };
 
-// Computes the Y rectangle of list positions [row_begin, row_end) and
+// Computes the Y rectangle of rows [row_begin, row_end) and
 // panels [panel_begin, panel_end).
 using GemmTileFn = void (*)(const GemmArgs& args, int64_t row_begin, int64_t row_end,
                             int64_t panel_begin, int64_t panel_end);

@@ -239,7 +239,7 @@ void TileAmxRows(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t 
   for (int64_t b = 0; b < nblocks; ++b) {
     uint8_t* at = blocks_at + static_cast<size_t>(b) * (block_codes + 2 * block_tables);
     const int nb = static_cast<int>(std::min<int64_t>(16, nrows - 16 * b));
-    for (int r = 0; r < nb; ++r) rows[r] = RowOf(a, row_begin + 16 * b + r);
+    for (int r = 0; r < nb; ++r) rows[r] = row_begin + 16 * b + r;
     blocks[b] = StageRows<S>(a, rows, nb, reinterpret_cast<int8_t*>(at),
                              reinterpret_cast<float*>(at + block_codes),
                              reinterpret_cast<float*>(at + block_codes + block_tables));
@@ -288,7 +288,7 @@ void TileAmxRows(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t 
       }
       const int nb = static_cast<int>(std::min<int64_t>(16, nrows - 16 * b));
       for (int r = 0; r < nb; ++r) {
-        const int64_t row = RowOf(a, row_begin + 16 * b + r);
+        const int64_t row = row_begin + 16 * b + r;
         _mm512_mask_storeu_ps(a.y + row * a.y_stride + p * kPanelRows, mask, acc[r]);
       }
     }

@@ -220,11 +220,11 @@ void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
     int64_t i = row_begin;
     int64_t rows[kRows];
     for (; i + kRows <= row_end; i += kRows) {
-      for (int r = 0; r < kRows; ++r) rows[r] = RowOf(a, i + r);
+      for (int r = 0; r < kRows; ++r) rows[r] = i + r;
       RowsAvx2<kKind, kRows>(a, rows, p);
     }
     for (; i < row_end; ++i) {
-      rows[0] = RowOf(a, i);
+      rows[0] = i;
       RowsAvx2<kKind, 1>(a, rows, p);
     }
   }

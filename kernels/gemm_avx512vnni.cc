@@ -102,11 +102,11 @@ void TileVnni(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
     int64_t i = row_begin;
     int64_t rows[kRows];
     for (; i + kRows <= row_end; i += kRows) {
-      for (int r = 0; r < kRows; ++r) rows[r] = RowOf(a, i + r);
+      for (int r = 0; r < kRows; ++r) rows[r] = i + r;
       RowsVnni<kKind, kRows>(a, rows, p);
     }
     for (; i < row_end; ++i) {
-      rows[0] = RowOf(a, i);
+      rows[0] = i;
       RowsVnni<kKind, 1>(a, rows, p);
     }
   }

@@ -20,7 +20,6 @@ inline int32_t ActGroupSum(const int32_t* sum16, int64_t k0, int group) {
   return group == 16 ? sum16[k0 / 16] : sum16[k0 / 16] + sum16[k0 / 16 + 1];
 }
 
-inline int64_t RowOf(const GemmArgs& a, int64_t i) { return a.row_ids ? a.row_ids[i] : i; }
 
 }  // namespace dllm::gemm_internal
 

@@ -23,7 +23,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
     const float* sm = w.super_mins(p);
     const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
     for (int64_t i = row_begin; i < row_end; ++i) {
-      const int64_t r = RowOf(a, i);
+      const int64_t r = i;
       const int8_t* xq = a.x->row_q(r);
       const float* sx = a.x->row_scale(r);
       const int32_t* sum16 = a.x->row_sum16(r);

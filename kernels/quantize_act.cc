@@ -50,10 +50,9 @@ QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols) {
   return r;
 }
 
-void QuantizeRows(const float* x, int64_t x_stride, const int32_t* row_ids, int64_t num_rows,
+void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
                   const QuantizedRows& out) {
-  for (int64_t i = 0; i < num_rows; ++i) {
-    const int64_t r = row_ids ? row_ids[i] : i;
+  for (int64_t r = 0; r < num_rows; ++r) {
     QuantizeRow(x + r * x_stride, out.cols, out.q + r * out.cols,
                 out.scale + r * (out.cols / kActBlock), out.sum16 + r * (out.cols / 16));
   }

@@ -38,11 +38,9 @@ size_t QuantizedRowsBytes(int64_t rows, int64_t cols);
 // QuantizedRowsBytes(rows, cols) long). Allocates nothing.
 QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols);
 
-// Quantizes rows of `x` (row stride `x_stride` floats) into `out`
-// (out->cols elements each). With `row_ids` non-null only rows
-// row_ids[0..num_rows) are quantized (into the same row index of `out`);
-// otherwise rows 0..num_rows. Scalar code: O(M K), small next to the GEMM.
-void QuantizeRows(const float* x, int64_t x_stride, const int32_t* row_ids, int64_t num_rows,
+// Quantizes rows 0..num_rows of `x` (row stride `x_stride` floats) into
+// `out` (out->cols elements each). Scalar code: O(M K), small next to the GEMM.
+void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
                   const QuantizedRows& out);
 
 // Gathers: quantizes x row row_ids[i] into row i of `out`, i < num_rows

@@ -116,7 +116,7 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   std::unique_ptr<uint8_t, void (*)(void*)> qbuf(
       static_cast<uint8_t*>(std::aligned_alloc(64, (QuantizedRowsBytes(m, k) + 63) / 64 * 64)), std::free);
   const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), m, k);
-  QuantizeRows(x.data(), k, nullptr, m, xq);
+  QuantizeRows(x.data(), k, m, xq);
   GemmArgs args;
   args.w = &w;
   args.x = &xq;

@@ -51,7 +51,7 @@ void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& 
                         if (rows != nullptr) {
                           QuantizeGatheredRows(x, ldx, rows + b, n, part);
                         } else {
-                          QuantizeRows(x + b * ldx, ldx, nullptr, n, part);
+                          QuantizeRows(x + b * ldx, ldx, n, part);
                         }
                       });
     ParallelGemm(kernels, args);

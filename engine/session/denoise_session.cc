@@ -222,10 +222,6 @@ void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
   history_tokens_.insert(history_tokens_.end(), tokens.begin(), tokens.end());
 }
 
-int32_t DenoiseSession::RowOf(int p) const {
-  return sampler_.LogitRowOf(p);
-}
-
 const float* DenoiseSession::UncondLogits(size_t n_rows) const {
   return logits_.data() + n_rows * static_cast<size_t>(sampler_.n_vocab());
 }
@@ -276,8 +272,8 @@ std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> row
                                              const float* logits, const float* uncond,
                                              std::span<float> cfg_row) const {
   const size_t v = static_cast<size_t>(sampler_.n_vocab());
-  const auto it = std::lower_bound(rows.begin(), rows.end(), RowOf(p));
-  DLLM_CHECK(it != rows.end() && *it == RowOf(p));
+  const auto it = std::lower_bound(rows.begin(), rows.end(), sampler_.LogitRowOf(p));
+  DLLM_CHECK(it != rows.end() && *it == sampler_.LogitRowOf(p));
   const size_t r = static_cast<size_t>(it - rows.begin());
   std::span<const float> row(logits + r * v, v);
   if (uncond == nullptr) return row;
@@ -364,7 +360,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   if (wanted.empty()) return report;
 
   forward_rows_.clear();
-  for (int32_t p : wanted) forward_rows_.push_back(RowOf(p));
+  for (int32_t p : wanted) forward_rows_.push_back(sampler_.LogitRowOf(p));
   std::sort(forward_rows_.begin(), forward_rows_.end());
   forward_rows_.erase(std::unique(forward_rows_.begin(), forward_rows_.end()), forward_rows_.end());
 

@@ -237,7 +237,6 @@ class DenoiseSession {
   // The logits row canvas position `p` reads (guided into `cfg_row` under CFG).
   std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
                                const float* uncond, std::span<float> cfg_row) const;
-  int32_t RowOf(int p) const;  // the logits row position p reads
   // The canvas rows a cached step of the current block computes.
   struct RowRange {
     int32_t begin = 0, end = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "absl/strings/ascii.h"
@@ -227,6 +228,26 @@ absl::Status ReadStop(const Json& body, std::vector<std::string>* stop) {
   return absl::OkStatus();
 }
 
+// A proto enum by its value name, with or without `prefix`, in any case
+// ("entropy", "ALGORITHM_ENTROPY"); `names` lists the values for the error.
+// Leaves `out` alone when the field is absent or null.
+template <typename Enum, typename Parse>
+absl::Status ReadEnum(const Json& body, const char* field, absl::string_view prefix,
+                      Parse parse, Enum unspecified,
+                      absl::string_view names, std::optional<Enum>* out) {
+  std::string text;
+  DLLM_RETURN_IF_ERROR(ReadString(body, field, &text));
+  if (text.empty()) return absl::OkStatus();
+  std::string name = absl::AsciiStrToUpper(text);
+  if (!absl::StartsWith(name, prefix)) name = absl::StrCat(prefix, name);
+  Enum value;
+  if (!parse(name, &value) || value == unspecified) {
+    return Invalid(field, absl::StrCat("unknown ", field, " '", text, "' (", names, ")"));
+  }
+  *out = value;
+  return absl::OkStatus();
+}
+
 // The extra diffusion fields and the OpenAI sampling fields.
 absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiRequest* out) {
   v1::DiffusionParams& d = *out->generate.mutable_diffusion();
@@ -243,32 +264,16 @@ absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiReque
   if (i) d.set_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "block_length", 1, 1 << 20, &i));
   if (i) d.set_block_length(static_cast<uint32_t>(*i)), i.reset();
-  std::string algorithm;
-  DLLM_RETURN_IF_ERROR(ReadString(body, "algorithm", &algorithm));
-  if (!algorithm.empty()) {
-    // The proto's names, with or without the ALGORITHM_ prefix, any case.
-    std::string name = absl::AsciiStrToUpper(algorithm);
-    if (!absl::StartsWith(name, "ALGORITHM_")) name = "ALGORITHM_" + name;
-    v1::Algorithm value;
-    if (!v1::Algorithm_Parse(name, &value) || value == v1::ALGORITHM_UNSPECIFIED) {
-      return Invalid("algorithm", absl::StrCat("unknown algorithm '", algorithm,
-                                               "' (low_confidence, random, origin, maskgit_plus, "
-                                               "topk_margin, entropy)"));
-    }
-    d.set_algorithm(value);
-  }
-  std::string cache;
-  DLLM_RETURN_IF_ERROR(ReadString(body, "cache", &cache));
-  if (!cache.empty()) {
-    // As for the algorithm: the proto's names, with or without CACHE_, any case.
-    std::string name = absl::AsciiStrToUpper(cache);
-    if (!absl::StartsWith(name, "CACHE_")) name = "CACHE_" + name;
-    v1::Cache value;
-    if (!v1::Cache_Parse(name, &value) || value == v1::CACHE_UNSPECIFIED) {
-      return Invalid("cache", absl::StrCat("unknown cache '", cache, "' (none, prefix, dual)"));
-    }
-    d.set_cache(value);
-  }
+  std::optional<v1::Algorithm> algorithm;
+  DLLM_RETURN_IF_ERROR(ReadEnum(body, "algorithm", "ALGORITHM_", v1::Algorithm_Parse,
+                                v1::ALGORITHM_UNSPECIFIED,
+                                "low_confidence, random, origin, maskgit_plus, topk_margin, entropy",
+                                &algorithm));
+  if (algorithm) d.set_algorithm(*algorithm);
+  std::optional<v1::Cache> cache;
+  DLLM_RETURN_IF_ERROR(ReadEnum(body, "cache", "CACHE_", v1::Cache_Parse, v1::CACHE_UNSPECIFIED,
+                                "none, prefix, dual", &cache));
+  if (cache) d.set_cache(*cache);
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "cache_refresh", 0, 1 << 20, &i));
   if (i) d.set_cache_refresh_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));

@@ -1,5 +1,5 @@
 // GEMM tests: every ISA level this machine runs, every packable type, random
-// shapes with ragged M and N, and the selected-rows mode, against a float64
+// shapes with ragged M and N, and gathered rows, against a float64
 // product of dequantized weights and unquantized activations.
 #include "kernels/gemm.h"
 
@@ -70,7 +70,10 @@ TEST(GemmTest, EveryIsaAndTypeMatchesFloat64Product) {
   }
 }
 
-TEST(GemmTest, SelectedRowsOnlyWriteThoseRows) {
+// Rows gathered into a compact X (the last layer's logits rows, an expert's
+// rows) match those rows of the reference product, and nothing past them is
+// written.
+TEST(GemmTest, GatheredRowsMatchTheirRowsOfTheWholeProduct) {
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ4_0}) {
     Problem p(type, 37, 40, PackKMultiple(type) * 2, 99);
     const std::vector<int32_t> rows = {0, 5, 6, 19, 20, 21, 36};
@@ -118,7 +121,7 @@ TEST(QuantizeActTest, ErrorWithinHalfAScale) {
   for (int j = 32; j < 64; ++j) x[j] = 0;
   auto buf = AlignedBytes(QuantizedRowsBytes(m, k));
   const QuantizedRows q = CarveQuantizedRows(buf.get(), m, k);
-  QuantizeRows(x.data(), k, nullptr, m, q);
+  QuantizeRows(x.data(), k, m, q);
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t b = 0; b < k / 32; ++b) {
       const float s = q.row_scale(i)[b];
@@ -146,7 +149,7 @@ TEST(QuantizeActTest, GatheredRowsMatchDirectRows) {
   auto some_buf = AlignedBytes(QuantizedRowsBytes(3, k));
   const QuantizedRows all = CarveQuantizedRows(all_buf.get(), m, k);
   const QuantizedRows some = CarveQuantizedRows(some_buf.get(), 3, k);
-  QuantizeRows(x.data(), k, nullptr, m, all);
+  QuantizeRows(x.data(), k, m, all);
   const int32_t ids[3] = {7, 0, 4};
   QuantizeGatheredRows(x.data(), k, ids, 3, some);
   for (int i = 0; i < 3; ++i) {
