@@ -1,16 +1,28 @@
 // Per-32-block symmetric int8 quantization of activation rows (see
-// quantize_act.h for the scheme and its error bound).
+// quantize_act.h for the scheme and its error bound): the scalar quantizer
+// and the dispatch (the AVX2 one is quantize_act_avx2.cc).
 #include "kernels/quantize_act.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "kernels/cpu_features.h"
 
 namespace dllm {
 namespace {
 
 size_t Align64(size_t n) { return (n + 63) / 64 * 64; }
 
-void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* scale, int32_t* sum16) {
+// The quantizer for this CPU, chosen once.
+QuantizeRowFn BestQuantizeRow() {
+  static const QuantizeRowFn fn =
+      IsaLevelSupported(IsaLevel::kAvx2) ? &QuantizeRowAvx2 : &QuantizeRowScalar;
+  return fn;
+}
+
+}  // namespace
+
+void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* scale, int32_t* sum16) {
   for (int64_t b = 0; b < cols / kActBlock; ++b) {
     const float* xb = x + b * kActBlock;
     float amax = 0.0f;
@@ -29,8 +41,6 @@ void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* scale, int32_t*
     }
   }
 }
-
-}  // namespace
 
 size_t QuantizedRowsBytes(int64_t rows, int64_t cols) {
   return Align64(rows * cols) + Align64(rows * (cols / kActBlock) * sizeof(float)) +
@@ -52,16 +62,18 @@ QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols) {
 
 void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
                   const QuantizedRows& out) {
+  const QuantizeRowFn quantize = BestQuantizeRow();
   for (int64_t r = 0; r < num_rows; ++r) {
-    QuantizeRow(x + r * x_stride, out.cols, out.q + r * out.cols,
+    quantize(x + r * x_stride, out.cols, out.q + r * out.cols,
                 out.scale + r * (out.cols / kActBlock), out.sum16 + r * (out.cols / 16));
   }
 }
 
 void QuantizeGatheredRows(const float* x, int64_t x_stride, const int32_t* row_ids,
                           int64_t num_rows, const QuantizedRows& out) {
+  const QuantizeRowFn quantize = BestQuantizeRow();
   for (int64_t i = 0; i < num_rows; ++i) {
-    QuantizeRow(x + row_ids[i] * x_stride, out.cols, out.q + i * out.cols,
+    quantize(x + row_ids[i] * x_stride, out.cols, out.q + i * out.cols,
                 out.scale + i * (out.cols / kActBlock), out.sum16 + i * (out.cols / 16));
   }
 }

@@ -38,8 +38,17 @@ size_t QuantizedRowsBytes(int64_t rows, int64_t cols);
 // QuantizedRowsBytes(rows, cols) long). Allocates nothing.
 QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols);
 
+// One row's quantizer: `cols` values of `x` into codes `q`, block scales
+// `scale` and 16-sums `sum16`.
+using QuantizeRowFn = void (*)(const float* x, int64_t cols, int8_t* q, float* scale,
+                               int32_t* sum16);
+// The scalar quantizer, and the AVX2 one (same bits for finite inputs; the
+// test holds it). QuantizeRows uses the AVX2 one where the CPU has AVX2.
+void QuantizeRowScalar(const float* x, int64_t cols, int8_t* q, float* scale, int32_t* sum16);
+void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* scale, int32_t* sum16);
+
 // Quantizes rows 0..num_rows of `x` (row stride `x_stride` floats) into
-// `out` (out->cols elements each). Scalar code: O(M K), small next to the GEMM.
+// `out` (out->cols elements each).
 void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
                   const QuantizedRows& out);
 

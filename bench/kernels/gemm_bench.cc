@@ -207,6 +207,26 @@ double MeasuredPeak(std::optional<PeakLoop> loop) {
   return 0;
 }
 
+// One row quantizer over an M x K activation block (LLaDA-8B's FFN input at
+// M = 144 is 144 x 12288): the time every projection's input costs.
+void BM_QuantizeRows(benchmark::State& state, QuantizeRowFn quantize, int64_t m, int64_t k) {
+  std::vector<float> x(static_cast<size_t>(m * k));
+  FillUniform(&x, 21);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> scale(x.size() / kActBlock);
+  std::vector<int32_t> sum16(x.size() / 16);
+  for (auto _ : state) {
+    for (int64_t r = 0; r < m; ++r) {
+      quantize(x.data() + r * k, k, q.data() + r * k, scale.data() + r * (k / kActBlock),
+               sum16.data() + r * (k / 16));
+    }
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(m * k * sizeof(float)),
+                                              benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+
 void BM_Peak(benchmark::State& state, PeakLoop loop) {
   double v = 0;
   for (auto _ : state) v = MeasurePeak(loop, 0.2);
@@ -369,6 +389,17 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->MinTime(0.2);
       }
+    }
+  }
+  for (const auto& [name, fn] : {std::pair{"scalar", &QuantizeRowScalar},
+                                 std::pair{"avx2", &QuantizeRowAvx2}}) {
+    if (fn == &QuantizeRowAvx2 && !IsaLevelSupported(IsaLevel::kAvx2)) continue;
+    for (int64_t k : {4096, 12288}) {
+      benchmark::RegisterBenchmark(
+          (std::string("quantize/") + name + "/m:144/k:" + std::to_string(k)).c_str(),
+          BM_QuantizeRows, fn, int64_t{144}, k)
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.1);
     }
   }
   const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 64, 144, 256, 512}

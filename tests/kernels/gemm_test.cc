@@ -139,6 +139,33 @@ TEST(QuantizeActTest, ErrorWithinHalfAScale) {
   }
 }
 
+// The AVX2 quantizer gives the scalar one's bits: codes, scales and sums,
+// on values that round at .5 (to even), a zero block, huge and tiny blocks.
+TEST(QuantizeActTest, Avx2QuantizerGivesTheScalarBits) {
+  if (!IsaLevelSupported(IsaLevel::kAvx2)) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::mt19937 rng(11);
+  const int64_t k = 32 * 40;
+  std::vector<float> x(k);
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float spread = std::ldexp(1.0f, static_cast<int>(b % 20) * 6 - 60);
+    std::normal_distribution<float> normal(0.0f, spread);
+    for (int e = 0; e < 32; ++e) x[b * 32 + e] = normal(rng);
+  }
+  for (int e = 0; e < 32; ++e) x[64 + e] = 0;  // a zero block
+  for (int e = 0; e < 32; ++e) x[96 + e] = static_cast<float>(e - 16) + 0.5f;  // ties
+  x[96] = 127.0f;  // so that the scale is 1 and the ties stay ties
+  std::vector<int8_t> q_scalar(k), q_avx2(k);
+  std::vector<float> s_scalar(k / 32), s_avx2(k / 32);
+  std::vector<int32_t> sum_scalar(k / 16), sum_avx2(k / 16);
+  QuantizeRowScalar(x.data(), k, q_scalar.data(), s_scalar.data(), sum_scalar.data());
+  QuantizeRowAvx2(x.data(), k, q_avx2.data(), s_avx2.data(), sum_avx2.data());
+  EXPECT_EQ(q_scalar, q_avx2);
+  EXPECT_EQ(0, std::memcmp(s_scalar.data(), s_avx2.data(), sizeof(float) * s_scalar.size()));
+  EXPECT_EQ(sum_scalar, sum_avx2);
+  EXPECT_EQ(q_scalar[96 + 1], -14);  // -14.5 rounds to even
+  EXPECT_EQ(q_scalar[96 + 2], -14);  // -13.5 too
+}
+
 TEST(QuantizeActTest, GatheredRowsMatchDirectRows) {
   std::mt19937 rng(6);
   std::normal_distribution<float> normal(0.0f, 1.0f);
