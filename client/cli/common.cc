@@ -18,23 +18,15 @@
 namespace dllm::client_cli {
 namespace {
 
-absl::Status ParseAlgorithm(const std::string& name, v1::Algorithm* out) {
-  const std::string upper = absl::AsciiStrToUpper(name);
-  if (v1::Algorithm_Parse(absl::StrCat("ALGORITHM_", upper), out) &&
-      *out != v1::ALGORITHM_UNSPECIFIED) {
+// A proto enum flag by its value name without `prefix`, any case; `names`
+// lists the values for the error.
+template <typename Enum, typename Parse>
+absl::Status ParseEnumFlag(const char* flag, const std::string& name, absl::string_view prefix,
+                           Parse parse, Enum unspecified, absl::string_view names, Enum* out) {
+  if (parse(absl::StrCat(prefix, absl::AsciiStrToUpper(name)), out) && *out != unspecified) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("--algorithm: unknown ", name,
-                   " (low_confidence, random, origin, maskgit_plus, topk_margin, entropy)"));
-}
-
-absl::Status ParseCache(const std::string& name, v1::Cache* out) {
-  const std::string upper = absl::AsciiStrToUpper(name);
-  if (v1::Cache_Parse(absl::StrCat("CACHE_", upper), out) && *out != v1::CACHE_UNSPECIFIED) {
-    return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(absl::StrCat("--cache: unknown ", name, " (none, prefix, dual)"));
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": unknown ", name, " (", names, ")"));
 }
 
 // The connection flags; a bad value is a usage error.
@@ -176,12 +168,17 @@ absl::Status FillSettings(const ParsedFlags& flags, v1::DiffusionParams* diffusi
   const std::string algorithm = flags.Get("algorithm", flags.Get("alg"));
   if (!algorithm.empty()) {
     v1::Algorithm a;
-    DLLM_RETURN_IF_ERROR(ParseAlgorithm(algorithm, &a));
+    DLLM_RETURN_IF_ERROR(ParseEnumFlag("algorithm", algorithm, "ALGORITHM_", v1::Algorithm_Parse,
+                                       v1::ALGORITHM_UNSPECIFIED,
+                                       "low_confidence, random, origin, maskgit_plus, topk_margin, "
+                                       "entropy",
+                                       &a));
     diffusion->set_algorithm(a);
   }
   if (flags.Has("cache")) {
     v1::Cache cache;
-    DLLM_RETURN_IF_ERROR(ParseCache(flags.Get("cache"), &cache));
+    DLLM_RETURN_IF_ERROR(ParseEnumFlag("cache", flags.Get("cache"), "CACHE_", v1::Cache_Parse,
+                                       v1::CACHE_UNSPECIFIED, "none, prefix, dual", &cache));
     diffusion->set_cache(cache);
   }
   DLLM_RETURN_IF_ERROR(

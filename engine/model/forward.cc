@@ -422,9 +422,6 @@ ForwardPass::ForwardPass(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ForwardPass::~ForwardPass() = default;
 
 const ForwardLimits& ForwardPass::limits() const { return impl_->limits; }
-int ForwardPass::max_tokens() const {
-  return std::min(impl_->limits.max_rows, impl_->limits.max_positions);
-}
 size_t ForwardPass::activation_bytes() const {
   return impl_->act->bytes() + impl_->rope.size() * sizeof(float);
 }

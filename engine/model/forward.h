@@ -89,8 +89,6 @@ class ForwardPass {
                    ForwardStats* stats = nullptr);
 
   const ForwardLimits& limits() const;
-  // The longest canvas one sequence may have, computed whole.
-  int max_tokens() const;
   size_t activation_bytes() const;
 
  private:

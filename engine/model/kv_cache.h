@@ -23,8 +23,10 @@ class KvCache {
  public:
   KvCache(int n_layer, int n_pos, int64_t kv_dim);
 
-  // Float bytes a cache of `n_pos` positions holds for `config`:
-  // 2 x n_layer x n_pos x kv_dim floats (what admission counts per sequence).
+  // Floats a cache holds: 2 x n_layer x n_pos x kv_dim.
+  static size_t Floats(int n_layer, int n_pos, int64_t kv_dim);
+  // Bytes a cache of `n_pos` positions holds for `config` (what admission
+  // counts per sequence).
   static size_t BytesFor(const ModelConfig& config, int n_pos);
 
   int n_layer() const { return n_layer_; }

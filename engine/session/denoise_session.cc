@@ -30,6 +30,18 @@ absl::Status CheckTopK(int k) {
 
 }  // namespace
 
+const char* CacheUseName(CacheUse use) {
+  switch (use) {
+    case CacheUse::kRefill:
+      return "full";
+    case CacheUse::kRead:
+      return "cached";
+    case CacheUse::kNone:
+      break;
+  }
+  return "none";
+}
+
 SessionModel SessionModel::Of(const ModelConfig& c) {
   return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
                       static_cast<int>(c.n_vocab), c.n_ctx_train,
@@ -175,11 +187,14 @@ absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const F
   const size_t n = rows.size() * static_cast<size_t>(sampler_.n_vocab());
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
-    const bool whole = PlanBatch(rows, /*use_cache=*/true);
-    report.cache_use = cache_ == nullptr ? CacheUse::kNone
-                       : whole           ? CacheUse::kRefill
-                                         : CacheUse::kRead;
+    const bool cached = cache_ != nullptr;
+    const bool whole = !cached || NeedsFullStep(rows);
+    PlanBatch(rows, cached, whole);
     DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, &report.forward));
+    // Only a forward that ran fills the cache (a failed one leaves the
+    // session as it was).
+    if (cached) CountCachedStep(whole);
+    report.cache_use = !cached ? CacheUse::kNone : whole ? CacheUse::kRefill : CacheUse::kRead;
     report.forward_passes = static_cast<int>(batch_.sequences.size());
     report.rows_computed = batch_.rows();
     logits = std::span<const float>(logits_.data(), n);
@@ -236,36 +251,32 @@ DenoiseSession::RowRange DenoiseSession::CachedRows() const {
   return {c.shift_logits && begin > 0 ? begin - 1 : begin, end};
 }
 
-bool DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache) {
+bool DenoiseSession::NeedsFullStep(std::span<const int32_t> rows) const {
   const SamplerConfig& c = sampler_.config();
-  const bool cached = use_cache && cache_ != nullptr;
-  RowRange range{0, static_cast<int32_t>(canvas().size())};
-  bool whole = true;
-  if (cached) {
-    const int block = sampler_.block();
-    const RowRange part = CachedRows();
-    const bool refresh =
-        !cache_state_.valid || cache_state_.block != block ||
-        (c.cache_refresh_steps > 0 && cache_state_.steps_since_full >= c.cache_refresh_steps) ||
-        rows.front() < part.begin || rows.back() >= part.end;
-    if (refresh) {
-      cache_state_ = CacheState{true, block, 0};
-      ++cache_refreshes_;
-    } else {
-      range = part;
-      whole = false;
-    }
-    ++cache_state_.steps_since_full;
+  const RowRange part = CachedRows();
+  return !cache_state_.valid || cache_state_.block != sampler_.block() ||
+         (c.cache_refresh_steps > 0 && cache_state_.steps_since_full >= c.cache_refresh_steps) ||
+         rows.front() < part.begin || rows.back() >= part.end;
+}
+
+void DenoiseSession::CountCachedStep(bool whole) {
+  if (whole) {
+    cache_state_ = CacheState{true, sampler_.block(), 0};
+    ++cache_refreshes_;
   }
+  ++cache_state_.steps_since_full;
+}
+
+void DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole) {
+  const RowRange range = whole ? RowRange{0, static_cast<int32_t>(canvas().size())} : CachedRows();
   batch_.sequences.clear();
   batch_.sequences.push_back(
-      SequenceInput{canvas(), range.begin, range.end, rows, cached ? cache_.get() : nullptr});
-  if (c.cfg_scale > 0) {
+      SequenceInput{canvas(), range.begin, range.end, rows, use_cache ? cache_.get() : nullptr});
+  if (sampler_.config().cfg_scale > 0) {
     batch_.sequences.push_back(SequenceInput{sampler_.unconditional_canvas(), range.begin,
                                              range.end, rows,
-                                             cached ? uncond_cache_.get() : nullptr});
+                                             use_cache ? uncond_cache_.get() : nullptr});
   }
-  return whole;
 }
 
 std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> rows,
@@ -368,7 +379,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   last_op_advanced_ = false;
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
-  PlanBatch(forward_rows_, /*use_cache=*/false);
+  PlanBatch(forward_rows_, /*use_cache=*/false, /*whole=*/true);
   DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, nullptr));
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;

@@ -56,6 +56,9 @@ namespace dllm {
 // that ran no forward), refilled it (computed the whole canvas), or read it
 // (computed only some rows).
 enum class CacheUse { kNone, kRefill, kRead };
+// "none", "full" (refilled), "cached" (read): the step kinds' names in
+// `dllm generate --json` and the metrics' `step` label.
+const char* CacheUseName(CacheUse use);
 
 // What one Advance() did. Spans are valid until the next Advance().
 struct StepReport {
@@ -242,10 +245,16 @@ class DenoiseSession {
     int32_t begin = 0, end = 0;
   };
   RowRange CachedRows() const;
-  // Fills batch_ for logits of `rows`: one sequence (two under CFG), from
-  // the caches when `use_cache` and the session has them, and moves the
-  // cache state on. Returns whether the whole canvas is computed.
-  bool PlanBatch(std::span<const int32_t> rows, bool use_cache);
+  // Whether the next step, reading `rows`, must compute the whole canvas
+  // under the cache rules (a block's first step, a refresh, a stale cache,
+  // a row outside CachedRows()).
+  bool NeedsFullStep(std::span<const int32_t> rows) const;
+  // Moves the cache state on after a step's forward ran (`whole`: it
+  // refilled the cache).
+  void CountCachedStep(bool whole);
+  // Fills batch_ for logits of `rows`: one sequence (two under CFG), the
+  // whole canvas or CachedRows(), through the caches when `use_cache`.
+  void PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole);
   // The unconditional logits under CFG: after the `n_rows` conditional rows.
   const float* UncondLogits(size_t n_rows) const;
 

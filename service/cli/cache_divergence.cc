@@ -14,13 +14,16 @@
 namespace dllm {
 namespace {
 
-// What one teacher-forced run found.
+// What one teacher-forced run found. The exact session in it runs on its
+// own choices, so it is also the free-running exact run.
 struct ForcedRun {
   int64_t rows = 0;
   double kl = 0;  // summed over rows
   int64_t agree = 0;
   int steps = 0;
   int first_divergence = -1;
+  int exact_forward_steps = 0;
+  std::vector<int32_t> exact_canvas;  // final
 };
 
 absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& model,
@@ -37,9 +40,10 @@ absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& mode
   std::vector<char> agree;
   while (!exact->done()) {
     DLLM_ASSIGN_OR_RETURN(StepReport step, exact->Advance());
-    DLLM_ASSIGN_OR_RETURN(StepReport forced, cached->AdvanceWith(step.positions, step.tokens));
+    DLLM_RETURN_IF_ERROR(cached->AdvanceWith(step.positions, step.tokens).status());
     const int index = run.steps++;
     if (step.forward_passes == 0) continue;
+    ++run.exact_forward_steps;
     DLLM_ASSIGN_OR_RETURN(DenoiseSession::StepLogits e, exact->LastStepLogits());
     DLLM_ASSIGN_OR_RETURN(DenoiseSession::StepLogits c, cached->LastStepLogits());
     if (!std::equal(e.rows.begin(), e.rows.end(), c.rows.begin(), c.rows.end())) {
@@ -63,30 +67,26 @@ absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& mode
       run.first_divergence = index;
     }
   }
+  run.exact_canvas.assign(exact->canvas().begin(), exact->canvas().end());
   return run;
 }
 
-// Both sessions on their own: identical generated tokens, forward steps.
+// The cached session on its own, against the exact run's final canvas:
+// identical generated tokens, forward steps.
 absl::Status FreeRunning(const std::shared_ptr<const Model>& model,
-                         const SamplerConfig& exact_config, const SamplerConfig& cached_config,
-                         const std::vector<int32_t>& prompt, int64_t* identical,
+                         const SamplerConfig& cached_config, const std::vector<int32_t>& prompt,
+                         std::span<const int32_t> exact_canvas, int64_t* identical,
                          int64_t* generated, CacheDivergence* out) {
-  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<DenoiseSession> exact,
-                        DenoiseSession::Create(model, exact_config, prompt));
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<DenoiseSession> cached,
                         DenoiseSession::Create(model, cached_config, prompt));
-  while (!exact->done()) {
-    DLLM_ASSIGN_OR_RETURN(StepReport step, exact->Advance());
-    out->exact_forward_steps += step.forward_passes > 0;
-  }
   while (!cached->done()) {
     DLLM_ASSIGN_OR_RETURN(StepReport step, cached->Advance());
     out->cached_forward_steps += step.forward_passes > 0;
     out->cached_full_steps += step.cache_use == CacheUse::kRefill;
   }
-  const std::span<const int32_t> a = exact->canvas(), b = cached->canvas();
-  for (size_t p = prompt.size(); p < a.size(); ++p) *identical += a[p] == b[p];
-  *generated += static_cast<int64_t>(a.size() - prompt.size());
+  const std::span<const int32_t> b = cached->canvas();
+  for (size_t p = prompt.size(); p < exact_canvas.size(); ++p) *identical += exact_canvas[p] == b[p];
+  *generated += static_cast<int64_t>(exact_canvas.size() - prompt.size());
   return absl::OkStatus();
 }
 
@@ -126,7 +126,8 @@ absl::StatusOr<CacheDivergence> MeasureCacheDivergence(
                                        ? run->first_divergence
                                        : std::min(out.first_divergence_min, run->first_divergence);
       }
-      status = FreeRunning(model, exact, cached, prompt, &identical, &generated, &out);
+      out.exact_forward_steps += run->exact_forward_steps;
+      status = FreeRunning(model, cached, prompt, run->exact_canvas, &identical, &generated, &out);
       if (!status.ok()) return;
     }
   });

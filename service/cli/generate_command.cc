@@ -211,9 +211,7 @@ Json StepJson(const StepReport& step) {
   s["tokens"] = IdsJson(step.tokens);
   s["n_forward"] = step.forward_passes;
   s["rows_computed"] = step.rows_computed;
-  s["cache"] = step.cache_use == CacheUse::kRefill ? "refill"
-               : step.cache_use == CacheUse::kRead ? "read"
-                                                   : "none";
+  s["cache"] = CacheUseName(step.cache_use);
   s["ms"] = step.step_seconds * 1e3;
   s["forward_ms"] = step.forward_seconds * 1e3;
   s["sample_ms"] = step.sample_seconds * 1e3;

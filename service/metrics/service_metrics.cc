@@ -255,8 +255,9 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   auto& cache_steps = histogram("dllm_cache_step_duration_seconds",
                                 "Steps under a K/V cache, by kind: full (refilled the cache) or "
                                 "cached (computed only some rows), in seconds.");
-  cache_step_duration = {&cache_steps.Add({{"step", "full"}}, kStepBuckets),
-                         &cache_steps.Add({{"step", "cached"}}, kStepBuckets)};
+  cache_step_duration = {
+      &cache_steps.Add({{"step", CacheUseName(CacheUse::kRefill)}}, kStepBuckets),
+      &cache_steps.Add({{"step", CacheUseName(CacheUse::kRead)}}, kStepBuckets)};
 
   process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
 }

@@ -31,9 +31,15 @@ using PlannedBatch = std::vector<PlannedSequence>;
 // strongly the larger p % 7, so the sampler's choices are deterministic.
 class RecordingSource final : public LogitsSource {
  public:
-  explicit RecordingSource(std::vector<PlannedBatch>* log) : log_(log) {}
+  // `fail_calls`: this many calls fail (before any is recorded) first.
+  explicit RecordingSource(std::vector<PlannedBatch>* log, int fail_calls = 0)
+      : log_(log), fail_calls_(fail_calls) {}
   absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck*,
                    ForwardStats*) override {
+    if (fail_calls_ > 0) {
+      --fail_calls_;
+      return absl::InternalError("the forward failed");
+    }
     PlannedBatch planned;
     for (const SequenceInput& s : batch.sequences) {
       planned.push_back({s.row_begin, s.row_end, s.cache,
@@ -49,6 +55,7 @@ class RecordingSource final : public LogitsSource {
 
  private:
   std::vector<PlannedBatch>* log_;
+  int fail_calls_;
 };
 
 SessionModel ToyModel(const SamplerConfig& config) {
@@ -63,9 +70,10 @@ SessionModel ToyModel(const SamplerConfig& config) {
   return m;
 }
 
-std::unique_ptr<DenoiseSession> Open(const SamplerConfig& config, std::vector<PlannedBatch>* log) {
+std::unique_ptr<DenoiseSession> Open(const SamplerConfig& config, std::vector<PlannedBatch>* log,
+                                     int fail_calls = 0) {
   auto session = DenoiseSession::Create(ToyModel(config), config, toy::kPrompt,
-                                        std::make_unique<RecordingSource>(log));
+                                        std::make_unique<RecordingSource>(log, fail_calls));
   EXPECT_THAT(session.status(), IsOk());
   return session.ok() ? std::move(*session) : nullptr;
 }
@@ -121,6 +129,21 @@ TEST(KvCacheSessionTest, DualComputesTheBlockBetweenFullSteps) {
   EXPECT_EQ(rows, (std::vector<int64_t>{35, 8, 35, 8, 35, 8, 35, 8}));
   for (const PlannedBatch& b : log) EXPECT_NE(b[0].cache, nullptr);
   EXPECT_EQ(s->cache_refreshes(), 4);
+}
+
+// A forward that fails fills no cache: the step after it is still the
+// block's full one, and nothing was counted.
+TEST(KvCacheSessionTest, AFailedForwardLeavesTheCacheStateAsItWas) {
+  std::vector<PlannedBatch> log;
+  auto s = Open(LladaBlocks(CacheMode::kDual), &log, /*fail_calls=*/1);
+  EXPECT_FALSE(s->Advance().ok());
+  EXPECT_EQ(s->cache_refreshes(), 0);
+  absl::StatusOr<StepReport> step = s->Advance();
+  ASSERT_THAT(step.status(), IsOk());
+  EXPECT_EQ(step->cache_use, CacheUse::kRefill);
+  EXPECT_EQ(Ranges(log), (std::vector<std::pair<int, int>>{{0, 35}}));
+  ASSERT_THAT(s->Advance().status(), IsOk());
+  EXPECT_EQ(Ranges(log).back(), std::make_pair(3, 11));
 }
 
 TEST(KvCacheSessionTest, PrefixComputesFromTheBlockToTheEnd) {

@@ -3,6 +3,7 @@
 // the same windows and masks (tests/data/quality, from the training code),
 // and the KL divergence of a quantized file from the F32 one.
 #include "service/cli/eval_command.h"
+#include "service/cli/cache_divergence.h"
 
 #include <cmath>
 #include <cstddef>
@@ -121,6 +122,48 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   auto again = EvaluateInfill(model, windows, config, 1.0, 2);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->token_accuracy, first->token_accuracy) << "greedy infill is deterministic";
+}
+
+// The divergence harness against its own fixed points: a cache refreshed
+// every step is exact decoding, so its logits are the exact run's bits (KL
+// exactly 0, every top-1 equal, every token equal); a cache refreshed only
+// at block starts differs from it, and is counted.
+TEST(EvalCommandTest, CacheDivergenceIsZeroAtRefreshOneAndCountsTheCachedRun) {
+  auto model = Load(testing::TestDataDir() + "/models/tinycode-dream-q4_k_m.gguf");
+  std::vector<std::vector<int32_t>> prompts;
+  const Json windows = FirstWindows(ReadData("windows.json"), 3);
+  for (const Json& w : windows.at("windows")) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 24; ++i) prompt.push_back(w.at("tokens").at(i).get<int32_t>());
+    prompts.push_back(prompt);
+  }
+  SamplerConfig config = DefaultSamplerConfig(model->config().arch, 32);
+  config.block_length = 16;
+  config.cache = CacheMode::kDual;
+  config.cache_refresh_steps = 1;
+  auto exact = MeasureCacheDivergence(model, config, prompts, 2);
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->runs, 3);
+  EXPECT_GT(exact->rows, 0);
+  EXPECT_EQ(exact->mean_kl, 0.0);
+  EXPECT_EQ(exact->top1_agreement, 1.0);
+  EXPECT_EQ(exact->never_diverged, 3);
+  EXPECT_EQ(exact->first_divergence_min, -1);
+  EXPECT_EQ(exact->identical_tokens, 1.0);
+  EXPECT_EQ(exact->cached_full_steps, exact->cached_forward_steps);
+
+  config.cache_refresh_steps = 0;
+  auto cached = MeasureCacheDivergence(model, config, prompts, 2);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->rows, exact->rows);  // teacher forcing: the same canvases, the same rows
+  EXPECT_GT(cached->mean_kl, 0.0);
+  EXPECT_LE(cached->top1_agreement, 1.0);
+  EXPECT_EQ(cached->cached_full_steps, 3 * 2);  // each run's 2 blocks start full
+  EXPECT_EQ(cached->exact_forward_steps, exact->exact_forward_steps);
+
+  config.cache = CacheMode::kNone;
+  EXPECT_EQ(MeasureCacheDivergence(model, config, prompts, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(EvalCommandTest, BadWindowsAreNamed) {
