@@ -30,21 +30,32 @@ const GemmKernels& SelectGemmKernels(IsaLevel level) {
   return all.by_level[static_cast<int>(level)];
 }
 
-GemmTiling PlanGemmTiles(const GemmArgs& args, int num_threads) {
-  constexpr int64_t kMaxTileRows = 128;  // X rows streamed over one unpacked weight panel
+GemmTiling PlanGemmTiles(const GemmKernels& kernels, const GemmArgs& args, int num_threads) {
+  constexpr int64_t kMaxTileRows = 128;  // X rows streamed over one weight panel block
   constexpr int64_t kMinTilesPerThread = 8;
+  const int64_t row_block = std::max(kernels.row_block, 1);
+  const int64_t panel_block = std::max(kernels.panel_block, 1);
   GemmTiling t;
   const int64_t rows = std::max<int64_t>(args.num_rows, 1);
   const int64_t panels = args.w->num_panels();
-  t.tile_rows = std::min(rows, kMaxTileRows);
-  if (rows > kMaxTileRows) {  // equal heights, multiples of 16 for AMX
-    const int64_t n = (rows + kMaxTileRows - 1) / kMaxTileRows;
-    t.tile_rows = ((rows + n - 1) / n + 15) / 16 * 16;
+  // A tile's activation rows are read once per weight panel block, so they
+  // should stay in L2 (half of a 1-2 MB L2): long K means fewer rows.
+  constexpr int64_t kActBytesInL2 = 512 * 1024;
+  const int64_t max_rows = std::clamp<int64_t>(kActBytesInL2 / std::max<int64_t>(args.w->cols, 1) /
+                                                   row_block * row_block,
+                                               std::max<int64_t>(16, row_block), kMaxTileRows);
+  t.tile_rows = std::min(rows, max_rows);
+  if (rows > max_rows) {  // equal heights, whole row blocks
+    const int64_t n = (rows + max_rows - 1) / max_rows;
+    t.tile_rows = ((rows + n - 1) / n + row_block - 1) / row_block * row_block;
   }
   t.row_tiles = (rows + t.tile_rows - 1) / t.tile_rows;
   const int64_t want = kMinTilesPerThread * std::max(num_threads, 1);
-  const int64_t panel_tiles = std::min(panels, std::max<int64_t>(1, (want + t.row_tiles - 1) / t.row_tiles));
-  t.tile_panels = (panels + panel_tiles - 1) / panel_tiles;
+  // Whole panel blocks per tile, rounded down so there are at least as many
+  // tiles as wanted.
+  const int64_t blocks = (panels + panel_block - 1) / panel_block;
+  const int64_t want_panel_tiles = std::max<int64_t>(1, (want + t.row_tiles - 1) / t.row_tiles);
+  t.tile_panels = std::min(panels, std::max<int64_t>(1, blocks / want_panel_tiles) * panel_block);
   t.panel_tiles = (panels + t.tile_panels - 1) / t.tile_panels;
   if (args.num_rows == 0) t.row_tiles = 0;
   return t;
@@ -62,7 +73,7 @@ void RunGemmTile(const GemmKernels& kernels, const GemmArgs& args, const GemmTil
 }
 
 void Gemm(const GemmKernels& kernels, const GemmArgs& args) {
-  const GemmTiling t = PlanGemmTiles(args, 1);
+  const GemmTiling t = PlanGemmTiles(kernels, args, 1);
   for (int64_t i = 0; i < t.num_tiles(); ++i) RunGemmTile(kernels, args, t, i);
 }
 

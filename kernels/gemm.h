@@ -8,7 +8,14 @@
 // dot of codes and activation codes is exact in int32; it is scaled in float,
 //   y += s_x * (d * dot(u, q) + c * sum(q)),
 // so the only error beyond the activation quantization (quantize_act.h) is
-// float rounding of these per-group terms.
+// float rounding of these per-group terms. Where c = -2^shift d exactly
+// (QuantizedMatrix::offset_shift), a kernel may take the offset into the
+// integer dot, d * (dot(u, q) - 2^shift sum(q)), one rounding fewer: each
+// path has its own bits, all within the same bound of the exact product.
+//
+// Every path computes each Y row from its own X row with the same operations
+// whatever M, the tiling or the thread count (gemm_test holds it bit for
+// bit): batched requests get the bits they get alone.
 //
 // Tails: any M and N. Tiles cover whole 16-row weight panels; the padding
 // rows of the last panel are computed and dropped, never written to Y.
@@ -43,6 +50,11 @@ using GemmTileFn = void (*)(const GemmArgs& args, int64_t row_begin, int64_t row
 struct GemmKernels {
   IsaLevel isa = IsaLevel::kScalar;
   GemmTileFn tile[kNumPackKinds] = {};
+  // The kernels' register tile: X rows and weight panels computed together.
+  // PlanGemmTiles makes tiles multiples of them where the shape allows
+  // (any tile is correct; ragged ones run slower edge blocks).
+  int row_block = 1;
+  int panel_block = 1;
 };
 
 // The table for `level`, which must be supported by this CPU
@@ -60,7 +72,7 @@ struct GemmTiling {
   int64_t panel_tiles = 0;
   int64_t num_tiles() const { return row_tiles * panel_tiles; }
 };
-GemmTiling PlanGemmTiles(const GemmArgs& args, int num_threads);
+GemmTiling PlanGemmTiles(const GemmKernels& kernels, const GemmArgs& args, int num_threads);
 
 // Computes tile `tile` in [0, tiling.num_tiles()). Tiles write disjoint parts
 // of Y, so any number may run concurrently.

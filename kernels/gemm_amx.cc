@@ -314,6 +314,7 @@ void FillAmxKernels(GemmKernels* k) {
   k->tile[static_cast<int>(PackKind::kU4G32)] = TileAmx<PackKind::kU4G32>;
   k->tile[static_cast<int>(PackKind::kU8G32)] = TileAmx<PackKind::kU8G32>;
   k->tile[static_cast<int>(PackKind::kU6G16)] = TileAmx<PackKind::kU6G16>;
+  k->row_block = 16;  // one A tile of X rows
 }
 
 }  // namespace dllm::gemm_internal

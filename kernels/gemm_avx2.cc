@@ -40,30 +40,15 @@ inline __m256i Bcast4(const int8_t* p) {
 
 // X rows rows[0..R) against panel p, all groups. Each group's weight
 // vectors are loaded (and unpacked or recentred) once for the R rows.
-// Quad-row q (0..3) of a 6-bit group, bytes [half, half + 32) of it: the low
-// nibble from vector q & 1 (shifted down by 4 for q >= 2), the high 2 bits
-// from the third vector at bits 2q (16-bit shifts are safe: the masks drop
-// the bits that cross a byte boundary).
+// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h), bytes
+// [half, half + 32) of it. The 16-bit shifts are safe: the masks drop the
+// bits that cross a byte.
 inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
-  const __m256i nib = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * (q & 1) + half));
-  const __m256i hb = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 128 + half));
-  const __m256i lo = _mm256_and_si256(q >= 2 ? _mm256_srli_epi16(nib, 4) : nib, _mm256_set1_epi8(0x0f));
-  __m256i hi;
-  switch (q) {
-    case 0:
-      hi = _mm256_slli_epi16(hb, 4);
-      break;
-    case 1:
-      hi = _mm256_slli_epi16(hb, 2);
-      break;
-    case 2:
-      hi = hb;
-      break;
-    default:
-      hi = _mm256_srli_epi16(hb, 2);
-      break;
-  }
-  return _mm256_or_si256(lo, _mm256_and_si256(hi, _mm256_set1_epi8(0x30)));
+  auto load = [&](int v) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * v + half)); };
+  if (q < 2) return _mm256_and_si256(load(q), _mm256_set1_epi8(0x3f));
+  const __m256i low = load(2);
+  const __m256i lo = _mm256_and_si256(q == 2 ? low : _mm256_srli_epi16(low, 4), _mm256_set1_epi8(0x0f));
+  return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(load(q - 2), 2), _mm256_set1_epi8(0x30)));
 }
 
 // A kU4K panel's scale arrays (quantized_matrix.h).

@@ -3,30 +3,15 @@
 // scales. Include only from those files, inside their anonymous namespace,
 // after <immintrin.h> and kernels/gemm_internal.h.
 
-// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h): low
-// nibble from vector q & 1 (high half for q >= 2), high 2 bits from the third
-// vector at bits 2q. 16-bit shifts are safe: the masks drop bits that cross
-// a byte boundary.
+// Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h). The
+// 16-bit shifts are safe: the masks drop the bits that cross a byte.
 inline __m512i Unpack6(const uint8_t* codes, int q) {
-  const __m512i nib = _mm512_load_si512(codes + 64 * (q & 1));
-  const __m512i hb = _mm512_load_si512(codes + 128);
-  const __m512i lo = _mm512_and_si512(q >= 2 ? _mm512_srli_epi16(nib, 4) : nib, _mm512_set1_epi8(0x0f));
-  __m512i hi;
-  switch (q) {
-    case 0:
-      hi = _mm512_slli_epi16(hb, 4);
-      break;
-    case 1:
-      hi = _mm512_slli_epi16(hb, 2);
-      break;
-    case 2:
-      hi = hb;
-      break;
-    default:
-      hi = _mm512_srli_epi16(hb, 2);
-      break;
-  }
-  return _mm512_or_si512(lo, _mm512_and_si512(hi, _mm512_set1_epi8(0x30)));
+  const __m512i m6 = _mm512_set1_epi8(0x3f);
+  if (q < 2) return _mm512_and_si512(_mm512_load_si512(codes + 64 * q), m6);
+  const __m512i top = _mm512_load_si512(codes + 64 * (q - 2));
+  const __m512i low = _mm512_load_si512(codes + 128);
+  const __m512i lo = _mm512_and_si512(q == 2 ? low : _mm512_srli_epi16(low, 4), _mm512_set1_epi8(0x0f));
+  return _mm512_or_si512(lo, _mm512_and_si512(_mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30)));
 }
 
 // A kU4K panel's scale arrays (quantized_matrix.h).

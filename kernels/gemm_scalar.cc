@@ -43,8 +43,8 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
               u = e < 16 ? (b & 0xf) : (b >> 4);
             } else if constexpr (kKind == PackKind::kU6G16) {
               const int q = e / 4, at = n * 4 + e % 4;
-              u = ((codes[64 * (q & 1) + at] >> (4 * (q >> 1))) & 0xf) |
-                  (((codes[128 + at] >> (2 * q)) & 3) << 4);
+              u = q < 2 ? codes[64 * q + at] & 63
+                        : ((codes[128 + at] >> (4 * (q - 2))) & 15) | (codes[64 * (q - 2) + at] >> 6) << 4;
             } else {
               u = codes[((e / 4) * kPanelRows + n) * 4 + e % 4];
             }

@@ -68,7 +68,7 @@ void DecodeQ4_0(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c
       u[j + 16] = b[i].qs[j] >> 4;
     }
     d[i] = s;
-    c[i] = -8.0f * s;
+    c[i] = -std::ldexp(s, PackOffsetShift(GgmlType::kQ4_0));
   }
 }
 
@@ -103,7 +103,7 @@ void DecodeQ5(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, float
       u[j + 16] = (qs[j] >> 4) | ((qh >> (j + 12)) & 0x10);
     }
     d[i] = HalfToFloat(dh);
-    c[i] = has_min ? HalfToFloat(mh) : -16.0f * d[i];
+    c[i] = has_min ? HalfToFloat(mh) : -std::ldexp(d[i], PackOffsetShift(GgmlType::kQ5_0));
   }
 }
 
@@ -113,7 +113,7 @@ void DecodeQ8_0(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c
   for (int64_t i = 0; i < cols / kQK; ++i, u += kQK) {
     for (int j = 0; j < kQK; ++j) u[j] = static_cast<uint8_t>(b[i].qs[j] + 128);
     d[i] = HalfToFloat(b[i].d);
-    c[i] = -128.0f * d[i];
+    c[i] = -std::ldexp(d[i], PackOffsetShift(GgmlType::kQ8_0));
   }
 }
 
@@ -167,7 +167,7 @@ void DecodeQ6K(const uint8_t* src, int64_t cols, uint8_t* u, float* d, float* c)
     }
     for (int g = 0; g < 16; ++g) {
       d[i * 16 + g] = dd * b[i].scales[g];
-      c[i * 16 + g] = -32.0f * d[i * 16 + g];
+      c[i * 16 + g] = -std::ldexp(d[i * 16 + g], PackOffsetShift(GgmlType::kQ6_K));
     }
   }
 }
@@ -195,7 +195,7 @@ void DecodeFloat(GgmlType type, const uint8_t* src, int64_t cols, uint8_t* u, fl
       u[j] = static_cast<uint8_t>(std::clamp(q, -127, 127) + 128);
     }
     d[i] = s;
-    c[i] = -128.0f * s;
+    c[i] = -std::ldexp(s, PackOffsetShift(type));
   }
 }
 
@@ -248,6 +248,24 @@ PackKind PackKindOf(GgmlType type) {
 }
 
 
+int PackOffsetShift(GgmlType type) {
+  switch (type) {
+    case GgmlType::kQ4_0:
+      return 3;  // codes 0..15 around 8
+    case GgmlType::kQ5_0:
+      return 4;  // 0..31 around 16
+    case GgmlType::kQ6_K:
+      return 5;  // 0..63 around 32
+    case GgmlType::kQ8_0:  // signed bytes shifted by 128
+    case GgmlType::kF32:
+    case GgmlType::kF16:
+    case GgmlType::kBF16:
+      return 7;
+    default:
+      return -1;
+  }
+}
+
 int64_t PackKMultiple(GgmlType type) { return std::max<int64_t>(32, TraitsOf(type).block_size); }
 
 size_t PackedBytes(GgmlType type, int64_t rows, int64_t cols) {
@@ -268,6 +286,7 @@ QuantizedMatrix PackedView(GgmlType type, int64_t rows, int64_t cols, void* dst)
   QuantizedMatrix m;
   m.type = type;
   m.kind = PackKindOf(type);
+  m.offset_shift = PackOffsetShift(type);
   m.rows = rows;
   m.cols = cols;
   m.panel_bytes = PackedBytes(type, kPanelRows, cols);
@@ -326,8 +345,12 @@ void PackPanels(const QuantizedMatrix& m, const void* src, int64_t panel_begin, 
           } else if (bits == 6) {
             const int q = e / 4;
             const size_t at = r * 4 + e % 4;  // byte within each 64-byte vector
-            codes[64 * (q & 1) + at] |= static_cast<uint8_t>((v & 0xf) << (4 * (q >> 1)));
-            codes[128 + at] |= static_cast<uint8_t>((v >> 4) << (2 * q));
+            if (q < 2) {  // whole code in vector q
+              codes[64 * q + at] |= v;
+            } else {  // high 2 bits on top of vector q - 2, low nibble in vector 2
+              codes[64 * (q - 2) + at] |= static_cast<uint8_t>((v >> 4) << 6);
+              codes[128 + at] |= static_cast<uint8_t>((v & 0xf) << (4 * (q - 2)));
+            }
           } else {
             codes[((e / 4) * kPanelRows + r) * 4 + e % 4] = v;
           }

@@ -20,9 +20,10 @@
 // all groups' `d[16]`, then all groups' `c[16]`. 4-bit groups (S = 32) keep
 // the same order over 4 quad-rows, element k in the low nibble and k + 16 in
 // the high nibble of the same byte. 6-bit groups (S = 16, 4 quad-rows q of
-// 64 bytes) are 3 vectors of 64 bytes: low nibbles of q = 0 | q = 2 << 4,
-// low nibbles of q = 1 | q = 3 << 4, and the high 2 bits of quad-row q at
-// bits 2q..2q+1; their offset is always c = -32 d, so no `c` is stored.
+// 64 bytes) are 3 vectors of 64 bytes: V0 = q0 | (q2 >> 4) << 6,
+// V1 = q1 | (q3 >> 4) << 6, V2 = (q2 & 15) | (q3 & 15) << 4, so quad-rows
+// 0 and 1 unpack with one AND and 2 and 3 with a few shifts and masks; their
+// offset is always c = -32 d, so no `c` is stored.
 // kU4K (Q4_K) keeps the file's scale structure so it stays 4.75 bits a
 // weight: after the codes, per group 16 6-bit scales `sc` and 16 mins `m`
 // (one byte each), then per super-block of 8 groups 16 float `d` and 16
@@ -70,12 +71,18 @@ constexpr int PackCodeBits(PackKind kind) {
 }
 // K must be a multiple of this (the format's block, at least 32).
 int64_t PackKMultiple(GgmlType type);
+// `shift` where every group's offset is c = -2^shift d, exactly (Q4_0 3,
+// Q5_0 4, Q6_K 5, Q8_0 and the float types 7), so a kernel may fold the
+// offset into the integer dot as dot(u, q) - 2^shift sum(q); -1 where groups
+// carry free mins (Q4_1, Q5_1, Q4_K, Q5_K). The decoders form c from it.
+int PackOffsetShift(GgmlType type);
 
 // Non-owning, copyable view of packed weights: W, rows x cols = N x K.
 // Never outlives the storage it points into.
 struct QuantizedMatrix {
   GgmlType type = GgmlType::kF32;  // the source format
   PackKind kind = PackKind::kU8G32;
+  int offset_shift = -1;  // PackOffsetShift(type)
   int64_t rows = 0;  // N
   int64_t cols = 0;  // K
   size_t panel_bytes = 0;  // bytes of one 16-row panel

@@ -11,7 +11,7 @@ namespace dllm {
 void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args, tbb::task_arena* arena) {
   auto run = [&] {
     const int threads = tbb::this_task_arena::max_concurrency();
-    const GemmTiling tiling = PlanGemmTiles(args, threads);
+    const GemmTiling tiling = PlanGemmTiles(kernels, args, threads);
     if (tiling.num_tiles() == 0) return;
     // simple_partitioner with grain 1: every tile is its own task, so idle
     // threads steal tiles as they free up (tiles differ in cost at the

@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +85,42 @@ TEST(GemmTest, GatheredRowsMatchTheirRowsOfTheWholeProduct) {
   }
 }
 
+// Batching rests on this: a row's result depends only on its own
+// activations, never on how many rows share the call, where it sits in its
+// register block or tile, or how many threads split the work. Every bit of
+// every row computed inside gathered subsets of different sizes, positions
+// and thread counts equals the same row of the whole product. K spans
+// several weight chunks, with a ragged last one for the 32-element formats.
+TEST(GemmTest, EachRowsBitsDoNotDependOnMTilingOrThreads) {
+  std::mt19937 rng(77);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0,
+                        GgmlType::kQ4_1, GgmlType::kQ5_K}) {
+    const int64_t k = PackKMultiple(type) == 256 ? 1280 : 1312;
+    Problem p(type, 40, 70, k, static_cast<uint32_t>(rng()));
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      std::vector<float> whole;
+      CheckGemm(p, isa, {}, 2, &whole);
+      const int64_t stride = p.n + 3;
+      for (const int64_t m : {1, 3, 4, 5, 13, 39}) {
+        std::vector<int32_t> rows(p.m);
+        for (int i = 0; i < p.m; ++i) rows[i] = i;
+        std::shuffle(rows.begin(), rows.end(), rng);
+        rows.resize(m);
+        for (const int threads : {0, 1, 3}) {
+          std::vector<float> part;
+          CheckGemm(p, isa, rows, threads, &part);
+          for (int64_t i = 0; i < m; ++i) {
+            ASSERT_EQ(0, std::memcmp(part.data() + i * stride, whole.data() + rows[i] * stride,
+                                     sizeof(float) * p.n))
+                << Where(p, IsaLevelName(isa)) << ": row " << rows[i] << " as row " << i << " of "
+                << m << ", threads " << threads;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmTest, TallShapesUseManyTiles) {
   // Larger M exercises full row blocks (16-row AMX tiles, 4-row VNNI blocks).
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
@@ -95,19 +132,26 @@ TEST(GemmTest, TallShapesUseManyTiles) {
   }
 }
 
-TEST(GemmTest, TilingGivesEachThreadSeveralTiles) {
+TEST(GemmTest, TilingGivesEachThreadSeveralTilesOfWholeRegisterBlocks) {
   QuantizedMatrix w;
   w.kind = PackKind::kU4K;
   w.rows = 4096;
   w.cols = 4096;
   GemmArgs args;
   args.w = &w;
-  for (int64_t m : {1, 16, 144, 512, 4096}) {
-    args.num_rows = m;
-    const GemmTiling t = PlanGemmTiles(args, 2);
-    EXPECT_GE(t.num_tiles(), 16) << m;
-    EXPECT_GE(t.tile_rows * t.row_tiles, m);
-    EXPECT_GE(t.tile_panels * t.panel_tiles, w.num_panels());
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const GemmKernels& kernels = SelectGemmKernels(isa);
+    for (int64_t m : {1, 16, 144, 512, 4096}) {
+      args.num_rows = m;
+      const GemmTiling t = PlanGemmTiles(kernels, args, 2);
+      EXPECT_GE(t.num_tiles(), 16) << m;
+      EXPECT_GE(t.tile_rows * t.row_tiles, m);
+      EXPECT_GE(t.tile_panels * t.panel_tiles, w.num_panels());
+      if (t.tile_panels < w.num_panels()) {
+        EXPECT_EQ(t.tile_panels % kernels.panel_block, 0) << IsaLevelName(isa) << " m " << m;
+      }
+      if (m > 128) EXPECT_EQ(t.tile_rows % kernels.row_block, 0) << IsaLevelName(isa) << " m " << m;
+    }
   }
 }
 

@@ -369,7 +369,7 @@ inline void CheckGemm(const Problem& p, const GemmKernels& kernels, const char* 
   if (threads_for_tiling == 0) {  // one tile: every row and panel in one kernel call
     kernels.tile[static_cast<int>(args.w->kind)](args, 0, num_rows, 0, args.w->num_panels());
   } else {
-    const GemmTiling tiling = PlanGemmTiles(args, threads_for_tiling);
+    const GemmTiling tiling = PlanGemmTiles(kernels, args, threads_for_tiling);
     for (int64_t t = tiling.num_tiles() - 1; t >= 0; --t) RunGemmTile(kernels, args, tiling, t);
   }
 

@@ -1,7 +1,7 @@
-// The forward pass, one sequence and no cache, against the logits bits of
-// the forward pass before it took a ForwardBatch (tests/data/forward-bits:
-// FNV-1a hashes of the raw float32 logits that commit d26da7a wrote), on
-// every ISA path this CPU has and the file has an entry for.
+// The forward pass, one sequence and no cache, against recorded logits bits
+// (tests/data/forward-bits: FNV-1a hashes of the raw float32 logits; the
+// README says which commit wrote each path's), on every ISA path this CPU
+// has and the file has an entry for.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -48,7 +48,7 @@ std::string MoeModel() {
   return path;
 }
 
-TEST(ForwardBitsTest, OneSequenceWithoutACacheKeepsThePreBatchBits) {
+TEST(ForwardBitsTest, OneSequenceWithoutACacheKeepsTheRecordedBits) {
 #ifndef DLLM_RELEASE_FLOAT_CODE
   GTEST_SKIP() << "the hashes are of the Release build's float code (tests/CMakeLists.txt)";
 #endif
