@@ -19,9 +19,13 @@
 
 namespace dllm {
 
-// Int8 activation scratch, one per projection so that projections running
-// concurrently (q/k/v, gate/up) never share one. The head reuses q's.
-enum XqSlot { kXqQ, kXqK, kXqV, kXqO, kXqGate, kXqUp, kXqDown, kNumXq };
+// Int8 activation scratch, one per distinct projection input: each input is
+// quantized once and read by every int8 projection of it (q/k/v read
+// kXqAttnIn, gate/up kXqFfnIn, an expert's gate/up its gathered rows in
+// kXqFfnIn). kXqRows holds gathered rows of another input: the last layer's
+// query rows (while k/v read kXqAttnIn), then the head's rows, and the
+// router's input.
+enum XqSlot { kXqAttnIn, kXqRows, kXqO, kXqFfnIn, kXqDown, kNumXq };
 
 class Activations {
  public:

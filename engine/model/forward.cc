@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 #include "engine/model/activations.h"
 #include "engine/model/moe_routing.h"
+#include "engine/parallel/parallel_gemm.h"
 #include "engine/parallel/per_thread.h"
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
@@ -178,14 +180,35 @@ LinearScratch Scratch(const LayerContext& ctx, const Activations& act, XqSlot sl
   return {&act.xq[slot], ctx.thread_floats};
 }
 
+// Quantizes the input rows (x row rows[i], or row i, i < m) once into
+// act.xq[slot] when any of `readers` is an int8 projection; Project() then
+// has each int8 reader take that copy and each float one read x.
+void QuantizeShared(std::initializer_list<const Linear*> readers, const float* x, int64_t ldx,
+                    const int32_t* rows, int64_t m, const Activations& act, XqSlot slot) {
+  for (const Linear* l : readers) {
+    if (l->int8()) return ParallelQuantizeRows(x, ldx, rows, m, act.xq[slot]);
+  }
+}
+
+void Project(const LayerContext& ctx, const Linear& w, const float* x, int64_t ldx,
+             const int32_t* rows, int64_t m, float* y, int64_t ldy, const Activations& act,
+             XqSlot slot) {
+  if (w.int8()) {
+    w.ApplyQuantized(act.xq[slot], m, y, ldy);
+  } else {
+    w.Apply(x, ldx, rows, m, y, ldy, Scratch(ctx, act, slot));
+  }
+}
+
 // out[i] = down(silu(gate(h[r])) * up(h[r])) for the rows r = rows[i] (rows
 // null: r = i), i < count: the dense FFN, and one expert's.
 void SwiGluFfn(const LayerContext& ctx, const Linear& gate, const Linear& up, const Linear& down,
                const int32_t* rows, int64_t count, float* out, Activations& act) {
   const int64_t n_embd = ctx.config->n_embd, n_ff = ctx.config->ffn_width();
+  QuantizeShared({&gate, &up}, act.h, n_embd, rows, count, act, kXqFfnIn);
   tbb::parallel_invoke(
-      [&] { gate.Apply(act.h, n_embd, rows, count, act.gate, n_ff, Scratch(ctx, act, kXqGate)); },
-      [&] { up.Apply(act.h, n_embd, rows, count, act.up, n_ff, Scratch(ctx, act, kXqUp)); });
+      [&] { Project(ctx, gate, act.h, n_embd, rows, count, act.gate, n_ff, act, kXqFfnIn); },
+      [&] { Project(ctx, up, act.h, n_embd, rows, count, act.up, n_ff, act, kXqFfnIn); });
   tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
     ctx.vk->swiglu(act.gate + i * n_ff, act.up + i * n_ff, n_ff, act.gate + i * n_ff);
   });
@@ -209,7 +232,7 @@ void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activatio
   const ModelConfig& c = *ctx.config;
   const int64_t ne = c.n_expert, k = c.n_expert_used;
   const int64_t n_embd = c.n_embd;
-  w.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqGate));
+  w.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqRows));
   for (int64_t r = 0; r < m; ++r) {
     RouteRow(act.router_logits + r * ne, ne, k, c.traits().moe_norm_weights, act.route_probs,
              act.route_order, act.route_experts + r * k, act.route_weights + r * k);
@@ -250,18 +273,29 @@ void RunLayer(const LayerContext& ctx, const LayerWeights& w, int layer, const B
 
   Timed(clocks.norm, [&] { RmsNormRows(*ctx.vk, act.x, m, n_embd, w.attn_norm, ctx.eps, act.h); });
   Timed(clocks.projections, [&] {
+    // q, k and v read one quantization of h; on the last layer q reads only
+    // the logits rows, quantized apart.
+    if (logits_only) {
+      QuantizeShared({w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
+    } else {
+      QuantizeShared({w.wq.get(), w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
+    }
     tbb::parallel_invoke(
         [&] {
-          w.wq->Apply(act.h, n_embd, out_rows, m_out, act.q, q_dim, Scratch(ctx, act, kXqQ));
+          if (logits_only) {
+            w.wq->Apply(act.h, n_embd, out_rows, m_out, act.q, q_dim, Scratch(ctx, act, kXqRows));
+          } else {
+            Project(ctx, *w.wq, act.h, n_embd, nullptr, m, act.q, q_dim, act, kXqAttnIn);
+          }
           BiasNormRope(ctx, act.q, q_dim, out_positions, m_out, {w.bq, w.q_norm, true});
         },
         [&] {
-          w.wk->Apply(act.h, n_embd, nullptr, m, act.k, kv_dim, Scratch(ctx, act, kXqK));
+          Project(ctx, *w.wk, act.h, n_embd, nullptr, m, act.k, kv_dim, act, kXqAttnIn);
           BiasNormRope(ctx, act.k, kv_dim, batch.positions, m, {w.bk, w.k_norm, true});
           StoreKv(batch, layer, act.k, kv_dim, /*values=*/false);
         },
         [&] {
-          w.wv->Apply(act.h, n_embd, nullptr, m, act.v, kv_dim, Scratch(ctx, act, kXqV));
+          Project(ctx, *w.wv, act.h, n_embd, nullptr, m, act.v, kv_dim, act, kXqAttnIn);
           BiasNormRope(ctx, act.v, kv_dim, nullptr, m, {w.bv, nullptr, false});
           StoreKv(batch, layer, act.v, kv_dim, /*values=*/true);
         });
@@ -501,7 +535,7 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, float* logits, const La
     RmsNormRows(*s.ctx.vk, act.x, m_logits, c.n_embd, model.output_norm(), s.ctx.eps, act.h);
     norm_seconds = Since(head_start);
     model.output().Apply(act.h, c.n_embd, nullptr, m_logits, logits, c.n_vocab,
-                         Scratch(s.ctx, act, kXqQ));
+                         Scratch(s.ctx, act, kXqRows));
   }
   if (stats != nullptr) {
     *stats = timed;

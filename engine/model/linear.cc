@@ -74,6 +74,18 @@ absl::StatusOr<Linear> Linear::Create(const GgufTensor& t, IsaLevel isa, bool re
   return l;
 }
 
+void Linear::ApplyQuantized(const QuantizedRows& xq, int64_t m, float* y, int64_t ldy) const {
+  DLLM_CHECK(int8() && xq.cols == n_in_ && xq.rows >= m);
+  if (m == 0) return;
+  GemmArgs args;
+  args.w = &view_;
+  args.x = &xq;
+  args.y = y;
+  args.y_stride = ldy;
+  args.num_rows = m;
+  ParallelGemm(*kernels_, args);
+}
+
 void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
                    int64_t ldy, const LinearScratch& scratch) const {
   if (m == 0) return;

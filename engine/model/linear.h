@@ -66,6 +66,10 @@ class Linear {
   void Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
              int64_t ldy, const LinearScratch& scratch) const;
 
+  // The same for an input already quantized: y[r, :] = xq[r] · Wᵀ for
+  // r in [0, m), when several int8 projections read one input. Needs int8().
+  void ApplyQuantized(const QuantizedRows& xq, int64_t m, float* y, int64_t ldy) const;
+
  private:
   Linear() = default;
   struct FreeAligned {

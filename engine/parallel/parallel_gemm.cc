@@ -30,15 +30,8 @@ void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args, tbb::task_ar
   }
 }
 
-void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
-                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
-                             float* y, int64_t ldy, tbb::task_arena* arena) {
-  GemmArgs args;
-  args.w = &w;
-  args.x = &xq;
-  args.y = y;
-  args.y_stride = ldy;
-  args.num_rows = m;
+void ParallelQuantizeRows(const float* x, int64_t ldx, const int32_t* rows, int64_t m,
+                          const QuantizedRows& xq, tbb::task_arena* arena) {
   auto run = [&] {
     constexpr int64_t kRowsPerTask = 16;
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, m, kRowsPerTask),
@@ -54,6 +47,25 @@ void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& 
                           QuantizeRows(x + b * ldx, ldx, n, part);
                         }
                       });
+  };
+  if (arena != nullptr) {
+    arena->execute(run);
+  } else {
+    run();
+  }
+}
+
+void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
+                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
+                             float* y, int64_t ldy, tbb::task_arena* arena) {
+  GemmArgs args;
+  args.w = &w;
+  args.x = &xq;
+  args.y = y;
+  args.y_stride = ldy;
+  args.num_rows = m;
+  auto run = [&] {
+    ParallelQuantizeRows(x, ldx, rows, m, xq);
     ParallelGemm(kernels, args);
   };
   if (arena != nullptr) {

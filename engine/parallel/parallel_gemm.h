@@ -18,6 +18,13 @@ namespace dllm {
 void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
                   tbb::task_arena* arena = nullptr);
 
+// Quantizes x row rows[i] (rows null: row i), i < m, into row i of `xq`
+// (xq.rows >= m, xq.cols the row width), in parallel over row blocks, on
+// the threads of `arena` or the caller's. Bit-identical to the serial
+// QuantizeGatheredRows / QuantizeRows.
+void ParallelQuantizeRows(const float* x, int64_t ldx, const int32_t* rows, int64_t m,
+                          const QuantizedRows& xq, tbb::task_arena* arena = nullptr);
+
 // The whole projection the forward pass needs, allocation-free:
 //   y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ   for r in [0, m)
 // Quantizes the (gathered) rows of `x` (row stride `ldx` floats) into `xq`
