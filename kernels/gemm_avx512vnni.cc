@@ -16,7 +16,8 @@
 //   weights (<= 12 KB) stays in L1 while every row block of the tile streams
 //   over it, so each weight byte comes from L2 or memory once per tile, not
 //   once per row block. Float partial sums wait in a per-call buffer between
-//   chunks (a store and a reload, exact);
+//   chunks (a store and a reload, exact). The next chunk's codes and scales
+//   are prefetched meanwhile;
 // - the float epilogue runs once per 32-element activation block:
 //       t  = cvt(dot_g0) * d_g0 [+ cvt(dot_g1) * d_g1 for 16-element groups]
 //       y += t * s_x
@@ -195,30 +196,69 @@ void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0, 
     for (int p = 0; p < P; ++p) _mm512_store_ps(part + r * kPanelBlock * 16 + p * 16, acc[r][p]);
 }
 
+// The memory the next chunk reads (its codes and scales, per panel),
+// prefetched a slice per row block while this chunk computes, so it arrives
+// from memory in time: with few rows (cached steps) the weight stream is
+// the bound, and the scales, apart from the codes, would each stall.
+class NextChunk {
+ public:
+  void Add(const void* p, int64_t bytes) {
+    if (bytes > 0) ranges_[n_++] = {static_cast<const char*>(p), bytes};
+    total_lines_ += (bytes + 63) / 64;
+  }
+  int64_t total_lines() const { return total_lines_; }
+  // Prefetches the next `lines` lines.
+  void Step(int64_t lines) {
+    for (; lines > 0 && at_ < n_; --lines) {
+      _mm_prefetch(ranges_[at_].p + off_, _MM_HINT_T0);
+      off_ += 64;
+      if (off_ >= ranges_[at_].bytes) ++at_, off_ = 0;
+    }
+  }
+
+ private:
+  struct Range {
+    const char* p;
+    int64_t bytes;
+  };
+  Range ranges_[5 * kPanelBlock] = {};
+  int n_ = 0, at_ = 0;
+  int64_t off_ = 0, total_lines_ = 0;
+};
+
+// Groups [g0, g1) of panels [p0, p0 + np): codes and scales.
+template <PackKind kKind>
+void AddChunk(const QuantizedMatrix& w, int64_t p0, int np, int64_t g0, int64_t g1, NextChunk* nc) {
+  const int64_t groups = g1 - g0;
+  for (int64_t p = p0; p < p0 + np; ++p) {
+    nc->Add(w.codes(p, g0), groups * static_cast<int64_t>(w.group_code_bytes()));
+    if constexpr (kKind == PackKind::kU4K) {
+      nc->Add(w.k_scales(p) + g0 * kPanelRows, groups * kPanelRows);
+      nc->Add(w.k_mins(p) + g0 * kPanelRows, groups * kPanelRows);
+      const int64_t s0 = g0 / 8, s1 = (g1 + 7) / 8;
+      nc->Add(w.super_scales(p) + s0 * kPanelRows, (s1 - s0) * kPanelRows * 4);
+      nc->Add(w.super_mins(p) + s0 * kPanelRows, (s1 - s0) * kPanelRows * 4);
+    } else {
+      nc->Add(w.scales(p) + g0 * kPanelRows, groups * kPanelRows * 4);
+      if (w.offsets(p) != nullptr) nc->Add(w.offsets(p) + g0 * kPanelRows, groups * kPanelRows * 4);
+    }
+  }
+}
+
 template <PackKind kKind, bool kIntOffset, int P>
 void RowsChunk(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p0, int64_t g0,
-               int64_t g1, const ChunkScales& cs, int shift, float* part) {
+               int64_t g1, const ChunkScales& cs, int shift, NextChunk* next, float* part) {
   int64_t rows[kRowBlock];
   int64_t i = row_begin;
-  // The next chunk's weights (codes of the same panels, groups [g1, 2 g1 -
-  // g0)) are prefetched a slice per row block, so they arrive from memory
-  // while this chunk computes: with few rows (cached steps) the weight
-  // stream is the bound.
-  const QuantizedMatrix& w = *a.w;
-  const int64_t next_bytes =
-      static_cast<int64_t>(std::min(w.num_groups() - g1, g1 - g0) * w.group_code_bytes());
-  const int64_t blocks = (row_end - row_begin + kRowBlock - 1) / kRowBlock;
-  const int64_t lines_per_block = (P * next_bytes / 64 + blocks - 1) / blocks;
-  int64_t line = 0;
+  const int64_t blocks = (row_end - row_begin) / kRowBlock;
+  const int64_t lines_per_block = blocks > 0 ? (next->total_lines() + blocks - 1) / blocks : 0;
   for (; i + kRowBlock <= row_end; i += kRowBlock) {
     for (int r = 0; r < kRowBlock; ++r) rows[r] = i + r;
-    for (int64_t n = 0; n < lines_per_block && line * 64 < P * next_bytes; ++n, ++line) {
-      const int64_t p = line * 64 / next_bytes, off = line * 64 % next_bytes;
-      _mm_prefetch(reinterpret_cast<const char*>(w.codes(p0 + p, g1) + off), _MM_HINT_T0);
-    }
+    next->Step(lines_per_block);
     BlockChunk<kKind, kIntOffset, kRowBlock, P>(a, rows, p0, g0, g1, cs, shift,
                                                 part + (i - row_begin) * kPanelBlock * 16);
   }
+  next->Step(next->total_lines());  // whatever is left (fewer rows than a block)
   const int left = static_cast<int>(row_end - i);
   for (int r = 0; r < left; ++r) rows[r] = i + r;
   float* at = part + (i - row_begin) * kPanelBlock * 16;
@@ -252,15 +292,22 @@ void TileVnniImpl(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t
       for (int64_t g0 = 0; g0 < groups; g0 += chunk_groups) {
         const int64_t g1 = std::min(groups, g0 + chunk_groups);
         ExpandScales<kKind>(w, p0, np, g0, g1, &cs);
+        NextChunk next;  // the following chunk, or the next panel block's first
+        if (g1 < groups) {
+          AddChunk<kKind>(w, p0, np, g1, std::min(groups, g1 + chunk_groups), &next);
+        } else if (p0 + kPanelBlock < panel_end) {
+          const int next_np = static_cast<int>(std::min<int64_t>(kPanelBlock, panel_end - p0 - kPanelBlock));
+          AddChunk<kKind>(w, p0 + kPanelBlock, next_np, 0, std::min(groups, chunk_groups), &next);
+        }
         switch (np) {
           case 3:
-            RowsChunk<kKind, kIntOffset, 3>(a, r0, r1, p0, g0, g1, cs, shift, part);
+            RowsChunk<kKind, kIntOffset, 3>(a, r0, r1, p0, g0, g1, cs, shift, &next, part);
             break;
           case 2:
-            RowsChunk<kKind, kIntOffset, 2>(a, r0, r1, p0, g0, g1, cs, shift, part);
+            RowsChunk<kKind, kIntOffset, 2>(a, r0, r1, p0, g0, g1, cs, shift, &next, part);
             break;
           default:
-            RowsChunk<kKind, kIntOffset, 1>(a, r0, r1, p0, g0, g1, cs, shift, part);
+            RowsChunk<kKind, kIntOffset, 1>(a, r0, r1, p0, g0, g1, cs, shift, &next, part);
             break;
         }
       }

@@ -4,10 +4,13 @@
 //
 //   dllm_bench_kernels [--sweep=default|full] [--results=PATH] [benchmark flags]
 //
-// default: M in {16, 144}, every shape but the output head, 1 and 2 threads,
-//          min time 0.1 s (about 2-4 min per ISA path on 2 cores);
-// full:    M in {16, 64, 144, 256, 512} and the output head (K=4096,
+// default: M in {16, 32, 144}, every shape but the output head, 1 and 2
+//          threads, min time 0.1 s (about 3-6 min per ISA path on 2 cores);
+// full:    M in {16, 32, 64, 144, 256, 512} and the output head (K=4096,
 //          N=126464) too (about an hour on 2 cores).
+// Weights come from memory, as in a forward pass (a ring of copies larger
+// than the last-level cache); each record has the weight stream's bytes/s
+// beside the measured read bandwidth, the bound at small M.
 // Attention (kernels/attention.h) on LLaDA-8B's heads (32 x 128) over
 // canvases of 144 and 512, per path and thread count, in FP32 FLOP/s and %
 // of the measured FP32 FMA peak of that path.
@@ -30,6 +33,7 @@
 
 #include "benchmark/benchmark.h"
 #include "engine/parallel/parallel_gemm.h"
+#include "engine/parallel/read_bandwidth.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
@@ -69,19 +73,27 @@ std::vector<uint8_t> RandomWeightBytes(GgmlType type, int64_t n, int64_t k) {
   return out;
 }
 
-// The packed matrix of the running benchmark; benchmarks are registered
-// grouped by (type, shape), so one cached matrix at a time suffices.
-const QuantizedMatrix& PackedFor(GgmlType type, int64_t n, int64_t k) {
-  static std::unique_ptr<PackedMatrix> cached;
+// The packed matrices of the running benchmark: copies of one matrix,
+// enough to fill twice a 64 MiB last-level cache, used in turn, so every
+// GEMM reads its weights from memory as a forward pass does (each layer's
+// weights are new to the caches), and small M is judged against the read
+// bandwidth, not L3's. Benchmarks are registered grouped by (type, shape),
+// so one ring at a time suffices.
+const std::vector<std::unique_ptr<PackedMatrix>>& PackedRingFor(GgmlType type, int64_t n, int64_t k) {
+  static std::vector<std::unique_ptr<PackedMatrix>> ring;
   static GgmlType c_type;
   static int64_t c_n = -1, c_k = -1;
-  if (!cached || c_type != type || c_n != n || c_k != k) {
-    cached.reset();
+  if (ring.empty() || c_type != type || c_n != n || c_k != k) {
+    ring.clear();
     const std::vector<uint8_t> bytes = RandomWeightBytes(type, n, k);
-    cached = std::make_unique<PackedMatrix>(type, bytes.data(), n, k);
+    constexpr size_t kRingBytes = size_t{128} << 20;
+    const size_t copies = std::clamp<size_t>(kRingBytes / PackedBytes(type, n, k) + 1, 1, 64);
+    for (size_t i = 0; i < copies; ++i) {
+      ring.push_back(std::make_unique<PackedMatrix>(type, bytes.data(), n, k));
+    }
     c_type = type, c_n = n, c_k = k;
   }
-  return cached->view();
+  return ring;
 }
 
 // Deterministic inputs in [-0.5, 0.5): the same every run, so runs compare.
@@ -109,7 +121,7 @@ std::map<int, double>& PeakPerThread() {  // by IsaLevel
 }
 
 void BM_Gemm(benchmark::State& state, Record rec) {
-  const QuantizedMatrix& w = PackedFor(rec.type, rec.shape.n, rec.shape.k);
+  const auto& ring = PackedRingFor(rec.type, rec.shape.n, rec.shape.k);
   const int64_t m = rec.m, k = rec.shape.k, n = rec.shape.n;
   std::vector<float> x(m * k), y(m * n);
   FillUniform(&x, 12345);
@@ -118,18 +130,22 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), m, k);
   QuantizeRows(x.data(), k, m, xq);
   GemmArgs args;
-  args.w = &w;
   args.x = &xq;
   args.y = y.data();
   args.y_stride = n;
   args.num_rows = m;
   const GemmKernels& kernels = SelectGemmKernels(rec.isa);
   tbb::task_arena arena(rec.threads);
+  size_t next = 0;
   for (auto _ : state) {
+    args.w = &ring[next]->view();
+    next = (next + 1) % ring.size();
     ParallelGemm(kernels, args, &arena);
     benchmark::DoNotOptimize(y.data());
   }
   const double ops = 2.0 * m * n * k;
+  state.counters["weight_bytes_per_s"] = benchmark::Counter(
+      static_cast<double>(ring[0]->bytes()), benchmark::Counter::kIsIterationInvariantRate);
   state.counters["ops_per_s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["m"] = m;
   state.counters["k"] = k;
@@ -147,6 +163,10 @@ struct AttnRecord {
 std::vector<AttnRecord>& AttnRecords() {
   static std::vector<AttnRecord> r;
   return r;
+}
+std::map<int, double>& ReadBandwidth() {  // bytes/s by thread count
+  static std::map<int, double> b;
+  return b;
 }
 std::map<int, double>& Fp32PeakPerThread() {  // by IsaLevel
   static std::map<int, double> p;
@@ -275,6 +295,8 @@ bool WriteResults(const std::string& path, const std::string& sweep,
   const CpuFeatures& cpu = GetCpuFeatures();
   std::fprintf(f, "{\n  \"cpu_model\": \"%s\",\n  \"cpu_flags\": \"%s\",\n  \"sweep\": \"%s\",\n",
                JsonEscape(cpu.brand).c_str(), JsonEscape(CpuFlagsString(cpu)).c_str(), sweep.c_str());
+  std::fprintf(f, "  \"read_bandwidth_bytes_per_s\": {\"1\": %.4g, \"2\": %.4g},\n",
+               ReadBandwidth()[1], ReadBandwidth()[2]);
   std::fprintf(f, "  \"peak_ops_per_s_per_thread\": {");
   bool first = true;
   for (const auto& [isa, v] : PeakPerThread()) {
@@ -304,12 +326,13 @@ bool WriteResults(const std::string& path, const std::string& sweep,
       std::fprintf(f,
                    "%s    {\"isa\": \"%s\", \"type\": \"%s\", \"model\": \"%s\", \"m\": %lld, \"k\": %lld, "
                    "\"n\": %lld, \"threads\": %d, \"seconds_per_gemm\": %.6g, \"ops_per_s\": %.6g, "
-                   "\"pct_of_peak\": %.2f}",
+                   "\"pct_of_peak\": %.2f, \"weight_bytes_per_s\": %.6g, \"pct_of_read_bandwidth\": %.2f}",
                    first ? "" : ",\n", IsaLevelName(rec.isa), GgmlTypeName(rec.type), rec.shape.model,
                    static_cast<long long>(rec.m), static_cast<long long>(rec.shape.k),
                    static_cast<long long>(rec.shape.n), rec.threads,
                    run.GetAdjustedRealTime() / 1e9 * (run.time_unit == benchmark::kMillisecond ? 1e6 : 1),
-                   ops, peak > 0 ? 100.0 * ops / peak : 0.0);
+                   ops, peak > 0 ? 100.0 * ops / peak : 0.0, run.counters.at("weight_bytes_per_s").value,
+                   100.0 * run.counters.at("weight_bytes_per_s").value / ReadBandwidth()[rec.threads]);
       first = false;
       break;
     }
@@ -402,8 +425,13 @@ int main(int argc, char** argv) {
           ->MinTime(0.1);
     }
   }
-  const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 64, 144, 256, 512}
-                                       : std::vector<int64_t>{16, 144};
+  for (int threads : {1, 2}) ReadBandwidth()[threads] = MeasureReadBandwidth(threads);
+  std::fprintf(stderr, "read bandwidth: %.1f GB/s (1 thread), %.1f GB/s (2 threads)\n",
+               ReadBandwidth()[1] / 1e9, ReadBandwidth()[2] / 1e9);
+  // 16 and 32 rows: a cached step's block (weight-bandwidth-bound); 144: an
+  // exact LLaDA step's canvas (compute-bound).
+  const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 32, 64, 144, 256, 512}
+                                       : std::vector<int64_t>{16, 32, 144};
   for (GgmlType type : kTypes) {
     for (const Shape& shape : kShapes) {
       if (!full && shape.n > 100000) continue;
