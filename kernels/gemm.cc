@@ -10,9 +10,12 @@ namespace {
 
 struct AllKernels {
   GemmKernels by_level[4];
+  GemmKernels plain_avx2;  // kAvx2's table where by_level[1] runs AVX-VNNI
   AllKernels() {
     for (int l = 0; l < 4; ++l) by_level[l].isa = static_cast<IsaLevel>(l);
+    plain_avx2.isa = IsaLevel::kAvx2;
     gemm_internal::FillScalarKernels(&by_level[0]);
+    gemm_internal::FillAvx2Kernels(&plain_avx2);
     if (GetCpuFeatures().avx_vnni) {
       gemm_internal::FillAvxVnniKernels(&by_level[1]);
     } else {
@@ -23,11 +26,25 @@ struct AllKernels {
   }
 };
 
+const AllKernels& All() {
+  static const AllKernels all;
+  return all;
+}
+
 }  // namespace
 
 const GemmKernels& SelectGemmKernels(IsaLevel level) {
-  static const AllKernels all;
-  return all.by_level[static_cast<int>(level)];
+  return All().by_level[static_cast<int>(level)];
+}
+
+std::vector<NamedGemmKernels> RunnableGemmKernels() {
+  std::vector<NamedGemmKernels> out;
+  for (IsaLevel level : SupportedIsaLevels()) {
+    const bool vnni = level == IsaLevel::kAvx2 && GetCpuFeatures().avx_vnni;
+    if (vnni) out.push_back({"avx2", &All().plain_avx2});
+    out.push_back({vnni ? "avxvnni" : IsaLevelName(level), &SelectGemmKernels(level)});
+  }
+  return out;
 }
 
 GemmTiling PlanGemmTiles(const GemmKernels& kernels, const GemmArgs& args, int num_threads) {

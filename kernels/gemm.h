@@ -23,6 +23,7 @@
 #define DLLM_KERNELS_GEMM_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 #include "kernels/quantize_act.h"
@@ -58,8 +59,17 @@ struct GemmKernels {
 };
 
 // The table for `level`, which must be supported by this CPU
-// (IsaLevelSupported). Hold on to the reference; it never changes.
+// (IsaLevelSupported). Hold on to the reference; it never changes. kAvx2
+// runs AVX-VNNI's `vpdpbusd` where the CPU has it, plain AVX2 otherwise.
 const GemmKernels& SelectGemmKernels(IsaLevel level);
+
+// Every table this CPU can run, named: one per supported level, plus plain
+// AVX2 where kAvx2 runs AVX-VNNI, so tests and benchmarks reach both.
+struct NamedGemmKernels {
+  const char* name;  // "scalar", "avx2", "avxvnni", "avx512vnni", "amx"
+  const GemmKernels* kernels;
+};
+std::vector<NamedGemmKernels> RunnableGemmKernels();
 
 // Output tiles: `tile_rows` rows by `tile_panels` panels of 16 columns,
 // rows fastest. Sized so each of `num_threads` threads gets at least 8 tiles

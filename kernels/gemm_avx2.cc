@@ -1,13 +1,20 @@
-// AVX2 GEMM tiles (compiled with -mavx2 -mfma only). Two X rows at a time
-// against a 16-row weight panel held as two 8-lane halves.
+// AVX2 GEMM tiles (compiled with -mavx2 -mfma only). A 16-row weight panel
+// is two 8-lane halves; the register tile is 4 X rows by one panel: 8 int32
+// chains, each weight vector used by 4 rows. The walk over K, the
+// prefetching and the offset folding are the shared tile driver's
+// (gemm_tile_driver-inl.h). With 16 ymm registers the float sums cannot
+// stay in registers beside the int32 ones: each group's epilogue reads and
+// writes them in `part` (L1), t = cvt(dot) * d, y += t * s_x.
 //
 // Integer scheme: `vpmaddubsw` multiplies u8 codes by s8 activations into
 // saturating int16 pairs, `vpmaddwd` by ones widens to int32. Codes of at
-// most 6 bits cannot saturate (2 * 63 * 127 < 32767). 8-bit codes could
+// most 6 bits cannot saturate (2 * 63 * 127 < 32767; two 4-bit products are
+// summed in int16 before widening: 4 * 15 * 127 < 32767). 8-bit codes could
 // (2 * 255 * 127), so they are recentred, s = u - 128, and multiplied as
-// |s| x sign(x, s) (at most 2 * 128 * 127); the lost 128 * sum(q) is folded
-// into the offset term: c' = c + 128 d. Activations are in [-127, 127], so
-// negating them never overflows.
+// |s| x sign(x, s) (at most 2 * 128 * 127): the integer dot is then
+// dot(u, q) - 128 sum(q), which CodeBias tells the driver (a free offset
+// becomes c + 128 d) and the folded offset accounts for. Activations are in
+// [-127, 127], so negating them never overflows.
 //
 // The same source is compiled a second time as gemm_avxvnni.cc with
 // DLLM_GEMM_AVXVNNI defined (and -mavxvnni): there `vpdpbusd` (ymm) takes the
@@ -17,7 +24,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/gemm_internal.h"
 
@@ -38,8 +47,6 @@ inline __m256i Bcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// X rows rows[0..R) against panel p, all groups. Each group's weight
-// vectors are loaded (and unpacked or recentred) once for the R rows.
 // Quad-row q (0..3) of a 6-bit group (layout in quantized_matrix.h), bytes
 // [half, half + 32) of it. The 16-bit shifts are safe: the masks drop the
 // bits that cross a byte.
@@ -51,177 +58,138 @@ inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
   return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(load(q - 2), 2), _mm256_set1_epi8(0x30)));
 }
 
-// A kU4K panel's scale arrays (quantized_matrix.h).
-struct KPanel {
-  const uint8_t *sc, *mn;
-  const float *sd, *sm;
-  KPanel(const QuantizedMatrix& w, int64_t p)
-      : sc(w.k_scales(p)), mn(w.k_mins(p)), sd(w.super_scales(p)), sm(w.super_mins(p)) {}
+// acc += the int32 dot of each lane's 4 codes `w` with the 4 activations `x`.
+inline __m256i Dot4(__m256i acc, __m256i w, __m256i x) {
+#ifdef DLLM_GEMM_AVXVNNI
+  return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)));
+#endif
+}
+
+#include "kernels/gemm_tile_driver-inl.h"
+
+struct Avx2 {
+  static constexpr int kRowBlock = 4;
+  static constexpr int kPanelBlock = 1;
+  static constexpr float CodeBias(PackKind kind) {
+    return !kAvxVnni && PackCodeBits(kind) == 8 ? 128.0f : 0.0f;
+  }
+  template <PackKind kKind, bool kIntOffset, int R, int P>
+  static void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0,
+                         int64_t g1, const ChunkScales<Avx2>& cs, int shift, float* part);
 };
 
-// kU4K: d = d_super * sc and c = -(dmin * m) for rows [n0, n0 + 8) of group g.
-inline void KScales(const KPanel& k, int64_t g, int n0, __m256* d, __m256* c) {
-  const int64_t at = g / 8 * kPanelRows + n0;
-  const __m256 sc = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.sc + g * kPanelRows + n0))));
-  const __m256 mn = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(
-      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(k.mn + g * kPanelRows + n0))));
-  *d = _mm256_mul_ps(_mm256_loadu_ps(k.sd + at), sc);
-  *c = _mm256_xor_ps(_mm256_mul_ps(_mm256_loadu_ps(k.sm + at), mn), _mm256_set1_ps(-0.0f));
+// The integer dot of one scale group for R rows, both halves of the panel,
+// started at init[r].
+template <PackKind kKind, int R>
+inline void GroupDots(const uint8_t* codes, const int8_t* const* x, const __m256i* init,
+                      __m256i (&dot)[R][2]) {
+  for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = init[r];
+  if constexpr (PackIsFourBit(kKind)) {
+    const __m256i nib = _mm256_set1_epi8(0x0f);
+    for (int q = 0; q < 4; ++q) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, nib);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+        for (int r = 0; r < R; ++r) {
+          const __m256i xl = Bcast4(x[r] + 4 * q), xh = Bcast4(x[r] + 16 + 4 * q);
+          if constexpr (kAvxVnni) {
+            dot[r][h] = Dot4(Dot4(dot[r][h], lo, xl), hi, xh);
+          } else {  // both products in int16 first: 4 * 15 * 127 < 32767
+            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+            dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+          }
+        }
+      }
+    }
+  } else if constexpr (kKind == PackKind::kU6G16) {
+    for (int q = 0; q < 4; ++q) {
+      const __m256i w0 = Unpack6(codes, q, 0), w1 = Unpack6(codes, q, 32);
+      for (int r = 0; r < R; ++r) {
+        const __m256i xb = Bcast4(x[r] + 4 * q);
+        dot[r][0] = Dot4(dot[r][0], w0, xb);
+        dot[r][1] = Dot4(dot[r][1], w1, xb);
+      }
+    }
+  } else {
+    for (int q = 0; q < 8; ++q) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
+        if constexpr (kAvxVnni) {
+          for (int r = 0; r < R; ++r) dot[r][h] = Dot4(dot[r][h], v, Bcast4(x[r] + 4 * q));
+        } else {  // recentred: |u - 128| x sign(x, u - 128)
+          const __m256i s = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));
+          const __m256i mag = _mm256_abs_epi8(s);
+          for (int r = 0; r < R; ++r) {
+            dot[r][h] = Dot4(dot[r][h], mag, _mm256_sign_epi8(Bcast4(x[r] + 4 * q), s));
+          }
+        }
+      }
+    }
+  }
 }
 
-template <PackKind kKind, int R>
-void RowsAvx2(const GemmArgs& a, const int64_t* rows, int64_t p) {
-  constexpr int S = kKind == PackKind::kU6G16 ? 16 : 32;
+template <PackKind kKind, bool kIntOffset, int R, int P>
+void Avx2::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0, int64_t g1,
+                      const ChunkScales<Avx2>& cs, int shift, float* part) {
+  static_assert(P == 1, "one panel a block");
+  constexpr int S = PackGroupSize(kKind);
+  constexpr int32_t kBias = static_cast<int32_t>(CodeBias(kKind));
   const QuantizedMatrix& w = *a.w;
-  const int64_t groups = w.num_groups();
-  const float* d = w.scales(p);
-  const float* c = w.offsets(p);
-  const KPanel kp(w, p);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i nib = _mm256_set1_epi8(0x0f);
-  const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
   const int8_t* xq[R];
-  __m256 acc[R][2];
+  const float* sx[R];
+  const int32_t* sum16[R];
   for (int r = 0; r < R; ++r) {
     xq[r] = a.x->row_q(rows[r]);
-    acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    sx[r] = a.x->row_scale(rows[r]);
+    sum16[r] = a.x->row_sum16(rows[r]);
   }
-  for (int64_t g = 0; g < groups; ++g) {
-    const uint8_t* codes = w.codes(p, g);
+  const uint8_t* panel = w.panel(p0);
+  const size_t gbytes = w.group_code_bytes();
+  for (int64_t g = g0; g < g1; ++g) {
     const int64_t k0 = g * S;
-    __m256i dot[R][2];
-    for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-    if constexpr (PackIsFourBit(kKind)) {
-      for (int q = 0; q < 4; ++q) {
-        const __m256i v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
-        const __m256i v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
-        const __m256i l0 = _mm256_and_si256(v0, nib), l1 = _mm256_and_si256(v1, nib);
-        const __m256i h0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), nib);
-        const __m256i h1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), nib);
-        for (int r = 0; r < R; ++r) {
-          const __m256i xl = Bcast4(xq[r] + k0 + 4 * q), xh = Bcast4(xq[r] + k0 + 16 + 4 * q);
-#ifdef DLLM_GEMM_AVXVNNI
-          dot[r][0] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(dot[r][0], l0, xl), h0, xh);
-          dot[r][1] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(dot[r][1], l1, xl), h1, xh);
-          continue;
-#endif
-          // Two 4-bit products per pair, two pairs summed: 4 * 15 * 127 < 32767.
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(l0, xl), _mm256_maddubs_epi16(h0, xh));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(l1, xl), _mm256_maddubs_epi16(h1, xh));
-          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(p0, ones16));
-          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(p1, ones16));
-        }
-      }
-    } else if constexpr (kKind == PackKind::kU6G16 || kAvxVnni) {
-      for (int q = 0; q < S / 4; ++q) {
-        __m256i v0, v1;
-        if constexpr (kKind == PackKind::kU6G16) {
-          v0 = Unpack6(codes, q, 0);
-          v1 = Unpack6(codes, q, 32);
-        } else {
-          v0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q));
-          v1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32));
-        }
-        for (int r = 0; r < R; ++r) {
-          const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
-#ifdef DLLM_GEMM_AVXVNNI
-          dot[r][0] = _mm256_dpbusd_avx_epi32(dot[r][0], v0, xb);
-          dot[r][1] = _mm256_dpbusd_avx_epi32(dot[r][1], v1, xb);
-          continue;
-#endif
-          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(_mm256_maddubs_epi16(v0, xb), ones16));
-          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(_mm256_maddubs_epi16(v1, xb), ones16));
-        }
-      }
-    } else {
-      for (int q = 0; q < 8; ++q) {
-        const __m256i s0 = _mm256_xor_si256(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q)), bias);
-        const __m256i s1 = _mm256_xor_si256(
-            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32)), bias);
-        const __m256i a0 = _mm256_abs_epi8(s0), a1 = _mm256_abs_epi8(s1);
-        for (int r = 0; r < R; ++r) {
-          const __m256i xb = Bcast4(xq[r] + k0 + 4 * q);
-          const __m256i m0 = _mm256_maddubs_epi16(a0, _mm256_sign_epi8(xb, s0));
-          const __m256i m1 = _mm256_maddubs_epi16(a1, _mm256_sign_epi8(xb, s1));
-          dot[r][0] = _mm256_add_epi32(dot[r][0], _mm256_madd_epi16(m0, ones16));
-          dot[r][1] = _mm256_add_epi32(dot[r][1], _mm256_madd_epi16(m1, ones16));
-        }
-      }
-    }
-    __m256 d0, d1, c0, c1;
-    if constexpr (kKind == PackKind::kU4K) {
-      KScales(kp, g, 0, &d0, &c0);
-      KScales(kp, g, 8, &d1, &c1);
-    } else {
-      d0 = _mm256_load_ps(d + g * kPanelRows);
-      d1 = _mm256_load_ps(d + g * kPanelRows + 8);
-    }
-    if constexpr (kKind == PackKind::kU4K) {
-    } else if constexpr (kKind == PackKind::kU6G16) {
-      c0 = _mm256_mul_ps(d0, _mm256_set1_ps(-32.0f));
-      c1 = _mm256_mul_ps(d1, _mm256_set1_ps(-32.0f));
-    } else {
-      c0 = _mm256_load_ps(c + g * kPanelRows);
-      c1 = _mm256_load_ps(c + g * kPanelRows + 8);
-    }
-    if constexpr (kKind == PackKind::kU8G32 && !kAvxVnni) {
-      const __m256 k128 = _mm256_set1_ps(128.0f);
-      c0 = _mm256_fmadd_ps(d0, k128, c0);
-      c1 = _mm256_fmadd_ps(d1, k128, c1);
-    }
+    const int8_t* x[R];
+    __m256i init[R];
     for (int r = 0; r < R; ++r) {
-      const float s = a.x->row_scale(rows[r])[k0 / kActBlock];
-      const __m256 vs = _mm256_set1_ps(s);
-      const __m256 vxs =
-          _mm256_set1_ps(s * static_cast<float>(ActGroupSum(a.x->row_sum16(rows[r]), k0, S)));
-      acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][0]), _mm256_mul_ps(d0, vs), acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[r][1]), _mm256_mul_ps(d1, vs), acc[r][1]);
-      acc[r][0] = _mm256_fmadd_ps(c0, vxs, acc[r][0]);
-      acc[r][1] = _mm256_fmadd_ps(c1, vxs, acc[r][1]);
+      x[r] = xq[r] + k0;
+      if constexpr (kIntOffset) {  // the dot has -kBias sum(q) already
+        init[r] = _mm256_set1_epi32(ActGroupSum(sum16[r], k0, S) * (kBias - (1 << shift)));
+      } else {
+        init[r] = _mm256_setzero_si256();
+      }
+    }
+    __m256i dot[R][2];
+    GroupDots<kKind, R>(panel + g * gbytes, x, init, dot);
+    const __m256 d0 = _mm256_load_ps(cs.d[g - g0][0]), d1 = _mm256_load_ps(cs.d[g - g0][0] + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 sv = _mm256_set1_ps(sx[r][k0 / kActBlock]);
+      float* y = part + r * kPanelRows;
+      const __m256 t0 = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[r][0]), d0);
+      const __m256 t1 = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[r][1]), d1);
+      _mm256_store_ps(y, _mm256_fmadd_ps(t0, sv, _mm256_load_ps(y)));
+      _mm256_store_ps(y + 8, _mm256_fmadd_ps(t1, sv, _mm256_load_ps(y + 8)));
     }
   }
-  const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-  for (int r = 0; r < R; ++r) {
-    float* out = a.y + rows[r] * a.y_stride + p * kPanelRows;
-    if (n_valid == kPanelRows) {
-      _mm256_storeu_ps(out, acc[r][0]);
-      _mm256_storeu_ps(out + 8, acc[r][1]);
-    } else {
-      alignas(32) float tmp[kPanelRows];
-      _mm256_store_ps(tmp, acc[r][0]);
-      _mm256_store_ps(tmp + 8, acc[r][1]);
-      std::memcpy(out, tmp, n_valid * sizeof(float));
-    }
-  }
-}
-
-template <PackKind kKind>
-void TileAvx2(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
-              int64_t panel_end) {
-  constexpr int kRows = 2;  // 2 rows x 2 halves of int32 and float accumulators fit in 16 ymm
-  for (int64_t p = panel_begin; p < panel_end; ++p) {
-    int64_t i = row_begin;
-    int64_t rows[kRows];
-    for (; i + kRows <= row_end; i += kRows) {
-      for (int r = 0; r < kRows; ++r) rows[r] = i + r;
-      RowsAvx2<kKind, kRows>(a, rows, p);
-    }
-    for (; i < row_end; ++i) {
-      rows[0] = i;
-      RowsAvx2<kKind, 1>(a, rows, p);
+  if constexpr (!kIntOffset) {
+    // The free mins, c * s_x sum(q), for the chunk's groups after its dots.
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t k0 = g * S;
+      const __m256 c0 = _mm256_load_ps(cs.c[g - g0][0]), c1 = _mm256_load_ps(cs.c[g - g0][0] + 8);
+      for (int r = 0; r < R; ++r) {
+        const __m256 xs = _mm256_set1_ps(sx[r][k0 / kActBlock] *
+                                         static_cast<float>(ActGroupSum(sum16[r], k0, S)));
+        float* y = part + r * kPanelRows;
+        _mm256_store_ps(y, _mm256_fmadd_ps(c0, xs, _mm256_load_ps(y)));
+        _mm256_store_ps(y + 8, _mm256_fmadd_ps(c1, xs, _mm256_load_ps(y + 8)));
+      }
     }
   }
 }
 
 }  // namespace
 
-void DLLM_GEMM_AVX2_FILL(GemmKernels* k) {
-  k->tile[static_cast<int>(PackKind::kU4K)] = TileAvx2<PackKind::kU4K>;
-  k->tile[static_cast<int>(PackKind::kU4G32)] = TileAvx2<PackKind::kU4G32>;
-  k->tile[static_cast<int>(PackKind::kU8G32)] = TileAvx2<PackKind::kU8G32>;
-  k->tile[static_cast<int>(PackKind::kU6G16)] = TileAvx2<PackKind::kU6G16>;
-}
+void DLLM_GEMM_AVX2_FILL(GemmKernels* k) { FillTiles<Avx2>(k); }
 
 }  // namespace dllm::gemm_internal

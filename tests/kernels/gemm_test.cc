@@ -29,9 +29,10 @@ using testing::AlignedBytes;
 using testing::Problem;
 using testing::Where;
 
-void CheckGemm(const Problem& p, IsaLevel isa, const std::vector<int32_t>& row_ids, int threads,
-               std::vector<float>* y = nullptr) {
-  testing::CheckGemm(p, SelectGemmKernels(isa), IsaLevelName(isa), row_ids, threads, y);
+// Every table this CPU runs: each level's, and plain AVX2 beside AVX-VNNI.
+void CheckGemm(const Problem& p, const NamedGemmKernels& isa, const std::vector<int32_t>& row_ids,
+               int threads, std::vector<float>* y = nullptr) {
+  testing::CheckGemm(p, *isa.kernels, isa.name, row_ids, threads, y);
 }
 
 const GgmlType kTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, GgmlType::kQ6_K,
@@ -50,10 +51,10 @@ TEST(GemmTest, EveryIsaAndTypeMatchesFloat64Product) {
       const int64_t k = kb * (1 + rng() % (kb == 32 ? 8 : 2));
       Problem p(type, m, n, k, static_cast<uint32_t>(rng()));
       std::vector<float> scalar_y;
-      for (IsaLevel isa : SupportedIsaLevels()) {
+      for (const NamedGemmKernels& isa : RunnableGemmKernels()) {
         std::vector<float> y;
         CheckGemm(p, isa, {}, 1 + trial % 2, &y);
-        if (isa == IsaLevel::kScalar) {
+        if (isa.kernels->isa == IsaLevel::kScalar) {
           scalar_y = y;
           continue;
         }
@@ -63,7 +64,7 @@ TEST(GemmTest, EveryIsaAndTypeMatchesFloat64Product) {
           for (int64_t j = 0; j < p.n; ++j) {
             const size_t at = i * (p.n + 3) + j;
             ASSERT_NEAR(y[at], scalar_y[at], 0.5 * p.bound[i * p.n + j] + 1e-6)
-                << Where(p, IsaLevelName(isa)) << " vs scalar at " << i << "," << j;
+                << Where(p, isa.name) << " vs scalar at " << i << "," << j;
           }
         }
       }
@@ -78,7 +79,7 @@ TEST(GemmTest, GatheredRowsMatchTheirRowsOfTheWholeProduct) {
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K, GgmlType::kQ4_0}) {
     Problem p(type, 37, 40, PackKMultiple(type) * 2, 99);
     const std::vector<int32_t> rows = {0, 5, 6, 19, 20, 21, 36};
-    for (IsaLevel isa : SupportedIsaLevels()) {
+    for (const NamedGemmKernels& isa : RunnableGemmKernels()) {
       CheckGemm(p, isa, rows, 2);
       CheckGemm(p, isa, rows, 0);
     }
@@ -97,7 +98,7 @@ TEST(GemmTest, EachRowsBitsDoNotDependOnMTilingOrThreads) {
                         GgmlType::kQ4_1, GgmlType::kQ5_K}) {
     const int64_t k = PackKMultiple(type) == 256 ? 1280 : 1312;
     Problem p(type, 40, 70, k, static_cast<uint32_t>(rng()));
-    for (IsaLevel isa : SupportedIsaLevels()) {
+    for (const NamedGemmKernels& isa : RunnableGemmKernels()) {
       std::vector<float> whole;
       CheckGemm(p, isa, {}, 2, &whole);
       const int64_t stride = p.n + 3;
@@ -112,10 +113,42 @@ TEST(GemmTest, EachRowsBitsDoNotDependOnMTilingOrThreads) {
           for (int64_t i = 0; i < m; ++i) {
             ASSERT_EQ(0, std::memcmp(part.data() + i * stride, whole.data() + rows[i] * stride,
                                      sizeof(float) * p.n))
-                << Where(p, IsaLevelName(isa)) << ": row " << rows[i] << " as row " << i << " of "
+                << Where(p, isa.name) << ": row " << rows[i] << " as row " << i << " of "
                 << m << ", threads " << threads;
           }
         }
+      }
+    }
+  }
+}
+
+// The register-blocked tables (AVX-512 VNNI, AVX-VNNI, plain AVX2) share
+// one tile driver and one float epilogue, and their integer dots are exact,
+// so they agree bit for bit: two independent SIMD implementations checking
+// each other. Plain AVX2 recentres 8-bit codes and restores the offset in
+// float, so on 8-bit formats with free offsets it rounds differently.
+TEST(GemmTest, RegisterBlockedTablesAgreeBitForBit) {
+  std::vector<NamedGemmKernels> tables;  // the reference first: any but plain AVX2
+  for (const NamedGemmKernels& t : RunnableGemmKernels()) {
+    if (t.kernels->isa != IsaLevel::kAvx2 && t.kernels->isa != IsaLevel::kAvx512Vnni) continue;
+    tables.insert(std::string(t.name) == "avx2" ? tables.end() : tables.begin(), t);
+  }
+  if (tables.size() < 2) GTEST_SKIP() << "one register-blocked table on this CPU";
+  std::mt19937 rng(91);
+  for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ4_0, GgmlType::kQ4_1,
+                        GgmlType::kQ8_0, GgmlType::kQ5_K, GgmlType::kF16}) {
+    Problem p(type, 23, 70, PackKMultiple(type) == 256 ? 768 : 800, static_cast<uint32_t>(rng()));
+    std::vector<float> first;
+    CheckGemm(p, tables[0], {}, 2, &first);
+    for (size_t i = 1; i < tables.size(); ++i) {
+      const bool free_offset_bytes = PackCodeBits(PackKindOf(type)) == 8 && PackOffsetShift(type) < 0;
+      if (std::string(tables[i].name) == "avx2" && free_offset_bytes) continue;
+      std::vector<float> y;
+      CheckGemm(p, tables[i], {}, 1, &y);
+      for (int64_t r = 0; r < p.m; ++r) {
+        ASSERT_EQ(0, std::memcmp(y.data() + r * (p.n + 3), first.data() + r * (p.n + 3),
+                                 sizeof(float) * p.n))
+            << Where(p, tables[i].name) << " vs " << tables[0].name << " row " << r;
       }
     }
   }
@@ -125,7 +158,7 @@ TEST(GemmTest, TallShapesUseManyTiles) {
   // Larger M exercises full row blocks (16-row AMX tiles, 4-row VNNI blocks).
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
     Problem p(type, 150, 70, 512, 7);
-    for (IsaLevel isa : SupportedIsaLevels()) {
+    for (const NamedGemmKernels& isa : RunnableGemmKernels()) {
       CheckGemm(p, isa, {}, 2);
       CheckGemm(p, isa, {}, 0);  // the whole product as one tile
     }
@@ -139,8 +172,8 @@ TEST(GemmTest, TilingGivesEachThreadSeveralTilesOfWholeRegisterBlocks) {
   w.cols = 4096;
   GemmArgs args;
   args.w = &w;
-  for (IsaLevel isa : SupportedIsaLevels()) {
-    const GemmKernels& kernels = SelectGemmKernels(isa);
+  for (const NamedGemmKernels& isa : RunnableGemmKernels()) {
+    const GemmKernels& kernels = *isa.kernels;
     for (int64_t m : {1, 16, 144, 512, 4096}) {
       args.num_rows = m;
       const GemmTiling t = PlanGemmTiles(kernels, args, 2);
@@ -148,9 +181,9 @@ TEST(GemmTest, TilingGivesEachThreadSeveralTilesOfWholeRegisterBlocks) {
       EXPECT_GE(t.tile_rows * t.row_tiles, m);
       EXPECT_GE(t.tile_panels * t.panel_tiles, w.num_panels());
       if (t.tile_panels < w.num_panels()) {
-        EXPECT_EQ(t.tile_panels % kernels.panel_block, 0) << IsaLevelName(isa) << " m " << m;
+        EXPECT_EQ(t.tile_panels % kernels.panel_block, 0) << isa.name << " m " << m;
       }
-      if (m > 128) EXPECT_EQ(t.tile_rows % kernels.row_block, 0) << IsaLevelName(isa) << " m " << m;
+      if (m > 128) EXPECT_EQ(t.tile_rows % kernels.row_block, 0) << isa.name << " m " << m;
     }
   }
 }
