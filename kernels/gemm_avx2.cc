@@ -162,7 +162,7 @@ void Avx2::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_
     }
     __m256i dot[R][2];
     GroupDots<kKind, R>(panel + g * gbytes, x, init, dot);
-    const __m256 d0 = _mm256_load_ps(cs.d[g - g0][0]), d1 = _mm256_load_ps(cs.d[g - g0][0] + 8);
+    const __m256 d0 = _mm256_load_ps(cs.d[0][g - g0]), d1 = _mm256_load_ps(cs.d[0][g - g0] + 8);
     for (int r = 0; r < R; ++r) {
       const __m256 sv = _mm256_set1_ps(sx[r][k0 / kActBlock]);
       float* y = part + r * kPanelRows;
@@ -176,7 +176,7 @@ void Avx2::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_
     // The free mins, c * s_x sum(q), for the chunk's groups after its dots.
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t k0 = g * S;
-      const __m256 c0 = _mm256_load_ps(cs.c[g - g0][0]), c1 = _mm256_load_ps(cs.c[g - g0][0] + 8);
+      const __m256 c0 = _mm256_load_ps(cs.c[0][g - g0]), c1 = _mm256_load_ps(cs.c[0][g - g0] + 8);
       for (int r = 0; r < R; ++r) {
         const __m256 xs = _mm256_set1_ps(sx[r][k0 / kActBlock] *
                                          static_cast<float>(ActGroupSum(sum16[r], k0, S)));

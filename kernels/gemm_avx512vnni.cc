@@ -131,7 +131,7 @@ void Avx512Vnni::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, 
     for (int r = 0; r < R; ++r) {
       const __m512 sv = _mm512_set1_ps(sx[r][k0 / kActBlock]);
       for (int p = 0; p < P; ++p) {
-        const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_load_ps(cs.d[g - g0][p]));
+        const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_load_ps(cs.d[p][g - g0]));
         acc[r][p] = _mm512_fmadd_ps(t, sv, acc[r][p]);
       }
     }
@@ -145,7 +145,7 @@ void Avx512Vnni::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, 
         const __m512 xs = _mm512_set1_ps(sx[r][k0 / kActBlock] *
                                          static_cast<float>(ActGroupSum(sum16[r], k0, S)));
         for (int p = 0; p < P; ++p) {
-          acc[r][p] = _mm512_fmadd_ps(_mm512_load_ps(cs.c[g - g0][p]), xs, acc[r][p]);
+          acc[r][p] = _mm512_fmadd_ps(_mm512_load_ps(cs.c[p][g - g0]), xs, acc[r][p]);
         }
       }
     }

@@ -38,11 +38,11 @@ constexpr int64_t kPartRows = 128;  // rows of float partial sums kept per call
 constexpr int64_t ChunkK(PackKind kind) { return PackCodeBits(kind) == 8 ? 256 : 512; }
 
 // A chunk's group scales for the panel block: d and c (16 floats each) of
-// group j of the chunk and panel p of the block.
+// panel p of the block and group j of the chunk.
 template <typename Policy>
 struct ChunkScales {
-  alignas(64) float d[kMaxChunkK / 16][Policy::kPanelBlock][kPanelRows];
-  alignas(64) float c[kMaxChunkK / 16][Policy::kPanelBlock][kPanelRows];
+  alignas(64) float d[Policy::kPanelBlock][kMaxChunkK / 16][kPanelRows];
+  alignas(64) float c[Policy::kPanelBlock][kMaxChunkK / 16][kPanelRows];
 };
 
 // kU4K: d = d_super * sc and c = 0 - dmin * m per group (as the file's
@@ -53,30 +53,31 @@ template <typename Policy, PackKind kKind>
 void ExpandScales(const QuantizedMatrix& w, int64_t p0, int np, int64_t g0, int64_t g1,
                   ChunkScales<Policy>* s) {
   constexpr float bias = Policy::CodeBias(kKind);
+  const int64_t n = (g1 - g0) * kPanelRows;  // floats of a panel's chunk
   for (int p = 0; p < np; ++p) {
+    float* d = &s->d[p][0][0];
+    float* c = &s->c[p][0][0];
     if constexpr (kKind == PackKind::kU4K) {
-      const uint8_t* sc = w.k_scales(p0 + p);
-      const uint8_t* mn = w.k_mins(p0 + p);
-      const float* sd = w.super_scales(p0 + p);
-      const float* sm = w.super_mins(p0 + p);
-      for (int64_t g = g0; g < g1; ++g) {
-        const int64_t at = g / 8 * kPanelRows;
-        for (int n = 0; n < kPanelRows; ++n) {
-          s->d[g - g0][p][n] = sd[at + n] * static_cast<float>(sc[g * kPanelRows + n]);
-          s->c[g - g0][p][n] = 0.0f - sm[at + n] * static_cast<float>(mn[g * kPanelRows + n]);
+      const uint8_t* sc = w.k_scales(p0 + p) + g0 * kPanelRows;
+      const uint8_t* mn = w.k_mins(p0 + p) + g0 * kPanelRows;
+      for (int64_t g = 0; g < g1 - g0; ++g) {
+        const float* sd = w.super_scales(p0 + p) + (g0 + g) / 8 * kPanelRows;
+        const float* sm = w.super_mins(p0 + p) + (g0 + g) / 8 * kPanelRows;
+        for (int i = 0; i < kPanelRows; ++i) {
+          d[g * kPanelRows + i] = sd[i] * static_cast<float>(sc[g * kPanelRows + i]);
+          c[g * kPanelRows + i] = 0.0f - sm[i] * static_cast<float>(mn[g * kPanelRows + i]);
         }
       }
     } else {
-      const float* d = w.scales(p0 + p);
-      const float* c = w.offsets(p0 + p);
-      for (int64_t g = g0; g < g1; ++g) {
-        for (int n = 0; n < kPanelRows; ++n) {
-          s->d[g - g0][p][n] = d[g * kPanelRows + n];
-          if (c != nullptr) {
-            s->c[g - g0][p][n] = bias == 0.0f ? c[g * kPanelRows + n]
-                                              : std::fma(d[g * kPanelRows + n], bias, c[g * kPanelRows + n]);
-          }
-        }
+      // A panel's group scales (and offsets) are contiguous in K order.
+      std::memcpy(d, w.scales(p0 + p) + g0 * kPanelRows, sizeof(float) * n);
+      const float* off = w.offsets(p0 + p);
+      if (off == nullptr) continue;
+      off += g0 * kPanelRows;
+      if constexpr (bias == 0.0f) {
+        std::memcpy(c, off, sizeof(float) * n);
+      } else {
+        for (int64_t i = 0; i < n; ++i) c[i] = std::fma(d[i], bias, off[i]);
       }
     }
   }
