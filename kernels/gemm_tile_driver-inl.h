@@ -13,7 +13,7 @@
 // sums `part` (row r's panel p at part + (r * kPanelBlock + p) * 16).
 //
 // The walk:
-// - K goes in chunks of ChunkK elements: about 6-12 KB of a panel block's
+// - K goes in chunks of ChunkK elements: about 12-24 KB of a panel block's
 //   codes, which stay in L1 while every row block of the tile streams over
 //   them, so each weight byte comes from L2 or memory once per tile, not once
 //   per row block. The float partial sums wait in `part` between chunks (a
@@ -30,12 +30,12 @@
 // Each output element sees the same operations in the same order whatever
 // the tile, the edge blocks and the thread count (gemm_test holds it).
 
-constexpr int64_t kMaxChunkK = 512;
+constexpr int64_t kMaxChunkK = 1024;
 constexpr int64_t kPartRows = 128;  // rows of float partial sums kept per call
 
 // Elements of K per L1-resident chunk (fewer, longer chunks for 4- and 6-bit
 // codes cut the per-chunk overhead).
-constexpr int64_t ChunkK(PackKind kind) { return PackCodeBits(kind) == 8 ? 256 : 512; }
+constexpr int64_t ChunkK(PackKind kind) { return PackCodeBits(kind) == 8 ? 512 : 1024; }
 
 // A chunk's group scales for the panel block: d and c (16 floats each) of
 // panel p of the block and group j of the chunk.

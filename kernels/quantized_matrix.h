@@ -1,7 +1,12 @@
 // Weight matrices repacked once at load into the one layout every GEMM path
 // (scalar, AVX2/AVX-VNNI, AVX-512 VNNI, AMX) reads, and the non-owning view
 // of it. The layout does not depend on the ISA, so one packed copy serves
-// every path and `--isa` can change without repacking.
+// every path and `--isa` can change without repacking. Issue #23 kept it so
+// on purpose: the register-blocked kernels read several 16-row panels side
+// by side instead of wanting wider panels, the scales they need per chunk
+// are formed once per chunk from the stored ones (so pre-multiplied scales
+// would save little and cost memory), and only the 6-bit layout changed, to
+// one every path unpacks in fewer operations.
 //
 // Packing scheme. Every supported GGUF type is rewritten as unsigned integer
 // codes `u` with, per scale group of S elements of a row, a float scale `d`

@@ -41,13 +41,15 @@ const GgmlType kTypes[] = {GgmlType::kQ8_0, GgmlType::kQ4_0, GgmlType::kQ4_K, Gg
 
 TEST(GemmTest, EveryIsaAndTypeMatchesFloat64Product) {
   std::mt19937 rng(1234);
-  const int64_t ms[] = {1, 3, 17, 40};
-  const int64_t ns[] = {1, 15, 16, 33, 50};
+  // Row tails 1, 3, 2 and none of the 4-row blocks; panel tails of 1, 2
+  // and 3 panels of the 3-panel blocks (and a ragged last panel).
+  const int64_t ms[] = {1, 3, 18, 40};
+  const int64_t ns[] = {1, 15, 20, 33, 50, 80};
   for (GgmlType type : kTypes) {
     const int64_t kb = PackKMultiple(type);
     for (int trial = 0; trial < 4; ++trial) {
       const int64_t m = ms[trial % 4];
-      const int64_t n = ns[(trial + rng() % 5) % 5];
+      const int64_t n = ns[(trial + rng() % 6) % 6];
       const int64_t k = kb * (1 + rng() % (kb == 32 ? 8 : 2));
       Problem p(type, m, n, k, static_cast<uint32_t>(rng()));
       std::vector<float> scalar_y;
@@ -102,7 +104,7 @@ TEST(GemmTest, EachRowsBitsDoNotDependOnMTilingOrThreads) {
       std::vector<float> whole;
       CheckGemm(p, isa, {}, 2, &whole);
       const int64_t stride = p.n + 3;
-      for (const int64_t m : {1, 3, 4, 5, 13, 39}) {
+      for (const int64_t m : {1, 2, 3, 4, 5, 6, 13, 39}) {
         std::vector<int32_t> rows(p.m);
         for (int i = 0; i < p.m; ++i) rows[i] = i;
         std::shuffle(rows.begin(), rows.end(), rng);
