@@ -15,8 +15,11 @@
 
 namespace dllm {
 
-constexpr int kAttnQueryBlock = 16;  // query rows per call (a task's work)
+constexpr int kAttnQueryBlock = 16;  // query rows computed together (a vector's lanes)
 constexpr int kAttnKeyBlock = 64;    // keys scored at a time
+// Query rows a caller hands one call (a task's work): the head's K and V are
+// staged once per call and read by all its query blocks.
+constexpr int kAttnRowsPerCall = 64;
 
 struct AttentionShape {
   int n_tokens = 0;   // canvas length L (keys and values)
@@ -29,17 +32,19 @@ struct AttentionShape {
   float scale = 0;     // usually 1/sqrt(head_dim)
 };
 
-// Floats of scratch one call needs: the most any path uses (the AVX-512
-// one: Q^T, O^T, P^T and a key block's K and V rows, plus 64-byte alignment).
+// Floats of scratch one call needs over a canvas of up to s.n_tokens
+// positions: Q^T, O^T and P^T for one query block, and the head's K and V
+// rows staged contiguously, plus 64-byte alignment.
 inline int64_t AttentionScratchFloats(const AttentionShape& s) {
   return int64_t{kAttnQueryBlock} * (kAttnKeyBlock + 2 * s.head_dim + 2) +
-         2 * int64_t{s.head_dim} * kAttnKeyBlock + 16;
+         2 * int64_t{s.head_dim} * (s.n_tokens + kAttnKeyBlock) + 16;
 }
 
 // Writes out[i, head*head_dim .. +head_dim) for query rows
-// i in [q_begin, q_end) of `q`, q_end - q_begin <= kAttnQueryBlock, over
-// the keys and values of rows [0, n_tokens) of `k` and `v`. The last layer
-// passes only the rows whose logits are needed, compacted into `q`.
+// i in [q_begin, q_end) of `q` (any number; kAttnRowsPerCall is the size
+// callers split work into), over the keys and values of rows [0, n_tokens)
+// of `k` and `v`. The last layer passes only the rows whose logits are
+// needed, compacted into `q`. `scratch` holds AttentionScratchFloats(shape).
 using AttentionFn = void (*)(const AttentionShape& shape, const float* q, const float* k,
                              const float* v, float* out, int head, int q_begin, int q_end,
                              float* scratch);

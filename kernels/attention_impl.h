@@ -149,22 +149,14 @@ DLLM_ATTN_INLINE void Accumulate(const float* pt, const float* v, int64_t vs, in
   }
 }
 
-void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* k, const float* v,
-                    float* out, int head, int q_begin, int q_end, float* scratch) {
+// One block of up to kLanes query rows against the head's K and V staged
+// at kb / vb (n_tokens rows of d floats each, contiguous).
+DLLM_ATTN_INLINE void QueryBlock(const dllm::AttentionShape& s, const float* q, const float* kb,
+                                 const float* vb, float* out, int head, int q_begin, int q_end,
+                                 float* qt, float* ot, float* pt) {
   using dllm::kAttnKeyBlock;
   const int d = s.head_dim;
-  const int kv_head = head / (s.n_head / s.n_head_kv);
   const int nq = q_end - q_begin;
-  // Scratch (AttentionScratchFloats): Q^T [d][16], O^T [d][16], P^T
-  // [kAttnKeyBlock][16], and the key block's K and V rows [kAttnKeyBlock][d]
-  // copied together: in the canvas they lie a whole row of heads apart
-  // (16 KB at 32 x 128), and at that power-of-two stride one head's rows
-  // share a few cache sets and evict each other.
-  float* qt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
-  float* ot = qt + kLanes * d;
-  float* pt = ot + kLanes * d;
-  float* kb = pt + kLanes * kAttnKeyBlock;
-  float* vb = kb + kAttnKeyBlock * d;
   for (int i = 0; i < kLanes; ++i) {
     if (i < nq) {
       const int qi = q_begin + i;
@@ -175,9 +167,6 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
     }
   }
   std::memset(ot, 0, sizeof(float) * kLanes * d);
-
-  const float* kh = k + kv_head * d;
-  const float* vh = v + kv_head * d;
   Vec row_max[kParts], row_sum[kParts];
   for (int h = 0; h < kParts; ++h) {
     row_max[h] = Splat(-std::numeric_limits<float>::infinity());
@@ -185,12 +174,7 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
   }
   for (int j0 = 0; j0 < s.n_tokens; j0 += kAttnKeyBlock) {
     const int nk = std::min(kAttnKeyBlock, s.n_tokens - j0);
-    for (int j = 0; j < nk; ++j) {
-      const int64_t row = static_cast<int64_t>(j0 + j) * s.kv_stride;
-      std::memcpy(kb + j * d, kh + row, sizeof(float) * d);
-      std::memcpy(vb + j * d, vh + row, sizeof(float) * d);
-    }
-    Scores(qt, kb, d, nk, d, pt);
+    Scores(qt, kb + static_cast<int64_t>(j0) * d, d, nk, d, pt);
     Vec corr[kParts];
     for (int h = 0; h < kParts; ++h) {
       Vec m = row_max[h];
@@ -206,7 +190,7 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
       row_sum[h] = row_sum[h] * corr[h] + sum;
       row_max[h] = m;
     }
-    Accumulate(pt, vb, d, nk, d, corr, ot);
+    Accumulate(pt, vb + static_cast<int64_t>(j0) * d, d, nk, d, corr, ot);
   }
 
   alignas(64) float inv[kLanes];
@@ -214,5 +198,32 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
   for (int i = 0; i < nq; ++i) {
     float* o = out + static_cast<int64_t>(q_begin + i) * s.out_stride + head * d;
     for (int c = 0; c < d; ++c) o[c] = ot[kLanes * c + i] * inv[i];
+  }
+}
+
+void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* k, const float* v,
+                    float* out, int head, int q_begin, int q_end, float* scratch) {
+  const int d = s.head_dim;
+  const int kv_head = head / (s.n_head / s.n_head_kv);
+  // Scratch (AttentionScratchFloats): Q^T [d][16], O^T [d][16], P^T
+  // [kAttnKeyBlock][16], then the head's K and V rows [n_tokens][d] each,
+  // copied together once per call for all its query blocks: in the canvas
+  // they lie a whole row of heads apart (16 KB at 32 x 128), and at that
+  // power-of-two stride one head's rows share a few cache sets and evict
+  // each other.
+  float* qt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  float* ot = qt + kLanes * d;
+  float* pt = ot + kLanes * d;
+  float* kb = pt + kLanes * dllm::kAttnKeyBlock;
+  float* vb = kb + static_cast<int64_t>(s.n_tokens) * d;
+  const float* kh = k + kv_head * d;
+  const float* vh = v + kv_head * d;
+  for (int j = 0; j < s.n_tokens; ++j) {
+    const int64_t row = static_cast<int64_t>(j) * s.kv_stride;
+    std::memcpy(kb + static_cast<int64_t>(j) * d, kh + row, sizeof(float) * d);
+    std::memcpy(vb + static_cast<int64_t>(j) * d, vh + row, sizeof(float) * d);
+  }
+  for (int i0 = q_begin; i0 < q_end; i0 += kLanes) {
+    QueryBlock(s, q, kb, vb, out, head, i0, std::min(q_end, i0 + kLanes), qt, ot, pt);
   }
 }

@@ -175,7 +175,7 @@ std::map<int, double>& Fp32PeakPerThread() {  // by IsaLevel
 }
 
 // One layer's attention over the canvas, as the forward pass splits it: a
-// task per (head, 16-query block).
+// task per (head, kAttnRowsPerCall query rows).
 void BM_Attention(benchmark::State& state, AttnRecord rec) {
   AttentionShape s;
   s.n_tokens = rec.n_tokens;
@@ -189,7 +189,7 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
   FillUniform(&k, 778);
   FillUniform(&v, 779);
   const AttentionFn attend = SelectAttention(rec.isa);
-  const int blocks = (s.n_tokens + kAttnQueryBlock - 1) / kAttnQueryBlock;
+  const int blocks = (s.n_tokens + kAttnRowsPerCall - 1) / kAttnRowsPerCall;
   tbb::enumerable_thread_specific<std::vector<float>> scratch(
       [&] { return std::vector<float>(AttentionScratchFloats(s)); });
   tbb::task_arena arena(rec.threads);
@@ -199,9 +199,9 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
           tbb::blocked_range<int>(0, s.n_head * blocks, 1),
           [&](const tbb::blocked_range<int>& range) {
             for (int t = range.begin(); t != range.end(); ++t) {
-              const int h = t / blocks, q0 = (t % blocks) * kAttnQueryBlock;
+              const int h = t / blocks, q0 = (t % blocks) * kAttnRowsPerCall;
               attend(s, q.data(), k.data(), v.data(), out.data(), h, q0,
-                     std::min(s.n_tokens, q0 + kAttnQueryBlock), scratch.local().data());
+                     std::min(s.n_tokens, q0 + kAttnRowsPerCall), scratch.local().data());
             }
           },
           tbb::simple_partitioner());

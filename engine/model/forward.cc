@@ -1,6 +1,7 @@
 #include "engine/model/forward.h"
 
 #include <tbb/blocked_range2d.h>
+#include <tbb/info.h>
 #include <tbb/parallel_for.h>
 #include <tbb/parallel_invoke.h>
 
@@ -158,16 +159,17 @@ void Attend(const LayerContext& ctx, const BatchRows& batch, int layer, bool log
     shape.n_tokens = static_cast<int>(in.tokens.size());
     const float* k = in.cache ? in.cache->k(layer) : act.k + s.row_offset * kv_dim;
     const float* v = in.cache ? in.cache->v(layer) : act.v + s.row_offset * kv_dim;
-    const int64_t q_blocks = (nq + kAttnQueryBlock - 1) / kAttnQueryBlock;
-    // One task per (head, block of query rows).
+    const int64_t q_blocks = (nq + kAttnRowsPerCall - 1) / kAttnRowsPerCall;
+    // One task per (head, kAttnRowsPerCall query rows): each stages its
+    // head's K and V once for those rows.
     tbb::parallel_for(
         tbb::blocked_range2d<int64_t>(0, shape.n_head, 1, 0, q_blocks, 1),
         [&](const tbb::blocked_range2d<int64_t>& range) {
           std::vector<float>& scratch = ctx.thread_floats->Local();
           for (int64_t hd = range.rows().begin(); hd != range.rows().end(); ++hd) {
             for (int64_t b = range.cols().begin(); b != range.cols().end(); ++b) {
-              const int64_t i0 = q0 + b * kAttnQueryBlock;
-              const int64_t i1 = std::min(q0 + nq, i0 + kAttnQueryBlock);
+              const int64_t i0 = q0 + b * kAttnRowsPerCall;
+              const int64_t i1 = std::min(q0 + nq, i0 + kAttnRowsPerCall);
               ctx.attend(shape, act.q, k, v, act.attn, static_cast<int>(hd), static_cast<int>(i0),
                          static_cast<int>(i1), scratch.data());
             }
@@ -387,9 +389,27 @@ struct ForwardPass::Impl {
   ForwardBatch single;                  // the one-sequence Run()'s, reserved for 1
 };
 
+namespace {
+
+// Floats of each worker thread's scratch: attention's (a query block's
+// buffers and a head's staged K and V over the longest canvas) or a float
+// GEMM's 16-row panel of the widest input, whichever is larger.
+int64_t ThreadScratchFloats(const ModelConfig& c, ForwardLimits limits) {
+  AttentionShape shape;
+  shape.head_dim = static_cast<int>(c.head_dim);
+  shape.n_tokens = limits.max_positions;
+  return std::max(AttentionScratchFloats(shape),
+                  FloatGemmScratchFloats(std::max({c.n_embd, c.ffn_width(), c.q_dim()})));
+}
+
+}  // namespace
+
 size_t ForwardPass::ActivationBytes(const ModelConfig& c, ForwardLimits limits) {
+  // The per-thread scratch counts once for every thread that may run a task.
+  const size_t threads = static_cast<size_t>(tbb::info::default_concurrency());
   return Activations::Bytes(c, limits.max_rows) +
-         static_cast<size_t>(limits.max_positions) * static_cast<size_t>(c.head_dim) * sizeof(float);
+         static_cast<size_t>(limits.max_positions) * static_cast<size_t>(c.head_dim) * sizeof(float) +
+         threads * static_cast<size_t>(ThreadScratchFloats(c, limits)) * sizeof(float);
 }
 
 size_t ForwardPass::ActivationBytes(const ModelConfig& c, int max_tokens) {
@@ -441,10 +461,7 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   ctx.shape.kv_stride = static_cast<int>(c.kv_dim());
   ctx.shape.out_stride = static_cast<int>(c.q_dim());
   ctx.shape.scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
-  // Attention needs a block's scores; float weights a 16-row panel of the
-  // widest input.
-  const int64_t floats = std::max(AttentionScratchFloats(ctx.shape),
-                                  FloatGemmScratchFloats(std::max({c.n_embd, c.ffn_width(), c.q_dim()})));
+  const int64_t floats = ThreadScratchFloats(c, limits);
   impl->thread_floats = PerThread<std::vector<float>>(static_cast<size_t>(floats), 0.0f);
   ctx.thread_floats = &impl->thread_floats;
   impl->sequences.reserve(16);
@@ -457,7 +474,7 @@ ForwardPass::~ForwardPass() = default;
 
 const ForwardLimits& ForwardPass::limits() const { return impl_->limits; }
 size_t ForwardPass::activation_bytes() const {
-  return impl_->act->bytes() + impl_->rope.size() * sizeof(float);
+  return ActivationBytes(*impl_->ctx.config, impl_->limits);
 }
 
 absl::Status ForwardPass::Run(std::span<const int32_t> tokens,

@@ -69,7 +69,10 @@ class ForwardPass {
                                                              ForwardLimits limits);
   static absl::StatusOr<std::unique_ptr<ForwardPass>> Create(std::shared_ptr<const Model> model,
                                                              int max_tokens);
-  // Bytes `Create(model, limits)` allocates (for admission and `inspect --canvas`).
+  // Bytes `Create(model, limits)` allocates, counting each worker thread's
+  // scratch (attention stages a head's K and V over the whole canvas) once
+  // for every thread that may run a task (for admission and `inspect
+  // --canvas`).
   static size_t ActivationBytes(const ModelConfig& config, ForwardLimits limits);
   static size_t ActivationBytes(const ModelConfig& config, int max_tokens);
 
@@ -89,7 +92,7 @@ class ForwardPass {
                    ForwardStats* stats = nullptr);
 
   const ForwardLimits& limits() const;
-  size_t activation_bytes() const;
+  size_t activation_bytes() const;  // ActivationBytes(config, limits())
 
  private:
   struct Impl;

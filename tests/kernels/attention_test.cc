@@ -2,6 +2,7 @@
 #include "kernels/attention.h"
 
 #include <cmath>
+#include <cstring>
 #include <algorithm>
 #include <random>
 #include <vector>
@@ -120,6 +121,32 @@ TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
         EXPECT_EQ(picked[r * 64 + c], full[rows[r] * 64 + c]) << IsaLevelName(level);
       }
     }
+  }
+}
+
+// A call over many query rows stages the head's K and V once and runs its
+// 16-row blocks: every row gets the bits it gets from a call of its own
+// block alone (the forward pass hands out kAttnRowsPerCall rows a task).
+TEST(AttentionTest, OneCallOverManyRowsEqualsBlockByBlockCalls) {
+  AttentionShape s{70, 4, 2, 32, 128, 64, 128, 0.17f};
+  std::mt19937 rng(8);
+  std::normal_distribution<float> gauss;
+  std::vector<float> q(70 * 128), k(70 * 64), v(70 * 64);
+  for (float& x : q) x = gauss(rng);
+  for (float& x : k) x = gauss(rng);
+  for (float& x : v) x = gauss(rng);
+  for (IsaLevel level : SupportedIsaLevels()) {
+    const AttentionFn attend = SelectAttention(level);
+    std::vector<float> blocks(70 * 128), whole(70 * 128), scratch(AttentionScratchFloats(s));
+    for (int h = 0; h < 4; ++h) {
+      for (int i0 = 0; i0 < 70; i0 += kAttnQueryBlock) {
+        attend(s, q.data(), k.data(), v.data(), blocks.data(), h, i0, std::min(70, i0 + kAttnQueryBlock),
+               scratch.data());
+      }
+      attend(s, q.data(), k.data(), v.data(), whole.data(), h, 0, 70, scratch.data());
+    }
+    EXPECT_EQ(0, std::memcmp(blocks.data(), whole.data(), sizeof(float) * whole.size()))
+        << IsaLevelName(level);
   }
 }
 
