@@ -90,7 +90,8 @@ void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, 
                    int64_t ldy, const LinearScratch& scratch) const {
   if (m == 0) return;
   if (int8()) {
-    ParallelQuantizedLinear(*kernels_, view_, x, ldx, rows, m, *scratch.xq, y, ldy);
+    ParallelQuantizeRows(x, ldx, rows, m, *scratch.xq);
+    ApplyQuantized(*scratch.xq, m, y, ldy);
     return;
   }
   FloatGemmArgs a;

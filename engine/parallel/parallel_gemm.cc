@@ -55,24 +55,4 @@ void ParallelQuantizeRows(const float* x, int64_t ldx, const int32_t* rows, int6
   }
 }
 
-void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
-                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
-                             float* y, int64_t ldy, tbb::task_arena* arena) {
-  GemmArgs args;
-  args.w = &w;
-  args.x = &xq;
-  args.y = y;
-  args.y_stride = ldy;
-  args.num_rows = m;
-  auto run = [&] {
-    ParallelQuantizeRows(x, ldx, rows, m, xq);
-    ParallelGemm(kernels, args);
-  };
-  if (arena != nullptr) {
-    arena->execute(run);
-  } else {
-    run();
-  }
-}
-
 }  // namespace dllm

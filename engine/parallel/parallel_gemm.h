@@ -1,6 +1,6 @@
 // The oneTBB driver of the GEMM tiles of kernels/gemm.h: hands output tiles
 // out dynamically (one task per tile, work stealing; never a static split)
-// to the threads of a task arena. Also the parallel weight packer.
+// to the threads of a task arena, and the parallel activation quantizer.
 #ifndef DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
 #define DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
 
@@ -24,17 +24,6 @@ void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args,
 // QuantizeGatheredRows / QuantizeRows.
 void ParallelQuantizeRows(const float* x, int64_t ldx, const int32_t* rows, int64_t m,
                           const QuantizedRows& xq, tbb::task_arena* arena = nullptr);
-
-// The whole projection the forward pass needs, allocation-free:
-//   y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ   for r in [0, m)
-// Quantizes the (gathered) rows of `x` (row stride `ldx` floats) into `xq`
-// (caller-owned scratch: xq.rows >= m, xq.cols == w.cols, e.g. carved once
-// with CarveQuantizedRows from the activation arena), in parallel over row
-// blocks, then runs ParallelGemm into the compact `y` (row stride `ldy`).
-// Bit-identical to the serial QuantizeGatheredRows/QuantizeRows + Gemm.
-void ParallelQuantizedLinear(const GemmKernels& kernels, const QuantizedMatrix& w, const float* x,
-                             int64_t ldx, const int32_t* rows, int64_t m, const QuantizedRows& xq,
-                             float* y, int64_t ldy, tbb::task_arena* arena = nullptr);
 
 }  // namespace dllm
 

@@ -16,6 +16,21 @@ struct Case {
   int n_tokens, n_head, n_head_kv, head_dim;
 };
 
+// Gaussian q, k and v for `s` (n_tokens rows at their strides).
+struct Qkv {
+  std::vector<float> q, k, v;
+  Qkv(const AttentionShape& s, uint32_t seed)
+      : q(static_cast<size_t>(s.n_tokens) * s.q_stride),
+        k(static_cast<size_t>(s.n_tokens) * s.kv_stride),
+        v(k.size()) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> gauss;
+    for (auto* x : {&q, &k, &v}) {
+      for (float& e : *x) e = gauss(rng);
+    }
+  }
+};
+
 // Reference output row for query row `qi`, head `h`, in float64.
 std::vector<double> Reference(const AttentionShape& s, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v, int qi,
@@ -95,12 +110,8 @@ TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
 // stacks other sequences' rows beside it.
 TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
   AttentionShape s{50, 2, 1, 32, 64, 32, 64, 0.2f};
-  std::mt19937 rng(3);
-  std::normal_distribution<float> gauss;
-  std::vector<float> q(50 * 64), k(50 * 32), v(50 * 32);
-  for (float& x : q) x = gauss(rng);
-  for (float& x : k) x = gauss(rng);
-  for (float& x : v) x = gauss(rng);
+  const Qkv in(s, 3);
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
   const std::vector<int32_t> rows = {3, 17, 18, 49};
   std::vector<float> compact(rows.size() * 64);
   for (size_t r = 0; r < rows.size(); ++r) {
@@ -129,12 +140,8 @@ TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
 // block alone (the forward pass hands out kAttnRowsPerCall rows a task).
 TEST(AttentionTest, OneCallOverManyRowsEqualsBlockByBlockCalls) {
   AttentionShape s{70, 4, 2, 32, 128, 64, 128, 0.17f};
-  std::mt19937 rng(8);
-  std::normal_distribution<float> gauss;
-  std::vector<float> q(70 * 128), k(70 * 64), v(70 * 64);
-  for (float& x : q) x = gauss(rng);
-  for (float& x : k) x = gauss(rng);
-  for (float& x : v) x = gauss(rng);
+  const Qkv in(s, 8);
+  const std::vector<float>&q = in.q, &k = in.k, &v = in.v;
   for (IsaLevel level : SupportedIsaLevels()) {
     const AttentionFn attend = SelectAttention(level);
     std::vector<float> blocks(70 * 128), whole(70 * 128), scratch(AttentionScratchFloats(s));

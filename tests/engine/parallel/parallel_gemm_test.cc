@@ -54,7 +54,7 @@ TEST(ParallelGemmTest, MatchesSingleThreadedGemmBitForBit) {
   }
 }
 
-TEST(ParallelGemmTest, QuantizedLinearMatchesSerialQuantizeAndGemm) {
+TEST(ParallelGemmTest, ParallelQuantizeAndGemmMatchTheSerialOnes) {
   std::mt19937 rng(9);
   const int64_t m_all = 50, n = 70, k = 256, ldx = k + 5, ldy = n + 2;
   const std::vector<uint8_t> wb = testing::RandomWeights(GgmlType::kQ6_K, n, k, rng);
@@ -85,8 +85,11 @@ TEST(ParallelGemmTest, QuantizedLinearMatchesSerialQuantizeAndGemm) {
       args.y_stride = ldy;
       args.num_rows = m;
       Gemm(kernels, args);
-      ParallelQuantizedLinear(kernels, w.view(), x.data(), ldx, gathered ? rows.data() : nullptr, m,
-                              par_q, got.data(), ldy, &arena);
+      ParallelQuantizeRows(x.data(), ldx, gathered ? rows.data() : nullptr, m, par_q, &arena);
+      GemmArgs par = args;
+      par.x = &par_q;
+      par.y = got.data();
+      ParallelGemm(kernels, par, &arena);
       EXPECT_EQ(want, got) << IsaLevelName(isa) << (gathered ? " gathered" : "");
     }
   }
