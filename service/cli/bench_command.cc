@@ -331,6 +331,13 @@ int RunBench(int argc, char** argv) {
                    run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),
                    run["bandwidth_floor_ms"].get<double>(), run["compute_floor_ms"].get<double>(),
                    100 * run["efficiency"].get<double>());
+      const Json& ops = run["op_ms_per_step"];
+      std::fprintf(stderr,
+                   "  per step: FFN %.1f ms, q/k/v/o %.1f, attention %.1f, head %.1f, norms and "
+                   "embedding %.1f\n",
+                   ops["ffn"].get<double>(), ops["projections"].get<double>(),
+                   ops["attention"].get<double>(), ops["head"].get<double>(),
+                   ops["norm_embed"].get<double>());
     }
   }
   result["runs"] = runs;
