@@ -11,8 +11,9 @@
 // weight vector used by 4 rows and each activation broadcast by 3 panels;
 // nothing spills in the loops. The walk over K, the prefetching and the
 // offset folding are the shared tile driver's (gemm_tile_driver-inl.h).
-// Per group the epilogue is t = cvt(dot) * d, y += t * s_x: two of the
-// pipes' operations against 8 (4-bit, 8-bit) or 4 (6-bit) `vpdpbusd`.
+// Per group, row and panel the epilogue is t = cvt(dot) * d, y += t * s_x:
+// two of the pipes' operations (three with free mins) against 8 (4-bit,
+// 8-bit) or 4 (6-bit) `vpdpbusd`.
 // GCC 12 flags `_mm512_undefined_ps()` inside `_mm512_cvtepi32_ps` as
 // maybe-uninitialized once inlined; it is a false positive.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
