@@ -31,6 +31,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -127,9 +128,10 @@ StagedPanel StagePanel(const QuantizedMatrix& w, int64_t p, uint8_t* codes_out, 
     sp.c = c_out;
   } else if constexpr (kKind == PackKind::kU6G16) {
     const float* d = w.scales(p);
-    const __m512 m32 = _mm512_set1_ps(-32.0f);  // kU6G16 stores no offsets: c = -32 d
+    // kU6G16 stores no offsets: c = -2^shift d.
+    const __m512 neg_pow = _mm512_set1_ps(-std::ldexp(1.0f, w.offset_shift));
     for (int64_t g = 0; g < groups; ++g) {
-      _mm512_store_ps(c_out + g * kPanelRows, _mm512_mul_ps(_mm512_load_ps(d + g * kPanelRows), m32));
+      _mm512_store_ps(c_out + g * kPanelRows, _mm512_mul_ps(_mm512_load_ps(d + g * kPanelRows), neg_pow));
     }
     sp.d = d;
     sp.c = c_out;

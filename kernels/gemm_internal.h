@@ -20,7 +20,6 @@ inline int32_t ActGroupSum(const int32_t* sum16, int64_t k0, int group) {
   return group == 16 ? sum16[k0 / 16] : sum16[k0 / 16] + sum16[k0 / 16 + 1];
 }
 
-
 }  // namespace dllm::gemm_internal
 
 #endif  // DLLM_KERNELS_GEMM_INTERNAL_H_

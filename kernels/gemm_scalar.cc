@@ -1,6 +1,7 @@
 // Scalar GEMM tiles: the reference every SIMD path is tested against, and
 // the fallback. Reads the packed codes in place, one group at a time.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/gemm_internal.h"
@@ -22,8 +23,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
     const float* sd = w.super_scales(p);
     const float* sm = w.super_mins(p);
     const int n_valid = static_cast<int>(std::min<int64_t>(kPanelRows, w.rows - p * kPanelRows));
-    for (int64_t i = row_begin; i < row_end; ++i) {
-      const int64_t r = i;
+    for (int64_t r = row_begin; r < row_end; ++r) {
       const int8_t* xq = a.x->row_q(r);
       const float* sx = a.x->row_scale(r);
       const int32_t* sum16 = a.x->row_sum16(r);
@@ -57,7 +57,7 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
             cn = -(sm[at] * static_cast<float>(kmn[g * kPanelRows + n]));
           } else {
             dn = d[g * kPanelRows + n];
-            cn = c != nullptr ? c[g * kPanelRows + n] : -32.0f * dn;
+            cn = c != nullptr ? c[g * kPanelRows + n] : -std::ldexp(dn, w.offset_shift);
           }
           acc[n] += s * dn * static_cast<float>(dot) + cn * xs;
         }

@@ -212,12 +212,13 @@ void TileImpl(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
 template <typename Policy, PackKind kKind>
 void Tile(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t panel_begin,
           int64_t panel_end) {
-  if (a.w->offset_shift >= 0) {
-    if constexpr (kKind != PackKind::kU4K) {
-      return TileImpl<Policy, kKind, true>(a, row_begin, row_end, panel_begin, panel_end);
-    }
-  }
-  if constexpr (kKind != PackKind::kU6G16) {
+  if constexpr (kKind == PackKind::kU6G16) {  // stores no offsets: always c = -2^shift d
+    TileImpl<Policy, kKind, true>(a, row_begin, row_end, panel_begin, panel_end);
+  } else if constexpr (kKind == PackKind::kU4K) {  // free mins
+    TileImpl<Policy, kKind, false>(a, row_begin, row_end, panel_begin, panel_end);
+  } else if (a.w->offset_shift >= 0) {
+    TileImpl<Policy, kKind, true>(a, row_begin, row_end, panel_begin, panel_end);
+  } else {
     TileImpl<Policy, kKind, false>(a, row_begin, row_end, panel_begin, panel_end);
   }
 }
