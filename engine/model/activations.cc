@@ -72,14 +72,16 @@ absl::StatusOr<std::unique_ptr<Activations>> Activations::Create(const ModelConf
   auto a = std::unique_ptr<Activations>(new Activations());
   a->max_rows_ = max_rows;
   a->bytes_ = Bytes(config, max_rows);
-  void* block = std::aligned_alloc(kAlign, a->bytes_);
+  // Zeroed by calloc, which maps a large block from the kernel's zero pages
+  // instead of writing it: the server's pass is sized for its largest
+  // batch, and rows that no batch reaches never become resident.
+  void* block = std::calloc(a->bytes_ + kAlign, 1);
   if (block == nullptr) {
     return absl::ResourceExhaustedError(
         absl::StrCat("cannot allocate ", a->bytes_, " bytes of activations"));
   }
-  std::memset(block, 0, a->bytes_);
   a->block_.reset(static_cast<uint8_t*>(block));
-  uint8_t* next = a->block_.get();
+  uint8_t* next = a->block_.get() + (kAlign - reinterpret_cast<uintptr_t>(block) % kAlign) % kAlign;
   ForEachView(config, max_rows, a.get(), [&](void** view, size_t bytes) {
     *view = next;
     next += Aligned(bytes);

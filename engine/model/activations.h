@@ -67,13 +67,13 @@ class Activations {
   QuantizedRows xq[kNumXq];
 
  private:
-  struct FreeAligned {
+  struct Free {
     void operator()(uint8_t* p) const { std::free(p); }
   };
   Activations() = default;
   int max_rows_ = 0;
   size_t bytes_ = 0;
-  std::unique_ptr<uint8_t, FreeAligned> block_;
+  std::unique_ptr<uint8_t, Free> block_;  // the views start at its first 64-byte boundary
 };
 
 }  // namespace dllm

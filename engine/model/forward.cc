@@ -69,6 +69,7 @@ struct SequenceRows {
   const SequenceInput* input = nullptr;
   int64_t row_offset = 0;    // its first computed row in the stacked batch
   int64_t logit_offset = 0;  // its first logits row (the last layer's rows)
+  bool live = true;          // false once its `stop` was seen: nothing of it is touched
 };
 
 // The batch's rows, laid out once per pass: which rows go through a layer,
@@ -135,7 +136,7 @@ void BiasNormRope(const LayerContext& ctx, float* x, int64_t width, const int32_
 void StoreKv(const BatchRows& batch, int layer, const float* rows, int64_t kv_dim, bool values) {
   for (const SequenceRows& s : batch.sequences) {
     KvCache* cache = s.input->cache;
-    if (cache == nullptr) continue;
+    if (cache == nullptr || !s.live) continue;
     float* dst = values ? cache->v(layer) : cache->k(layer);
     const int64_t n = s.input->row_end - s.input->row_begin;
     std::memcpy(dst + s.input->row_begin * kv_dim, rows + s.row_offset * kv_dim,
@@ -155,6 +156,13 @@ void Attend(const LayerContext& ctx, const BatchRows& batch, int layer, bool log
     const int64_t nq = logits_only ? static_cast<int64_t>(in.logit_rows.size())
                                    : in.row_end - in.row_begin;
     if (nq == 0) continue;
+    if (!s.live) {
+      // A dropped sequence's rows go on through the GEMMs: give them zeros
+      // rather than whatever the buffer held, so they stay finite.
+      std::memset(act.attn + q0 * ctx.shape.out_stride, 0,
+                  sizeof(float) * static_cast<size_t>(nq * ctx.shape.out_stride));
+      continue;
+    }
     AttentionShape shape = ctx.shape;
     shape.n_tokens = static_cast<int>(in.tokens.size());
     const float* k = in.cache ? in.cache->k(layer) : act.k + s.row_offset * kv_dim;
@@ -353,6 +361,10 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
       return absl::InvalidArgumentError(absl::StrCat(where, "K/V cache of ", s.cache->n_pos(),
                                                      " positions does not fit a canvas of ", L));
     }
+    if (!s.logit_rows.empty() && s.logits == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, s.logit_rows.size(), " logit rows but nowhere to write them"));
+    }
     for (size_t r = 0; r < s.logit_rows.size(); ++r) {
       const int32_t p = s.logit_rows[r];
       if (p < s.row_begin || p >= s.row_end || (r > 0 && p <= s.logit_rows[r - 1])) {
@@ -387,6 +399,7 @@ struct ForwardPass::Impl {
   LayerContext ctx;
   std::vector<SequenceRows> sequences;  // this pass's, reserved for 16
   ForwardBatch single;                  // the one-sequence Run()'s, reserved for 1
+  std::vector<float> head_stage;        // (head_stage_rows, n_vocab)
 };
 
 namespace {
@@ -409,6 +422,8 @@ size_t ForwardPass::ActivationBytes(const ModelConfig& c, ForwardLimits limits) 
   const size_t threads = static_cast<size_t>(tbb::info::default_concurrency());
   return Activations::Bytes(c, limits.max_rows) +
          static_cast<size_t>(limits.max_positions) * static_cast<size_t>(c.head_dim) * sizeof(float) +
+         static_cast<size_t>(std::max(0, limits.head_stage_rows)) * static_cast<size_t>(c.n_vocab) *
+             sizeof(float) +
          threads * static_cast<size_t>(ThreadScratchFloats(c, limits)) * sizeof(float);
 }
 
@@ -466,6 +481,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   ctx.thread_floats = &impl->thread_floats;
   impl->sequences.reserve(16);
   impl->single.sequences.resize(1);
+  impl->head_stage.resize(static_cast<size_t>(std::max(0, limits.head_stage_rows)) *
+                          static_cast<size_t>(c.n_vocab));
   return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
 }
 
@@ -485,10 +502,81 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
   s.row_begin = 0;
   s.row_end = static_cast<int32_t>(tokens.size());
   s.logit_rows = logit_rows;
-  return Run(impl_->single, logits, check, stats);
+  s.logits = logits;
+  return Run(impl_->single, check, stats);
 }
 
-absl::Status ForwardPass::Run(const ForwardBatch& batch, float* logits, const LayerCheck* check,
+namespace {
+
+// Whether every sequence's logits follow the one before's in memory, so
+// that one head GEMM writes them all in place.
+bool LogitsAdjacent(std::span<const SequenceRows> sequences, int64_t n_vocab) {
+  const float* next = nullptr;
+  for (const SequenceRows& s : sequences) {
+    const SequenceInput& in = *s.input;
+    if (in.logit_rows.empty()) continue;
+    if (!s.live || (next != nullptr && in.logits != next)) return false;
+    next = in.logits + static_cast<int64_t>(in.logit_rows.size()) * n_vocab;
+  }
+  return true;
+}
+
+// The output head over the normed logits rows in `h` (stacked as the
+// batch lays them out): straight into place when the sequences' buffers
+// are adjacent, else through `stage` (whole chunks of its rows, then each
+// row copied to its sequence), else one GEMM per sequence. A row's bits
+// are the same every way (the GEMM's rows do not depend on M).
+void Head(const LayerContext& ctx, const Linear& output, const BatchRows& batch, const float* h,
+          std::span<float> stage, const Activations& act) {
+  const int64_t n_embd = ctx.config->n_embd, V = ctx.config->n_vocab;
+  const LinearScratch scratch = Scratch(ctx, act, kXqRows);
+  if (LogitsAdjacent(batch.sequences, V)) {
+    for (const SequenceRows& s : batch.sequences) {
+      if (s.input->logit_rows.empty()) continue;
+      output.Apply(h + s.logit_offset * n_embd, n_embd, nullptr, batch.m_logits - s.logit_offset,
+                   s.input->logits, V, scratch);
+      return;
+    }
+    return;
+  }
+  const int64_t stage_rows = static_cast<int64_t>(stage.size()) / V;
+  if (stage_rows == 0) {
+    for (const SequenceRows& s : batch.sequences) {
+      const int64_t n = static_cast<int64_t>(s.input->logit_rows.size());
+      if (!s.live || n == 0) continue;
+      output.Apply(h + s.logit_offset * n_embd, n_embd, nullptr, n, s.input->logits, V, scratch);
+    }
+    return;
+  }
+  for (int64_t r0 = 0; r0 < batch.m_logits; r0 += stage_rows) {
+    const int64_t n = std::min(stage_rows, batch.m_logits - r0);
+    output.Apply(h + r0 * n_embd, n_embd, nullptr, n, stage.data(), V, scratch);
+    for (const SequenceRows& s : batch.sequences) {
+      const int64_t count = static_cast<int64_t>(s.input->logit_rows.size());
+      const int64_t lo = std::max(r0, s.logit_offset);
+      const int64_t hi = std::min(r0 + n, s.logit_offset + count);
+      if (!s.live || lo >= hi) continue;
+      std::memcpy(s.input->logits + (lo - s.logit_offset) * V, stage.data() + (lo - r0) * V,
+                  sizeof(float) * static_cast<size_t>((hi - lo) * V));
+    }
+  }
+}
+
+// Drops the sequences whose `stop` is set; true when none is left.
+bool DropStopped(std::vector<SequenceRows>& sequences) {
+  bool any_live = false;
+  for (SequenceRows& s : sequences) {
+    if (s.live && s.input->stop != nullptr && s.input->stop->load(std::memory_order_relaxed)) {
+      s.live = false;
+    }
+    any_live = any_live || s.live;
+  }
+  return !any_live;
+}
+
+}  // namespace
+
+absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check,
                               ForwardStats* stats) {
   Impl& s = *impl_;
   const Model& model = *s.model;
@@ -501,7 +589,7 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, float* logits, const La
   s.sequences.clear();
   int64_t m = 0, m_logits = 0;
   for (const SequenceInput& in : batch.sequences) {
-    s.sequences.push_back({&in, m, m_logits});
+    s.sequences.push_back({&in, m, m_logits, true});
     for (int32_t p = in.row_begin; p < in.row_end; ++p, ++m) {
       act.row_tokens[m] = in.tokens[p];
       act.row_positions[m] = p;
@@ -541,18 +629,23 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, float* logits, const La
   };
   for (int l = 0; l < c.n_layer; ++l) {
     if (cancelled()) return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
+    if (DropStopped(s.sequences)) {
+      return absl::CancelledError(absl::StrCat("every sequence was stopped before layer ", l));
+    }
     RunLayer(s.ctx, model.layers()[static_cast<size_t>(l)], l, rows,
              /*logits_only=*/l == c.n_layer - 1, act, clocks);
   }
 
   if (cancelled()) return absl::CancelledError("forward cancelled before the output head");
+  if (DropStopped(s.sequences)) {
+    return absl::CancelledError("every sequence was stopped before the output head");
+  }
   const Clock::time_point head_start = Clock::now();
   double norm_seconds = 0;
   if (m_logits > 0) {
     RmsNormRows(*s.ctx.vk, act.x, m_logits, c.n_embd, model.output_norm(), s.ctx.eps, act.h);
     norm_seconds = Since(head_start);
-    model.output().Apply(act.h, c.n_embd, nullptr, m_logits, logits, c.n_vocab,
-                         Scratch(s.ctx, act, kXqRows));
+    Head(s.ctx, model.output(), rows, act.h, s.head_stage, act);
   }
   if (stats != nullptr) {
     *stats = timed;

@@ -4,7 +4,9 @@
 // KvCache for the rows not computed), logits only for the rows asked for.
 // A `ForwardPass` owns one Activations block, sized by a row budget, and
 // the RoPE tables; Run() allocates nothing for batches of up to 16
-// sequences within the budget.
+// sequences within the budget. A row's result depends on its own sequence
+// only: not on the other sequences of the batch, their number or order,
+// the row budget or the thread count (the batch-invariance tests hold it).
 #ifndef DLLM_ENGINE_MODEL_FORWARD_H_
 #define DLLM_ENGINE_MODEL_FORWARD_H_
 
@@ -55,9 +57,14 @@ struct LayerCheck {
 
 // The most a pass takes: rows computed over all sequences, and canvas
 // positions any one sequence may have (its keys and RoPE positions).
+// `head_stage_rows` sizes a buffer the output head writes through when the
+// sequences' logits do not lie one after the other in memory (a batch of
+// different requests): it then runs once per that many rows instead of
+// once per sequence. 0: no buffer (one head GEMM per sequence in that case).
 struct ForwardLimits {
   int max_rows = 0;
   int max_positions = 0;
+  int head_stage_rows = 0;
 };
 
 class ForwardPass {
@@ -78,12 +85,13 @@ class ForwardPass {
 
   ~ForwardPass();
 
-  // Runs the model over `batch` and writes the logits of every sequence's
-  // logit rows to `logits` (batch.logit_rows() x n_vocab: sequence after
-  // sequence, row-major, unshifted). CANCELLED when `check` stops it
-  // (between layers); INVALID_ARGUMENT for a malformed batch, naming the
-  // sequence and what is wrong. One thread at a time.
-  absl::Status Run(const ForwardBatch& batch, float* logits, const LayerCheck* check = nullptr,
+  // Runs the model over `batch` and writes each sequence's logits (its
+  // logit rows, unshifted, n_vocab floats a row) to its `logits`. A
+  // sequence whose `stop` is set at a layer boundary is dropped there (see
+  // SequenceInput); CANCELLED when `check` stops the pass (between layers)
+  // or every sequence was dropped; INVALID_ARGUMENT for a malformed batch,
+  // naming the sequence and what is wrong. One thread at a time.
+  absl::Status Run(const ForwardBatch& batch, const LayerCheck* check = nullptr,
                    ForwardStats* stats = nullptr);
   // One sequence, computed whole, no cache: logits for `logit_rows`
   // (ascending, unique) of `tokens`.

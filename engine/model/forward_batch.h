@@ -12,6 +12,7 @@
 #ifndef DLLM_ENGINE_MODEL_FORWARD_BATCH_H_
 #define DLLM_ENGINE_MODEL_FORWARD_BATCH_H_
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -35,12 +36,27 @@ struct SequenceInput {
   // canvas (exact decoding). Set: the rows not computed are read from the
   // cache as the pass that last wrote them left them; `n_pos` >= canvas.
   KvCache* cache = nullptr;
+  // Where its logits go: logit_rows.size() rows of n_vocab floats, in order.
+  float* logits = nullptr;
+  // When set and true at a layer boundary, the pass drops the sequence:
+  // from then on it reads nothing of it (canvas, cache) and writes nothing
+  // to it (cache, logits), so its owner may free them as soon as it has
+  // set the flag and the pass has reached the boundary. Its rows still
+  // ride through the GEMMs, which changes no other row's result.
+  const std::atomic<bool>* stop = nullptr;
 };
 
-// The logits come back in one buffer: sequence after sequence, each its
-// logit rows in order, n_vocab floats a row.
 struct ForwardBatch {
   std::vector<SequenceInput> sequences;
+
+  // Points the sequences' logits at `base`, one after the other (each its
+  // logit rows of n_vocab floats): one buffer for the whole batch.
+  void PackLogits(float* base, int64_t n_vocab) {
+    for (SequenceInput& s : sequences) {
+      s.logits = base;
+      base += static_cast<int64_t>(s.logit_rows.size()) * n_vocab;
+    }
+  }
 
   int64_t rows() const {
     int64_t n = 0;

@@ -48,25 +48,41 @@ SessionModel SessionModel::Of(const ModelConfig& c) {
                       static_cast<int>(c.n_layer), c.kv_dim()};
 }
 
-namespace {
-
-// The rows one forward of a canvas computes at most: the canvas, twice
-// under CFG (the unconditional canvas rides in the same batch).
-ForwardLimits LimitsFor(const SamplerConfig& config, int canvas) {
+ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
   return {config.cfg_scale > 0 ? 2 * canvas : canvas, canvas};
 }
 
-}  // namespace
-
-size_t DenoiseSession::MemoryBytes(const ModelConfig& model, const SamplerConfig& config,
-                                   int canvas) {
-  const ForwardLimits limits = LimitsFor(config, canvas);
+size_t DenoiseSession::StateBytes(const ModelConfig& model, const SamplerConfig& config,
+                                  int canvas) {
+  const ForwardLimits limits = Limits(config, canvas);
   const size_t caches = config.cache == CacheMode::kNone ? 0
                         : config.cfg_scale > 0          ? 2 * KvCache::BytesFor(model, canvas)
                                                         : KvCache::BytesFor(model, canvas);
   const size_t logits = static_cast<size_t>(limits.max_rows) * static_cast<size_t>(model.n_vocab) *
                         sizeof(float);
-  return ForwardPass::ActivationBytes(model, limits) + caches + logits;
+  return caches + logits;
+}
+
+size_t DenoiseSession::MemoryBytes(const ModelConfig& model, const SamplerConfig& config,
+                                   int canvas) {
+  return ForwardPass::ActivationBytes(model, Limits(config, canvas)) +
+         StateBytes(model, config, canvas);
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    ForwardPass* pass) {
+  return Build(SessionModel::Of(model->config()), config, std::move(prompt),
+               [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
+                 const ForwardLimits& has = pass->limits();
+                 if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
+                   return absl::InvalidArgumentError(absl::StrCat(
+                       "the canvas of ", limits.max_positions, " tokens needs ", limits.max_rows,
+                       " rows a step; the engine's forward takes ", has.max_rows,
+                       " rows and canvases of up to ", has.max_positions, " tokens"));
+                 }
+                 return SharedForwardLogits(pass);
+               });
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
@@ -113,7 +129,7 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
                         DenoiseSampler::Create(effective, model.tokens, prompt, model.n_vocab,
                                                model.n_ctx));
   const int canvas = static_cast<int>(sampler.canvas().size());
-  const ForwardLimits limits = LimitsFor(config, canvas);
+  const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
   auto session = std::unique_ptr<DenoiseSession>(
       new DenoiseSession(model, std::move(sampler), std::move(source)));
@@ -177,30 +193,64 @@ absl::StatusOr<DenoiseSession::StepLogits> DenoiseSession::LastStepLogits() cons
                                                            static_cast<size_t>(sampler_.n_vocab()))};
 }
 
-absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const Forced* forced) {
+absl::StatusOr<std::span<const SequenceInput>> DenoiseSession::PlanStep(
+    const std::atomic<bool>* stop) {
   if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
   last_op_advanced_ = false;
+  plan_ = StepPlan{};
+  plan_.valid = true;
+  plan_.start = Clock::now();
+  batch_.sequences.clear();
+  const std::span<const int32_t> rows = sampler_.rows();
+  if (rows.empty()) return std::span<const SequenceInput>();
+  plan_.cached = cache_ != nullptr;
+  plan_.whole = !plan_.cached || NeedsFullStep(rows);
+  PlanBatch(rows, plan_.cached, plan_.whole, stop);
+  return std::span<const SequenceInput>(batch_.sequences);
+}
+
+absl::StatusOr<StepReport> DenoiseSession::FinishStep(const ForwardStats& forward,
+                                                      double forward_seconds) {
+  return Finish(forward, forward_seconds, nullptr);
+}
+
+absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const Forced* forced) {
+  DLLM_ASSIGN_OR_RETURN(const std::span<const SequenceInput> sequences, PlanStep(nullptr));
+  ForwardStats forward;
+  if (!sequences.empty()) {
+    if (absl::Status status = source_->Run(batch_, check, &forward); !status.ok()) {
+      // A failed forward leaves the session as it was.
+      plan_.valid = false;
+      return status;
+    }
+  }
+  return Finish(forward, Since(plan_.start), forced);
+}
+
+absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
+                                                  double forward_seconds, const Forced* forced) {
+  if (!plan_.valid) {
+    return absl::FailedPreconditionError("finish step: no step was planned since the last operation");
+  }
+  plan_.valid = false;
   StepReport report;
   report.step = sampler_.step();
-  const Clock::time_point start = Clock::now();
   const std::span<const int32_t> rows = sampler_.rows();
   const size_t n = rows.size() * static_cast<size_t>(sampler_.n_vocab());
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
-    const bool cached = cache_ != nullptr;
-    const bool whole = !cached || NeedsFullStep(rows);
-    PlanBatch(rows, cached, whole);
-    DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, &report.forward));
-    // Only a forward that ran fills the cache (a failed one leaves the
-    // session as it was).
-    if (cached) CountCachedStep(whole);
-    report.cache_use = !cached ? CacheUse::kNone : whole ? CacheUse::kRefill : CacheUse::kRead;
+    // Only a forward that ran fills the cache.
+    if (plan_.cached) CountCachedStep(plan_.whole);
+    report.cache_use = !plan_.cached ? CacheUse::kNone
+                       : plan_.whole ? CacheUse::kRefill
+                                     : CacheUse::kRead;
     report.forward_passes = static_cast<int>(batch_.sequences.size());
     report.rows_computed = batch_.rows();
+    report.forward = forward;
+    report.forward_seconds = forward_seconds;
     logits = std::span<const float>(logits_.data(), n);
     if (sampler_.needs_unconditional()) uncond = std::span<const float>(UncondLogits(rows.size()), n);
   }
-  report.forward_seconds = Since(start);
   const Clock::time_point sample_start = Clock::now();
   last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
   if (forced == nullptr) {
@@ -219,7 +269,7 @@ absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const F
   forward_passes_ += report.forward_passes;
   Record(/*scheduled=*/true, positions_, tokens_);
   last_op_advanced_ = true;
-  report.step_seconds = Since(start);
+  report.step_seconds = report.forward_seconds + report.sample_seconds;
   return report;
 }
 
@@ -267,15 +317,19 @@ void DenoiseSession::CountCachedStep(bool whole) {
   ++cache_state_.steps_since_full;
 }
 
-void DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole) {
+void DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole,
+                               const std::atomic<bool>* stop) {
   const RowRange range = whole ? RowRange{0, static_cast<int32_t>(canvas().size())} : CachedRows();
   batch_.sequences.clear();
-  batch_.sequences.push_back(
-      SequenceInput{canvas(), range.begin, range.end, rows, use_cache ? cache_.get() : nullptr});
+  batch_.sequences.push_back(SequenceInput{canvas(), range.begin, range.end, rows,
+                                           use_cache ? cache_.get() : nullptr, logits_.data(),
+                                           stop});
   if (sampler_.config().cfg_scale > 0) {
     batch_.sequences.push_back(SequenceInput{sampler_.unconditional_canvas(), range.begin,
                                              range.end, rows,
-                                             use_cache ? uncond_cache_.get() : nullptr});
+                                             use_cache ? uncond_cache_.get() : nullptr,
+                                             logits_.data() + rows.size() * sampler_.n_vocab(),
+                                             stop});
   }
 }
 
@@ -377,10 +431,11 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
 
   // The logits buffer is about to be overwritten.
   last_op_advanced_ = false;
+  plan_.valid = false;
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
-  PlanBatch(forward_rows_, /*use_cache=*/false, /*whole=*/true);
-  DLLM_RETURN_IF_ERROR(source_->Run(batch_, logits_.data(), check, nullptr));
+  PlanBatch(forward_rows_, /*use_cache=*/false, /*whole=*/true, nullptr);
+  DLLM_RETURN_IF_ERROR(source_->Run(batch_, check, nullptr));
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
   report.forward_seconds = Since(start);
@@ -444,6 +499,7 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
     sorted_tokens.push_back(tokens[i]);
   }
   last_op_advanced_ = false;
+  plan_.valid = false;
   // A token the next cached step would not recompute leaves stale keys.
   const RowRange part = CachedRows();
   for (int32_t p : canvas_positions) {
@@ -464,6 +520,7 @@ absl::Status DenoiseSession::Rewind(int to_step) {
                                                       history_size(), " steps"));
   }
   last_op_advanced_ = false;
+  plan_.valid = false;
   cache_state_.valid = false;
   sampler_.Restart();
   for (int i = 0; i < to_step; ++i) {

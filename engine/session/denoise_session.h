@@ -36,6 +36,7 @@
 #define DLLM_ENGINE_SESSION_DENOISE_SESSION_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -120,6 +121,18 @@ class DenoiseSession {
   // `config`: the forward pass's activations, the K/V caches and the
   // logits (what admission reserves).
   static size_t MemoryBytes(const ModelConfig& model, const SamplerConfig& config, int canvas);
+  // What a session keeps beside its forward pass's activations: the K/V
+  // caches and the logits (MemoryBytes less ForwardPass::ActivationBytes).
+  static size_t StateBytes(const ModelConfig& model, const SamplerConfig& config, int canvas);
+  // The rows one forward of such a session computes at most: the canvas,
+  // twice under CFG (the unconditional canvas rides in the same batch).
+  static ForwardLimits Limits(const SamplerConfig& config, int canvas);
+  // A session whose forwards run through `pass`, which is someone else's
+  // (the server's one pass for all requests) and outlives the session.
+  // INVALID_ARGUMENT when the canvas needs more than the pass's limits.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
+      std::shared_ptr<const Model> model, const SamplerConfig& config,
+      std::vector<int32_t> prompt, ForwardPass* pass);
   // The same session over any logits source (tests script the logits); the
   // family and shift of `model` override the config's, as above.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
@@ -131,6 +144,20 @@ class DenoiseSession {
   // FAILED_PRECONDITION when done(). CANCELLED if `check` stops the
   // forward (the session is then unusable).
   absl::StatusOr<StepReport> Advance(const LayerCheck* check = nullptr);
+
+  // Advance() in two halves, for a caller that runs the forwards of many
+  // sessions as one batch (the server). PlanStep() plans the step's forward
+  // and returns its sequences (one, two under CFG; none when the step needs
+  // no forward), their logits pointing into this session and `stop` on
+  // each (see SequenceInput); valid until the next operation. The caller
+  // runs them through a ForwardPass, alone or stacked with other sessions',
+  // then calls FinishStep(), which samples and commits as Advance() does;
+  // `forward` and `forward_seconds` are what that forward took. If the
+  // forward fails, the next operation simply plans again: nothing changed.
+  // PlanStep: FAILED_PRECONDITION when done(); FinishStep: unless the
+  // session's last operation was PlanStep().
+  absl::StatusOr<std::span<const SequenceInput>> PlanStep(const std::atomic<bool>* stop = nullptr);
+  absl::StatusOr<StepReport> FinishStep(const ForwardStats& forward, double forward_seconds);
   // Teacher forcing: the step's forward as Advance() runs it (under the
   // session's cache rules), then a commit of `tokens` at `positions`
   // (canvas positions, ascending, masked) instead of the sampler's choice,
@@ -210,6 +237,9 @@ class DenoiseSession {
     std::span<const int32_t> positions, tokens;
   };
   absl::StatusOr<StepReport> Step(const LayerCheck* check, const Forced* forced);
+  // FinishStep(), committing `forced` when set.
+  absl::StatusOr<StepReport> Finish(const ForwardStats& forward, double forward_seconds,
+                                    const Forced* forced);
   // Validates and sizes the session; `make_source` gets the limits a
   // forward for this canvas needs.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Build(
@@ -254,7 +284,8 @@ class DenoiseSession {
   void CountCachedStep(bool whole);
   // Fills batch_ for logits of `rows`: one sequence (two under CFG), the
   // whole canvas or CachedRows(), through the caches when `use_cache`.
-  void PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole);
+  void PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole,
+                 const std::atomic<bool>* stop);
   // The unconditional logits under CFG: after the `n_rows` conditional rows.
   const float* UncondLogits(size_t n_rows) const;
 
@@ -265,6 +296,14 @@ class DenoiseSession {
   // that, the conditional rows then the unconditional ones.
   std::vector<float> logits_;
   ForwardBatch batch_;
+  // The step PlanStep() planned (valid until FinishStep or another operation).
+  struct StepPlan {
+    bool valid = false;
+    bool cached = false;  // the step goes through the cache
+    bool whole = false;   // it computes the whole canvas
+    std::chrono::steady_clock::time_point start;
+  };
+  StepPlan plan_;
   // Caches (config().cache != kNone): the canvas's, and under CFG the
   // unconditional canvas's. `cache_block` is the block they were last
   // filled for, `steps_since_full` the forwards since then.

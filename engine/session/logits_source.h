@@ -17,18 +17,20 @@ namespace dllm {
 class LogitsSource {
  public:
   virtual ~LogitsSource() = default;
-  // Logits of every sequence's logit rows into `out`, sequence after
-  // sequence (ForwardPass::Run's contract): under CFG the batch holds the
-  // conditional canvas, then the unconditional one. CANCELLED when `check`
-  // stops it.
-  virtual absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck* check,
+  // Logits of every sequence's logit rows into its `logits` (ForwardPass::
+  // Run's contract): under CFG the batch holds the conditional canvas, then
+  // the unconditional one. CANCELLED when `check` stops it.
+  virtual absl::Status Run(const ForwardBatch& batch, const LayerCheck* check,
                            ForwardStats* stats) = 0;
   // The longest canvas Run() takes, and how many rows one batch may compute.
   virtual ForwardLimits limits() const = 0;
 };
 
-// The model's forward pass.
+// The model's forward pass, owned by the source.
 std::unique_ptr<LogitsSource> ForwardLogits(std::unique_ptr<ForwardPass> pass);
+// A pass that belongs to someone else (the server's engine, which runs
+// every session's steps through its one pass) and outlives the source.
+std::unique_ptr<LogitsSource> SharedForwardLogits(ForwardPass* pass);
 
 // A function with the contract of one sequence's logits, `out` sized to
 // rows.size() x n_vocab, called once per sequence of a batch. It sees the

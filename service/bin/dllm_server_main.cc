@@ -43,12 +43,13 @@ const std::set<std::string> kValueFlags = {
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
     "chat-template", "http-listen", "api-key-file", "http-max-body-bytes",
     "http-max-connections", "http-header-timeout-seconds", "http-idle-timeout-seconds",
-    "http-heartbeat-seconds"};
+    "http-heartbeat-seconds", "max-batch-requests", "max-batch-rows"};
 const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
     "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen 127.0.0.1:9464|none]\n"
-    "         [--max-running 1] [--max-queue 8] [--max-sessions 4] [--threads N]\n"
+    "         [--max-batch-requests 8] [--max-batch-rows N] [--max-running N]\n"
+    "         [--max-queue 8] [--max-sessions 4] [--threads N]\n"
     "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
     "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
     "         [--memory-budget-mb N] [--port-file FILE]\n"
@@ -145,7 +146,17 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   ServerOptions& options = setup.options;
   options.model_path = flags.Get("model");
   options.listen = flags.Get("listen", "127.0.0.1:50051");
-  DLLM_ASSIGN_OR_RETURN(options.engine.max_running, flags.GetIntInRange("max-running", 1, 1, 1024));
+  // Batching is on by default: up to 8 requests' steps share each forward,
+  // and as many requests run (advance together) as may share one.
+  DLLM_ASSIGN_OR_RETURN(options.engine.max_batch_requests,
+                        flags.GetIntInRange("max-batch-requests", 8, 1, 256));
+  if (flags.Has("max-batch-rows")) {  // else the worker's default, from the memory budget
+    DLLM_ASSIGN_OR_RETURN(options.engine.max_batch_rows,
+                          flags.GetIntInRange("max-batch-rows", 1, 1, 1 << 20));
+  }
+  DLLM_ASSIGN_OR_RETURN(options.engine.max_running,
+                        flags.GetIntInRange("max-running", options.engine.max_batch_requests, 1,
+                                            1024));
   DLLM_ASSIGN_OR_RETURN(options.engine.max_queue, flags.GetIntInRange("max-queue", 8, 0, 1 << 20));
   DLLM_ASSIGN_OR_RETURN(options.engine.max_sessions,
                         flags.GetIntInRange("max-sessions", 4, 0, 1 << 16));
@@ -223,8 +234,10 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup)
                IsaLevelName(setup.isa), options.plan.threads, options.plan.why.c_str(),
                CpuPolicyName(setup.policy));
   std::fprintf(stderr,
-               "dllm-server: max running %d, max queue %d, max sessions %d, memory budget %llu MiB\n",
+               "dllm-server: max running %d, max queue %d, max sessions %d, batches of up to %d "
+               "requests, memory budget %llu MiB\n",
                options.engine.max_running, options.engine.max_queue, options.engine.max_sessions,
+               options.engine.max_batch_requests,
                static_cast<unsigned long long>(options.engine.memory_budget_bytes >> 20));
   return model;
 }

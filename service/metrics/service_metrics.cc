@@ -42,6 +42,7 @@ const Histogram::BucketBoundaries kOpBuckets = {0.0001, 0.00025, 0.0005, 0.001, 
 // Fine below 100 ms: a cancel should stop work within one layer.
 const Histogram::BucketBoundaries kCancelBuckets = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
                                                     0.1,    0.25,  0.5,   1,     2.5,  5,    10};
+const Histogram::BucketBoundaries kBatchRequestBuckets = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 const Histogram::BucketBoundaries kTokensPerStepBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 const Histogram::BucketBoundaries kStepsBuckets = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
 const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,  512,
@@ -107,6 +108,9 @@ struct ServiceMetrics::Impl {
   Histogram* canvas_tokens = nullptr;
   Histogram* cancellation = nullptr;
   Histogram* forward_rows = nullptr;
+  Histogram* batch_requests = nullptr;
+  Histogram* batch_rows = nullptr;
+  Histogram* batch_wait = nullptr;
   std::array<Histogram*, 2> cache_step_duration{};  // refill, read
   Counter* cache_refreshes = nullptr;
 
@@ -248,6 +252,17 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
                             "Canvas rows one step's forward computed (all its sequences): the "
                             "canvas for exact decoding, fewer for a step read from a K/V cache.")
                       .Add({}, kCanvasBuckets);
+  batch_requests = &histogram("dllm_batch_requests",
+                              "Requests (and Step session operations) whose steps one engine "
+                              "forward pass ran together.")
+                        .Add({}, kBatchRequestBuckets);
+  batch_rows = &histogram("dllm_batch_rows",
+                          "Rows one engine forward pass computed, over every request in it.")
+                    .Add({}, kCanvasBuckets);
+  batch_wait = &histogram("dllm_batch_wait_seconds",
+                          "Time a ready step waited for the forward pass it ran in: from its "
+                          "previous step's end (or its start) to that pass's start.")
+                    .Add({}, kStepBuckets);
   cache_refreshes = &counter("dllm_cache_refreshes_total",
                              "Steps under a K/V cache that computed the whole canvas and refilled "
                              "the cache (block starts, refreshes, after a stale-making edit).")
@@ -398,6 +413,17 @@ void ServiceMetrics::OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode
 void ServiceMetrics::OnCallEnded(RpcKind rpc, absl::StatusCode code) {
   if (impl_ == nullptr) return;  // the no-op object
   impl_->requests[static_cast<size_t>(rpc)][CodeIndex(code)]->Increment();
+}
+
+void ServiceMetrics::OnBatch(int requests, int64_t rows) {
+  if (impl_ == nullptr) return;  // the no-op object
+  impl_->batch_requests->Observe(static_cast<double>(requests));
+  impl_->batch_rows->Observe(static_cast<double>(rows));
+}
+
+void ServiceMetrics::OnBatchWait(double seconds) {
+  if (impl_ == nullptr) return;  // the no-op object
+  impl_->batch_wait->Observe(seconds);
 }
 
 void ServiceMetrics::OnCancelled(double cancel_to_idle_seconds) {

@@ -114,6 +114,11 @@ class ServiceMetrics {
   // dllm_requests_total{rpc,code} only.
   void OnCallEnded(RpcKind rpc, absl::StatusCode code);
   void OnCancelled(double cancel_to_idle_seconds);
+  // One engine forward pass over the steps of `requests` jobs, `rows` rows
+  // in all (dllm_batch_requests, dllm_batch_rows).
+  void OnBatch(int requests, int64_t rows);
+  // How long one ready step waited for its forward (dllm_batch_wait_seconds).
+  void OnBatchWait(double seconds);
   void OnEventsSent(RpcKind rpc, int sent, int coalesced);
   // One HTTP response: dllm_http_responses_total{path,status}. `path` is one
   // of the served paths ("other" for the rest, so the label set stays small).

@@ -176,8 +176,8 @@ absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
     metrics_->OnRejected(rpc, RejectReason::kInvalid, spec.status().code());
     return spec.status();
   }
-  const uint64_t bytes = EngineWorker::ReservationBytes(model_->config(), spec->sampler,
-                                                        static_cast<int>(spec->prompt.size()));
+  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
+      model_->config(), spec->sampler, static_cast<int>(spec->prompt.size()));
   AdmittedGeneration out;
   out.mailbox = std::make_shared<GenerateMailbox>(spec->request_id, spec->stream.heartbeat_seconds,
                                                   sink, metrics_, rpc);
@@ -187,7 +187,7 @@ absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
   // Registered before Submit: the engine may finish the job (and the call)
   // before Submit returns.
   CallStarted();
-  if (absl::Status admitted = worker_->Submit(out.job, bytes); !admitted.ok()) {
+  if (absl::Status admitted = worker_->Submit(out.job, reservation); !admitted.ok()) {
     out.mailbox->Detach();
     CallEnded();
     return admitted;
@@ -325,6 +325,8 @@ absl::Status DiffusionLmService::ServerInfo(v1::ServerInfo* info) const {
   info->set_max_waiting(o.max_queue);
   info->set_sessions_open(load.sessions_open);
   info->set_max_sessions(o.max_sessions);
+  info->set_max_batch_requests(static_cast<uint32_t>(o.max_batch_requests));
+  info->set_max_batch_rows(static_cast<uint32_t>(o.max_batch_rows));
   info->set_uptime_seconds(
       uptime_.ElapsedSeconds());
   info->set_draining(draining_);

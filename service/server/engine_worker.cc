@@ -52,7 +52,7 @@ absl::Status EngineJob::cancel_status() const {
   return cancel_status_;
 }
 
-absl::StatusOr<bool> FunctionJob::RunStep(const LayerCheck&) {
+absl::StatusOr<bool> FunctionJob::RunStep(const LayerCheck&, ForwardPass*) {
   if (fn_) fn_();
   fn_ = nullptr;
   return false;
@@ -73,19 +73,61 @@ EngineWorker::EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan&
                            const EngineOptions& options, ServiceMetrics* metrics)
     : model_(std::move(model)), plan_(plan), options_(options), metrics_(ServiceMetrics::OrNoOp(metrics)) {
   options_.max_running = std::max(1, options_.max_running);
+  options_.max_batch_requests = std::max(1, options_.max_batch_requests);
+  if (options_.max_batch_rows <= 0) {
+    // Without a model (the scheduling tests' scripted jobs) no step has rows.
+    options_.max_batch_rows = model_ == nullptr ? 1 << 20
+                                                : DefaultMaxBatchRows(model_->config(),
+                                                                      options_.memory_budget_bytes);
+  }
   options_.max_queue = std::max(0, options_.max_queue);
   options_.max_sessions = std::max(0, options_.max_sessions);
 }
 
 EngineWorker::~EngineWorker() { Stop(); }
 
+namespace {
+
+// The engine's pass for a row budget: canvases up to the budget (or the
+// context), and a head staging buffer so that a batch of requests runs the
+// output head once per 64 rows rather than once per request.
+ForwardLimits PassLimits(const ModelConfig& model, int max_rows) {
+  ForwardLimits limits;
+  limits.max_rows = max_rows;
+  limits.max_positions = static_cast<int>(std::min<int64_t>(max_rows, model.n_ctx_train));
+  limits.head_stage_rows = std::min(max_rows, 64);
+  return limits;
+}
+
+}  // namespace
+
+int DefaultMaxBatchRows(const ModelConfig& model, uint64_t memory_budget_bytes) {
+  constexpr int kCeiling = 8192, kFloor = 256;
+  const int64_t context = std::max<int64_t>(1, model.n_ctx_train);
+  const int whole = static_cast<int>(std::min<int64_t>(kCeiling, 2 * context));
+  int rows = whole;
+  if (memory_budget_bytes > 0) {
+    const uint64_t share = memory_budget_bytes / 4;
+    while (rows > kFloor && EngineWorker::PassBytes(model, rows) > share) {
+      rows -= std::max(1, rows / 8);
+    }
+  }
+  return std::max(rows, std::min(kFloor, whole));
+}
+
 void EngineWorker::Start(std::function<void(const absl::Status&)> on_ready) {
   thread_ = std::thread([this, on_ready = std::move(on_ready)] {
     arena_ = MakeArena(plan_);
-    absl::Status warm = options_.warm_up ? WarmUp() : absl::OkStatus();
+    absl::Status warm = CreatePass();
+    if (warm.ok() && options_.warm_up) warm = WarmUp();
     if (warm.ok()) ready_ = true;
     if (on_ready) on_ready(warm);
     Loop();
+    RunInArena([this] { pass_.reset(); });
+    std::lock_guard<std::mutex> lock(mu_);
+    ReleaseLocked(pass_bytes_);
+    pass_bytes_ = 0;
+    PublishLoadLocked();
   });
 }
 
@@ -98,7 +140,7 @@ absl::Status EngineWorker::WarmUp() {
   absl::Status status;
   RunInArena([&] {
     absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-        DenoiseSession::Create(model_, c, prompt);
+        DenoiseSession::Create(model_, c, prompt, pass_.get());
     if (!session.ok()) {
       status = session.status();
       return;
@@ -109,11 +151,53 @@ absl::Status EngineWorker::WarmUp() {
   return status;
 }
 
+uint64_t EngineWorker::PassBytes(const ModelConfig& model, int max_batch_rows) {
+  return ForwardPass::ActivationBytes(model, PassLimits(model, max_batch_rows));
+}
+
+absl::Status EngineWorker::CreatePass() {
+  if (model_ == nullptr) return absl::OkStatus();
+  const ForwardLimits limits = PassLimits(model_->config(), options_.max_batch_rows);
+  const uint64_t bytes = PassBytes(model_->config(), options_.max_batch_rows);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!FitsLocked(bytes)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the engine's forward for a batch of ", options_.max_batch_rows, " rows needs ",
+          BytesText(bytes), " of activations, more than the memory budget of ",
+          BytesText(options_.memory_budget_bytes), ": lower --max-batch-rows"));
+    }
+    reserved_bytes_ += bytes;
+    pass_bytes_ = bytes;
+    PublishLoadLocked();
+  }
+  absl::Status status;
+  RunInArena([&] {
+    absl::StatusOr<std::unique_ptr<ForwardPass>> pass = ForwardPass::Create(model_, limits);
+    if (pass.ok()) {
+      pass_ = std::move(*pass);
+    } else {
+      status = pass.status();
+    }
+  });
+  return status;
+}
+
 void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute(fn); }
 
-uint64_t EngineWorker::ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
-                                        int prompt_len) {
-  return DenoiseSession::MemoryBytes(model, config, prompt_len + config.gen_length);
+EngineWorker::Reservation EngineWorker::ReservationFor(const ModelConfig& model,
+                                                       const SamplerConfig& config,
+                                                       int prompt_len) {
+  const int canvas = prompt_len + config.gen_length;
+  return {DenoiseSession::StateBytes(model, config, canvas),
+          DenoiseSession::Limits(config, canvas).max_rows};
+}
+
+absl::Status EngineWorker::CheckRows(int rows) const {
+  if (rows <= options_.max_batch_rows) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the request's canvas needs ", rows, " rows a step (twice the canvas under CFG), more than "
+      "the engine's batch of ", options_.max_batch_rows, " rows (--max-batch-rows)"));
 }
 
 bool EngineWorker::FitsLocked(uint64_t bytes) const {
@@ -144,9 +228,13 @@ void EngineWorker::Detach(EngineJob* job) {
   job->worker_ = nullptr;
 }
 
-absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
-  Attach(job.get(), reserved_bytes, /*is_request=*/true);
-  return Admit(std::move(job), reserved_bytes);
+absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, Reservation reservation) {
+  if (absl::Status rows = CheckRows(reservation.rows); !rows.ok()) {
+    metrics_->OnRejected(job->rpc(), RejectReason::kInvalid, rows.code());
+    return rows;
+  }
+  Attach(job.get(), reservation.bytes, /*is_request=*/true);
+  return Admit(std::move(job), reservation.bytes);
 }
 
 absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes) {
@@ -184,7 +272,12 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
 }
 
 absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSession(
-    uint64_t reserved_bytes) {
+    Reservation reservation) {
+  if (absl::Status rows = CheckRows(reservation.rows); !rows.ok()) {
+    metrics_->OnRejected(RpcKind::kStep, RejectReason::kInvalid, rows.code());
+    return rows;
+  }
+  const uint64_t reserved_bytes = reservation.bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (!ready_) return absl::UnavailableError("the model is still warming up");
@@ -215,6 +308,7 @@ absl::Status EngineWorker::SubmitSessionWork(std::shared_ptr<EngineJob> job) {
     Detach(job.get());
     return absl::UnavailableError("server is shutting down");
   }
+  job->ready_since_ = EngineClock::now();
   running_.push_back(std::move(job));
   wake_.notify_one();
   return absl::OkStatus();
@@ -247,7 +341,9 @@ void EngineWorker::CancelAll(const absl::Status& why) {
     std::lock_guard<std::mutex> lock(mu_);
     jobs.assign(queue_.begin(), queue_.end());
     jobs.insert(jobs.end(), running_.begin(), running_.end());
-    if (current_ != nullptr) jobs.push_back(current_);
+    for (const auto& j : in_flight_) {
+      if (j != nullptr) jobs.push_back(j);
+    }
   }
   for (const auto& job : jobs) job->Cancel(why);
 }
@@ -307,7 +403,7 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (was_running) {
-    current_ = nullptr;
+    std::replace(in_flight_.begin(), in_flight_.end(), job, std::shared_ptr<EngineJob>());
     if (job->is_request_) --running_requests_;
   }
   ReleaseLocked(job->reserved_bytes_);
@@ -325,10 +421,16 @@ absl::Status EngineWorker::EndStatus(const EngineJob& job, const absl::Status& s
   return status;
 }
 
-void EngineWorker::PollBetweenLayers(EngineJob* current) {
+void EngineWorker::PollBetweenLayers(EngineJob* alone, std::vector<BatchMember>* members) {
   const EngineClock::time_point now = EngineClock::now();
-  if (!current->cancelled() && current->deadline() <= now) {
-    current->Cancel(absl::DeadlineExceededError("deadline passed"));
+  const auto expire = [now](EngineJob* j) {
+    if (j != nullptr && !j->cancelled() && j->deadline() <= now) {
+      j->Cancel(absl::DeadlineExceededError("deadline passed"));
+    }
+  };
+  expire(alone);
+  if (members != nullptr) {
+    for (const BatchMember& m : *members) expire(m.job.get());
   }
   std::vector<std::pair<std::shared_ptr<EngineJob>, bool>> ended;  // job, was running
   {
@@ -348,15 +450,127 @@ void EngineWorker::PollBetweenLayers(EngineJob* current) {
     }
   }
   for (const auto& [j, was_running] : ended) {
-    // FinishJob's was_running also clears current_: not this one's to clear.
-    if (was_running && j->is_request_) {
-      std::lock_guard<std::mutex> lock(mu_);
-      --running_requests_;
-    }
     const absl::Status late =
         was_running ? absl::DeadlineExceededError("deadline passed")
                     : absl::DeadlineExceededError("deadline passed while the request was queued");
-    FinishJob(j, j->cancelled() ? j->cancel_status() : late, /*was_running=*/false);
+    FinishJob(j, j->cancelled() ? j->cancel_status() : late, was_running);
+  }
+  // Batch members that were stopped: their `stop` is set, so the pass drops
+  // their sequences at this boundary and touches nothing of theirs again
+  // but that flag, which lives in the job: `members` keeps the job alive
+  // until the pass is over.
+  if (members != nullptr) {
+    for (BatchMember& m : *members) {
+      if (m.ended || !m.job->cancelled()) continue;
+      m.ended = true;
+      FinishJob(m.job, m.job->cancel_status(), /*was_running=*/true);
+    }
+  }
+}
+
+void EngineWorker::Requeue(std::shared_ptr<EngineJob> job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::replace(in_flight_.begin(), in_flight_.end(), job, std::shared_ptr<EngineJob>());
+  job->ready_since_ = EngineClock::now();
+  running_.push_back(std::move(job));
+}
+
+void EngineWorker::RunAlone(std::shared_ptr<EngineJob> job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.assign(1, job);
+  }
+  absl::StatusOr<bool> step;
+  LayerCheck check;
+  check.cancel = &job->cancel_;
+  check.poll = [this, raw = job.get()] { PollBetweenLayers(raw, nullptr); };
+  RunInArena([&] { step = job->RunStep(check, pass_.get()); });
+  if (step.ok() && *step) return Requeue(std::move(job));
+  FinishJob(job, EndStatus(*job, step.ok() ? absl::OkStatus() : step.status()),
+            /*was_running=*/true);
+}
+
+void EngineWorker::RunTurn() {
+  // Plan the running jobs' steps in round-robin order while they fit. A job
+  // is taken off the running list only once it is in the turn, so one that
+  // does not fit stays first for the next turn.
+  std::vector<BatchMember> members;
+  batch_.sequences.clear();
+  int64_t rows = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.clear();
+  }
+  for (;;) {
+    std::shared_ptr<EngineJob> job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (running_.empty() || static_cast<int>(members.size()) >= options_.max_batch_requests) {
+        break;
+      }
+      job = running_.front();
+    }
+    // Off the running list and into in_flight_ at once, so that CancelAll
+    // always finds it.
+    const auto take = [&] {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_.pop_front();
+      in_flight_.push_back(job);
+    };
+    if (job->cancelled() || job->deadline() <= EngineClock::now()) {
+      take();
+      FinishJob(job, EndStatus(*job, absl::OkStatus()), /*was_running=*/true);
+      continue;
+    }
+    absl::StatusOr<std::optional<std::span<const SequenceInput>>> plan;
+    RunInArena([&] { plan = job->PlanStep(pass_.get()); });
+    if (!plan.ok()) {
+      take();
+      FinishJob(job, EndStatus(*job, plan.status()), /*was_running=*/true);
+      continue;
+    }
+    if (!plan->has_value()) {
+      if (!members.empty()) break;  // runs alone, first next turn
+      take();
+      return RunAlone(std::move(job));
+    }
+    int64_t job_rows = 0;
+    for (const SequenceInput& in : **plan) job_rows += in.row_end - in.row_begin;
+    if (!members.empty() && rows + job_rows > options_.max_batch_rows) break;
+    take();
+    rows += job_rows;
+    batch_.sequences.insert(batch_.sequences.end(), (*plan)->begin(), (*plan)->end());
+    members.push_back({std::move(job), false});
+  }
+  if (members.empty()) return;
+  const EngineClock::time_point start = EngineClock::now();
+  for (const BatchMember& m : members) {
+    metrics_->OnBatchWait(SecondsBetween(m.job->ready_since_, start));
+  }
+  absl::Status status;
+  ForwardStats stats;
+  if (rows > 0) {
+    metrics_->OnBatch(static_cast<int>(members.size()), rows);
+    LayerCheck check;
+    check.poll = [this, &members] { PollBetweenLayers(nullptr, &members); };
+    RunInArena([&] { status = pass_->Run(batch_, &check, &stats); });
+  }
+  const double seconds = SecondsBetween(start, EngineClock::now());
+  for (BatchMember& m : members) {
+    if (m.ended) continue;  // ended between layers
+    std::shared_ptr<EngineJob> job = std::move(m.job);
+    absl::StatusOr<bool> more = false;
+    if (!status.ok()) {
+      more = status;
+    } else if (!job->cancelled()) {
+      RunInArena([&] { more = job->FinishStep(stats, seconds); });
+    }
+    if (more.ok() && *more && !job->cancelled()) {
+      Requeue(std::move(job));
+      continue;
+    }
+    FinishJob(job, EndStatus(*job, more.ok() ? absl::OkStatus() : more.status()),
+              /*was_running=*/true);
   }
 }
 
@@ -364,7 +578,7 @@ void EngineWorker::Loop() {
   bool worked_since_trim = false;
   for (;;) {
     std::vector<std::pair<std::shared_ptr<EngineJob>, absl::Status>> dropped;
-    std::shared_ptr<EngineJob> job;
+    bool has_work = false;
     if (worked_since_trim) {
       bool idle;
       {
@@ -406,47 +620,20 @@ void EngineWorker::Loop() {
         std::shared_ptr<EngineJob> next = std::move(queue_.front());
         queue_.pop_front();
         next->queue_seconds_ = SecondsBetween(next->admitted_, now);
+        next->ready_since_ = now;
         ++running_requests_;
         running_.push_back(std::move(next));
       }
-      if (!running_.empty()) {
-        job = std::move(running_.front());
-        running_.pop_front();
-        current_ = job;
-      } else if (stopping_ && dropped.empty()) {
-        return;
-      }
+      has_work = !running_.empty();
+      if (!has_work && stopping_ && dropped.empty()) return;
       PublishLoadLocked();
     }
     for (const auto& [j, status] : dropped) {
       FinishJob(j, j->cancelled() ? j->cancel_status() : status, /*was_running=*/false);
     }
-    if (job == nullptr) continue;
+    if (!has_work) continue;
     worked_since_trim = true;
-
-    absl::Status end;  // set when the job ends this turn
-    bool more = false;
-    if (job->cancelled() || job->deadline() <= EngineClock::now()) {
-      end = EndStatus(*job, absl::OkStatus());
-    } else {
-      absl::StatusOr<bool> step;
-      LayerCheck check;
-      check.cancel = &job->cancel_;
-      check.poll = [this, raw = job.get()] { PollBetweenLayers(raw); };
-      RunInArena([&] { step = job->RunStep(check); });
-      if (!step.ok()) {
-        end = EndStatus(*job, step.status());
-      } else {
-        more = *step;
-      }
-    }
-    if (more) {
-      std::lock_guard<std::mutex> lock(mu_);
-      current_ = nullptr;
-      running_.push_back(std::move(job));
-      continue;
-    }
-    FinishJob(job, end, /*was_running=*/true);
+    RunTurn();
   }
 }
 

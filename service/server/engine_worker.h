@@ -1,12 +1,18 @@
 // EngineWorker: the one thread that runs all model work, inside the oneTBB
 // arena (serving.md 6.3). RPC threads only validate, admit and enqueue; the
-// engine thread creates every ForwardPass / DenoiseSession in its arena,
-// advances the running jobs one step at a time in round-robin order, and
-// ends each job exactly once. Admission is bounded three ways: running
+// engine thread owns the one ForwardPass every request's steps run
+// through, creates every DenoiseSession in its arena, and ends each job
+// exactly once. Each turn it takes the running jobs in round-robin order
+// and runs the next step of as many as fit (--max-batch-requests jobs,
+// --max-batch-rows rows) as one forward: their computed rows stacked for
+// every GEMM, attention, caches and sampling per request, so a request's
+// tokens and logits do not depend on who else is in the batch. A job that
+// does not fit goes first next turn. Admission is bounded three ways: running
 // requests (--max-running), waiting requests (--max-queue) and bytes of
-// activation and logits memory reserved at admission (--memory-budget-mb),
-// so a request is refused up front instead of failing mid-step. Step RPC
-// sessions hold a separate slot (--max-sessions) and their memory for as
+// memory reserved at admission (--memory-budget-mb), so a request is
+// refused up front instead of failing mid-step: the engine's pass is
+// reserved once, at start; each request reserves its K/V caches and
+// logits, and must fit the pass's rows alone. Step RPC sessions hold a separate slot (--max-sessions) and their memory for as
 // long as they live, and run their operations as work items on the same
 // thread. No gRPC type appears here.
 #ifndef DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
@@ -20,6 +26,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -42,7 +50,12 @@ class EngineWorker;
 using EngineClock = std::chrono::steady_clock;
 
 struct EngineOptions {
-  int max_running = 1;   // requests advancing at once (round-robin per step)
+  int max_running = 1;   // requests advancing at once (round-robin per turn)
+  // Jobs whose steps one forward stacks (1: one step at a time), and the
+  // rows that forward computes at most over all of them; 0 rows =
+  // DefaultMaxBatchRows(). A request must fit the rows alone.
+  int max_batch_requests = 8;
+  int max_batch_rows = 0;
   int max_queue = 8;     // requests admitted and waiting for a running slot
   int max_sessions = 4;  // open Step sessions
   // Activation + logits bytes all admitted work may reserve together, e.g.
@@ -54,6 +67,13 @@ struct EngineOptions {
 // "512 bytes" under a MiB, else whole MiB ("36 MiB"): so that a refusal
 // never reads "needs 0 MiB, 0 MiB free".
 std::string BytesText(uint64_t bytes);
+
+// The row budget when --max-batch-rows is not given: room for the model's
+// whole context (twice: a CFG pair), less if the forward's activations for
+// that many rows would take more than a quarter of `memory_budget_bytes`
+// (0: no budget), and at most 8192 rows; never below 256 rows or one
+// request's default canvas.
+int DefaultMaxBatchRows(const ModelConfig& model, uint64_t memory_budget_bytes);
 
 // Live numbers for GetServerInfo and the load gauges.
 struct EngineLoad {
@@ -75,12 +95,31 @@ class EngineJob {
   EngineJob(const EngineJob&) = delete;
   EngineJob& operator=(const EngineJob&) = delete;
 
-  // One unit of work (one denoising step); the first call also sets up
-  // (e.g. creates the DenoiseSession, inside the arena as it must be).
-  // Returns true while more units remain. Pass `check` down to
-  // DenoiseSession::Advance so that a cancel or a deadline stops the work
-  // within one layer (and other jobs' cancellations are served meanwhile).
-  virtual absl::StatusOr<bool> RunStep(const LayerCheck& check) = 0;
+  // One unit of work run alone (a Step session's Forward or Commit, a
+  // FunctionJob); the first call may also set up. Returns true while more
+  // units remain. Pass `check` down to the forward so that a cancel or a
+  // deadline stops the work within one layer (and other jobs'
+  // cancellations are served meanwhile). `pass` is the engine's forward
+  // pass: sessions are created over it (DenoiseSession::Create(..., pass)).
+  virtual absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) = 0;
+
+  // Batching. A job whose next unit is one denoising step plans it here
+  // (setting up first if need be) and returns its forward's sequences,
+  // with `stop` = stop_flag(); they stay valid until FinishStep. The worker
+  // stacks them with other jobs' into one ForwardBatch, runs it, then calls
+  // FinishStep with what the forward took; returns true while more units
+  // remain. nullopt: the next unit is not such a step, and the worker calls
+  // RunStep alone. An error ends the job. Planning must not change what the
+  // job computes: a job that did not fit the batch is planned again next
+  // turn.
+  virtual absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) {
+    (void)pass;
+    return std::nullopt;
+  }
+  virtual absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) {
+    (void)forward, (void)forward_seconds;
+    return absl::InternalError("FinishStep without a planned step");
+  }
   // Exactly once, after the last RunStep (OK) or instead of further ones,
   // with how the job ended: OK, the reason it was stopped (Cancel()'s: the
   // client's CANCELLED, DEADLINE_EXCEEDED, the server's UNAVAILABLE), or
@@ -113,6 +152,10 @@ class EngineJob {
   void set_rpc(RpcKind rpc) { rpc_ = rpc; }
   RpcKind rpc() const { return rpc_; }
 
+ protected:
+  // Set once the job is cancelled (SequenceInput::stop of its planned step).
+  const std::atomic<bool>* stop_flag() const { return &cancel_; }
+
  private:
   friend class EngineWorker;
 
@@ -130,6 +173,7 @@ class EngineJob {
   EngineWorker* worker_ = nullptr;  // non-owning; set while admitted
   EngineClock::time_point cancel_time_{};
   EngineClock::time_point admitted_{};
+  EngineClock::time_point ready_since_{};  // when its next unit became ready to run
   uint64_t reserved_bytes_ = 0;
   bool is_request_ = true;  // counts against max_running / max_queue
 };
@@ -141,7 +185,7 @@ class FunctionJob : public EngineJob {
  public:
   FunctionJob(std::function<void()> fn, std::function<void(const absl::Status&)> done = nullptr)
       : fn_(std::move(fn)), done_(std::move(done)) {}
-  absl::StatusOr<bool> RunStep(const LayerCheck&) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override;
   void Finish(const absl::Status& status) override { status_ = status; }
   void Deliver() override;
 
@@ -180,20 +224,29 @@ class EngineWorker {
   void Start(std::function<void(const absl::Status&)> on_ready = nullptr);
   bool ready() const { return ready_.load(); }
 
-  // Bytes a generation reserves at admission: what its DenoiseSession
-  // allocates (DenoiseSession::MemoryBytes: activations, K/V caches, logits).
-  static uint64_t ReservationBytes(const ModelConfig& model, const SamplerConfig& config,
-                                   int prompt_len);
+  // What a generation reserves at admission: the bytes its DenoiseSession
+  // keeps beside the engine's pass (DenoiseSession::StateBytes: K/V caches,
+  // logits), and the rows one of its steps computes at most.
+  struct Reservation {
+    uint64_t bytes = 0;
+    int rows = 0;
+  };
+  static Reservation ReservationFor(const ModelConfig& model, const SamplerConfig& config,
+                                    int prompt_len);
+  // Bytes the engine's pass takes for a batch of `max_batch_rows` rows
+  // (reserved from the budget at start).
+  static uint64_t PassBytes(const ModelConfig& model, int max_batch_rows);
 
   // Admits a request job. RESOURCE_EXHAUSTED when max_running + max_queue
-  // requests are already admitted or `reserved_bytes` does not fit the
-  // budget; UNAVAILABLE before ready or after Stop. On OK the job gets
-  // exactly one Finish. Never blocks on the engine.
-  absl::Status Submit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
+  // requests are already admitted or its bytes do not fit the budget;
+  // INVALID_ARGUMENT when its rows exceed the batch's row budget;
+  // UNAVAILABLE before ready or after Stop. On OK the job gets exactly one
+  // Finish. Never blocks on the engine.
+  absl::Status Submit(std::shared_ptr<EngineJob> job, Reservation reservation);
 
   // Step sessions: RESOURCE_EXHAUSTED when max_sessions are open or the
   // bytes do not fit; UNAVAILABLE before ready or after Stop.
-  absl::StatusOr<std::unique_ptr<SessionLease>> OpenSession(uint64_t reserved_bytes);
+  absl::StatusOr<std::unique_ptr<SessionLease>> OpenSession(Reservation reservation);
   // Runs a session's work item in turn with the running requests (one
   // RunStep per turn), outside the request caps: its lease holds the memory.
   // UNAVAILABLE after Stop (then no Finish is called).
@@ -203,6 +256,7 @@ class EngineWorker {
                     std::function<void(const absl::Status&)> done = nullptr);
 
   EngineLoad load() const;
+  // options() has max_batch_rows resolved (never 0).
   const EngineOptions& options() const { return options_; }
   int threads() const { return plan_.threads; }
 
@@ -224,17 +278,33 @@ class EngineWorker {
   friend class SessionLease;
 
   void Loop();
+  // One turn: plans the running jobs' steps in order and runs as many as
+  // fit as one forward (or the first job's unit alone when it is not a
+  // plannable step).
+  void RunTurn();
+  void RunAlone(std::shared_ptr<EngineJob> job);
+  // After a job's unit: back to the end of the running list, or ended.
+  void Requeue(std::shared_ptr<EngineJob> job);
   void Wake();
   void Attach(EngineJob* job, uint64_t reserved_bytes, bool is_request);
   void Detach(EngineJob* job);
   absl::Status Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
+  // INVALID_ARGUMENT when one step of `rows` rows cannot fit the pass.
+  absl::Status CheckRows(int rows) const;
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);
-  // Between the layers of `current`'s forward: sets its cancel flag when its
-  // deadline has passed, and ends every other admitted job that was
-  // cancelled or ran out of time, so none waits behind the running step.
-  void PollBetweenLayers(EngineJob* current);
+  // Between the layers of a forward: sets the cancel flag of each job in
+  // it (`alone`, or the batch's `members`) whose deadline has passed, ends
+  // every other admitted job that was cancelled or ran out of time, so none
+  // waits behind the running step, and ends each batch member that was
+  // cancelled (its sequences' `stop` has the pass drop them at this
+  // boundary), marking it ended in `members`.
+  struct BatchMember {
+    std::shared_ptr<EngineJob> job;
+    bool ended = false;  // finished between layers (the pass dropped its sequences)
+  };
+  void PollBetweenLayers(EngineJob* alone, std::vector<BatchMember>* members);
   // How a job that stopped ends: its cancel reason, DEADLINE_EXCEEDED past
   // its deadline, else `status`.
   static absl::Status EndStatus(const EngineJob& job, const absl::Status& status);
@@ -242,19 +312,24 @@ class EngineWorker {
   bool FitsLocked(uint64_t bytes) const;
   void PublishLoadLocked();
   absl::Status WarmUp();
+  // Creates pass_ for options_.max_batch_rows (engine thread) and reserves its bytes.
+  absl::Status CreatePass();
 
   std::shared_ptr<const Model> model_;
   ThreadPlan plan_;
   EngineOptions options_;
   ServiceMetrics* metrics_;  // non-owning; ServiceMetrics::NoOp() when none was given
   std::unique_ptr<tbb::task_arena> arena_;  // created on, and used only by, the engine thread
+  std::unique_ptr<ForwardPass> pass_;       // likewise: every request's forwards run through it
+  uint64_t pass_bytes_ = 0;                 // reserved for it from Start to Stop
+  ForwardBatch batch_;                      // the turn's stacked sequences
 
   mutable std::mutex mu_;
   std::condition_variable wake_;     // work arrived, a job was cancelled, or stop
   std::condition_variable idle_cv_;  // requests finished
   std::deque<std::shared_ptr<EngineJob>> queue_;    // admitted requests, FIFO
   std::deque<std::shared_ptr<EngineJob>> running_;  // requests and session work, round-robin
-  std::shared_ptr<EngineJob> current_;              // the job whose turn it is (out of running_)
+  std::vector<std::shared_ptr<EngineJob>> in_flight_;  // this turn's jobs (out of running_)
   int running_requests_ = 0;
   int sessions_open_ = 0;
   uint64_t reserved_bytes_ = 0;

@@ -27,10 +27,10 @@ GenerateJob::~GenerateJob() = default;
 
 int GenerateJob::planned_steps() const { return spec_.sampler.PlannedSteps(); }
 
-absl::Status GenerateJob::Begin() {
+absl::Status GenerateJob::Begin(ForwardPass* pass) {
   first_run_ = EngineClock::now();
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(model_, spec_.sampler, spec_.prompt);
+      DenoiseSession::Create(model_, spec_.sampler, spec_.prompt, pass);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   const int prompt_len = static_cast<int>(spec_.prompt.size());
@@ -41,12 +41,33 @@ absl::Status GenerateJob::Begin() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check) {
+absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check, ForwardPass* pass) {
   if (session_ == nullptr) {
-    if (absl::Status s = Begin(); !s.ok()) return s;
+    if (absl::Status s = Begin(pass); !s.ok()) return s;
   }
   absl::StatusOr<StepReport> report = session_->Advance(&check);
   if (!report.ok()) return report.status();
+  return AfterStep(*report);
+}
+
+absl::StatusOr<std::optional<std::span<const SequenceInput>>> GenerateJob::PlanStep(
+    ForwardPass* pass) {
+  if (session_ == nullptr) {
+    if (absl::Status s = Begin(pass); !s.ok()) return s;
+  }
+  absl::StatusOr<std::span<const SequenceInput>> sequences = session_->PlanStep(stop_flag());
+  if (!sequences.ok()) return sequences.status();
+  return std::optional<std::span<const SequenceInput>>(*sequences);
+}
+
+absl::StatusOr<bool> GenerateJob::FinishStep(const ForwardStats& forward, double forward_seconds) {
+  absl::StatusOr<StepReport> report = session_->FinishStep(forward, forward_seconds);
+  if (!report.ok()) return report.status();
+  return AfterStep(*report);
+}
+
+absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& step_report) {
+  const StepReport* report = &step_report;
   ++steps_;
   step_seconds_total_ += report->step_seconds;
   metrics_->OnStep(*report);

@@ -1,6 +1,8 @@
 // GenerateJob: one Generate request on the engine thread. It creates the
-// DenoiseSession inside the arena on its first step, advances it one step
-// per turn, and turns each step into stream events for its mailbox: the
+// DenoiseSession over the engine's pass inside the arena on its first
+// step, advances it one step per turn (planned, so that the worker runs it
+// in a batch with other requests' steps), and turns each step into stream
+// events for its mailbox: the
 // stable prefix (the leading run of committed positions of the generated
 // region) decoded UTF-8-safely up to the first end-of-text token, committed
 // tokens and the canvas at the requested detail, then one Final. It logs
@@ -29,7 +31,9 @@ class GenerateJob : public EngineJob {
               std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics = nullptr);
   ~GenerateJob() override;
 
-  absl::StatusOr<bool> RunStep(const LayerCheck& check) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override;
+  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override;
   void Deliver() override;
 
@@ -37,7 +41,9 @@ class GenerateJob : public EngineJob {
   int planned_steps() const;
 
  private:
-  absl::Status Begin();
+  absl::Status Begin(ForwardPass* pass);
+  // What follows each step: metrics, stream events; true while steps remain.
+  absl::StatusOr<bool> AfterStep(const StepReport& report);
   v1::Final BuildFinal() const;
 
   std::shared_ptr<const Model> model_;

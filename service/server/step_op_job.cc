@@ -8,8 +8,8 @@
 
 namespace dllm {
 
-absl::StatusOr<bool> StepOpJob::RunStep(const LayerCheck& check) {
-  if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen();
+absl::StatusOr<bool> StepOpJob::RunStep(const LayerCheck& check, ForwardPass* pass) {
+  if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen(pass);
   if (state_->session == nullptr) {
     Error(absl::FailedPreconditionError("no session is open: send Open first"));
     return false;
@@ -40,10 +40,32 @@ void StepOpJob::Deliver() {
   }
 }
 
-bool StepOpJob::RunOpen() {
+absl::StatusOr<std::optional<std::span<const SequenceInput>>> StepOpJob::PlanStep(ForwardPass*) {
+  using Plan = std::optional<std::span<const SequenceInput>>;
+  if (request_.op_case() != v1::StepRequest::kAdvance || state_->session == nullptr) return Plan();
+  if (remaining_ < 0) {
+    if (!CheckAdvance().ok()) return Plan();  // RunStep reports why
+    StartAdvance();
+  }
+  absl::StatusOr<std::span<const SequenceInput>> sequences =
+      state_->session->PlanStep(stop_flag());
+  if (!sequences.ok()) return Plan();
+  return Plan(*sequences);
+}
+
+absl::StatusOr<bool> StepOpJob::FinishStep(const ForwardStats& forward, double forward_seconds) {
+  absl::StatusOr<StepReport> report = state_->session->FinishStep(forward, forward_seconds);
+  if (!report.ok()) {
+    Error(report.status());
+    return false;
+  }
+  return AfterAdvance(*report);
+}
+
+bool StepOpJob::RunOpen(ForwardPass* pass) {
   StepSessionState& s = *state_;
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(s.model, s.spec.sampler, s.spec.prompt);
+      DenoiseSession::Create(s.model, s.spec.sampler, s.spec.prompt, pass);
   if (!session.ok()) {
     s.lease.reset();
     Error(session.status());
@@ -87,25 +109,34 @@ bool StepOpJob::MaybeFinal() {
   return true;
 }
 
+absl::Status StepOpJob::CheckAdvance() const {
+  const v1::Advance& op = request_.advance();
+  if (state_->session->done()) {
+    return absl::FailedPreconditionError(
+        "the canvas is complete (Final was sent): Rewind to go on, or Close");
+  }
+  if (op.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
+    return absl::InvalidArgumentError(absl::StrCat("advance.top_candidates: ", op.top_candidates(),
+                                                   " is more than ", kMaxTopCandidates));
+  }
+  return absl::OkStatus();
+}
+
+void StepOpJob::StartAdvance() {
+  // The count is kept in a type that holds every uint32 (an int wrapped
+  // at 2^31 and ended the op without its Final); the loop ends at the
+  // canvas' completion however many steps were asked for.
+  remaining_ = std::max<int64_t>(1, request_.advance().steps());
+}
+
 absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
   StepSessionState& s = *state_;
-  const v1::Advance& op = request_.advance();
   if (remaining_ < 0) {
-    if (s.session->done()) {
-      Error(absl::FailedPreconditionError(
-          "the canvas is complete (Final was sent): Rewind to go on, or Close"));
+    if (absl::Status status = CheckAdvance(); !status.ok()) {
+      Error(status);
       return false;
     }
-    if (op.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
-      Error(absl::InvalidArgumentError(absl::StrCat("advance.top_candidates: ",
-                                                    op.top_candidates(), " is more than ",
-                                                    kMaxTopCandidates)));
-      return false;
-    }
-    // The count is kept in a type that holds every uint32 (an int wrapped
-    // at 2^31 and ended the op without its Final); the loop ends at the
-    // canvas' completion however many steps were asked for.
-    remaining_ = std::max<int64_t>(1, op.steps());
+    StartAdvance();
   }
   absl::StatusOr<StepReport> report = s.session->Advance(&check);
   if (!report.ok()) {
@@ -113,6 +144,13 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
     Error(report.status());
     return false;
   }
+  return AfterAdvance(*report);
+}
+
+bool StepOpJob::AfterAdvance(const StepReport& step_report) {
+  StepSessionState& s = *state_;
+  const v1::Advance& op = request_.advance();
+  const StepReport* report = &step_report;
   ++s.steps;
   s.metrics->OnStep(*report);
   const bool done = s.session->done();

@@ -1,6 +1,6 @@
 // One op of a Step session (Open, Advance, Forward, Commit, Rewind), run on
-// the engine thread. Advance{n} takes one turn per step, so sessions and
-// Generate requests share the engine round-robin. Op-level failures are
+// the engine thread. Advance{n} takes one turn per step, planned so that
+// the worker batches it with other sessions' and Generate requests' steps. Op-level failures are
 // in-band OpErrors and leave the session usable; cancellation or a stopped
 // engine ends the call with that status.
 #ifndef DLLM_SERVICE_SERVER_STEP_OP_JOB_H_
@@ -8,6 +8,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -25,13 +27,22 @@ class StepOpJob : public EngineJob {
   StepOpJob(std::shared_ptr<StepSessionState> state, v1::StepRequest request)
       : state_(std::move(state)), request_(std::move(request)) {}
 
-  absl::StatusOr<bool> RunStep(const LayerCheck& check) override;
+  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
+  // An Advance of an open session whose checks pass; anything else runs alone.
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override;
+  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override { status_ = status; }
   void Deliver() override;
 
  private:
-  bool RunOpen();
+  bool RunOpen(ForwardPass* pass);
   absl::StatusOr<bool> RunAdvance(const LayerCheck& check);
+  // Why the Advance cannot run (checked on its first turn), or OK.
+  absl::Status CheckAdvance() const;
+  // Its first turn: sets the steps it runs.
+  void StartAdvance();
+  // What follows each step of an Advance; true while steps remain.
+  bool AfterAdvance(const StepReport& report);
   absl::Status RunForward(const LayerCheck& check);
   void RunCommit();
   void RunRewind();

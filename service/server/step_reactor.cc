@@ -129,10 +129,10 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
     outbox_->EndOp();
     return;
   }
-  const uint64_t bytes = EngineWorker::ReservationBytes(
+  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
       model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
   absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
-      service_->worker()->OpenSession(bytes);
+      service_->worker()->OpenSession(reservation);
   if (!lease.ok()) {
     // No slot or no memory: the call ends (the client retries on a new stream).
     if (lease.status().code() == absl::StatusCode::kResourceExhausted) {

@@ -12,6 +12,7 @@
 //   exact top-1 token on every row whose exact top-2 margin is >= 0.5.
 #include "engine/model/forward.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
@@ -215,13 +216,87 @@ TEST(ForwardTest, EachSequenceOfABatchGetsTheBitsItGetsAlone) {
                                                 nullptr});
       }
       std::vector<float> stacked(batch.logit_rows() * V);
-      ASSERT_TRUE((*pass)->Run(batch, stacked.data()).ok());
+      batch.PackLogits(stacked.data(), V);
+      ASSERT_TRUE((*pass)->Run(batch).ok());
       size_t offset = 0;
       for (size_t i = 0; i < 3; ++i) {
         EXPECT_TRUE(SameBits(stacked.data() + offset, alone[i].data(), alone[i].size()))
             << "sequence " << i;
         offset += alone[i].size();
       }
+    }
+  }
+}
+
+// Each sequence's logits go to its own buffer, wherever it is: adjacent
+// buffers get one head GEMM, scattered ones go through the staging buffer
+// (whole chunks of 1, 3 and 64 rows here) or, without one, a GEMM per
+// sequence; every way gives each row the bits it gets alone. A sequence
+// whose `stop` is set is dropped: its buffer and cache are left untouched
+// and the others' bits do not change; CANCELLED once every one is stopped.
+TEST(ForwardTest, LogitsReachEachSequencesBufferAndStoppedSequencesAreDropped) {
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    SCOPED_TRACE(IsaLevelName(isa));
+    auto model = Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf", {isa});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ModelConfig& c = (*model)->config();
+    const int64_t V = c.n_vocab;
+    const std::vector<std::vector<int32_t>> canvases = {TestCanvas(40, 1, V), TestCanvas(17, 2, V),
+                                                        TestCanvas(33, 3, V)};
+    const std::vector<std::vector<int32_t>> rows = {{0, 9, 39}, Range(0, 17), {5, 32}};
+    std::vector<std::vector<float>> alone(3);
+    {
+      auto pass = ForwardPass::Create(*model, ForwardLimits{40, 40});
+      ASSERT_TRUE(pass.ok());
+      for (size_t i = 0; i < 3; ++i) {
+        alone[i].resize(rows[i].size() * V);
+        ASSERT_TRUE((*pass)->Run(canvases[i], rows[i], alone[i].data()).ok());
+      }
+    }
+    for (int stage_rows : {0, 1, 3, 64}) {
+      SCOPED_TRACE(::testing::Message() << "head_stage_rows " << stage_rows);
+      auto pass = ForwardPass::Create(*model, ForwardLimits{120, 40, stage_rows});
+      ASSERT_TRUE(pass.ok()) << pass.status();
+      // Separate buffers, in reverse order in memory, with a guard between.
+      const float kUntouched = -12345.0f;
+      std::vector<float> arena((rows[0].size() + rows[1].size() + rows[2].size() + 3) * V,
+                               kUntouched);
+      std::vector<float*> out(3);
+      out[2] = arena.data();
+      out[1] = out[2] + (rows[2].size() + 1) * V;
+      out[0] = out[1] + (rows[1].size() + 1) * V;
+      ForwardBatch batch;
+      for (size_t i = 0; i < 3; ++i) {
+        batch.sequences.push_back(SequenceInput{canvases[i], 0,
+                                                static_cast<int32_t>(canvases[i].size()), rows[i],
+                                                nullptr, out[i]});
+      }
+      ASSERT_TRUE((*pass)->Run(batch).ok());
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(SameBits(out[i], alone[i].data(), alone[i].size())) << "sequence " << i;
+      }
+      EXPECT_EQ(out[1][-1], kUntouched);
+      EXPECT_EQ(out[0][-1], kUntouched);
+
+      // The middle sequence is stopped before the pass and its cache
+      // given: neither its logits nor its cache are written.
+      KvCache cache(static_cast<int>(c.n_layer), 17, c.kv_dim());
+      std::fill(cache.k(0), cache.k(0) + 17 * c.kv_dim(), kUntouched);
+      std::fill(arena.begin(), arena.end(), kUntouched);
+      std::atomic<bool> stop{true};
+      batch.sequences[1].cache = &cache;
+      batch.sequences[1].stop = &stop;
+      ASSERT_TRUE((*pass)->Run(batch).ok());
+      for (size_t i : {size_t{0}, size_t{2}}) {
+        EXPECT_TRUE(SameBits(out[i], alone[i].data(), alone[i].size())) << "sequence " << i;
+      }
+      EXPECT_TRUE(std::all_of(out[1], out[1] + alone[1].size(),
+                              [&](float x) { return x == kUntouched; }));
+      EXPECT_TRUE(std::all_of(cache.k(0), cache.k(0) + 17 * c.kv_dim(),
+                              [&](float x) { return x == kUntouched; }));
+      for (SequenceInput& in : batch.sequences) in.stop = &stop;
+      EXPECT_THAT((*pass)->Run(batch),
+                  testing::StatusIs(absl::StatusCode::kCancelled, "every sequence was stopped"));
     }
   }
 }
@@ -247,7 +322,8 @@ TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
       std::vector<float> full(L * V);
       ForwardBatch fill;
       fill.sequences.push_back(SequenceInput{tokens, 0, L, all, &cache});
-      ASSERT_TRUE((*pass)->Run(fill, full.data()).ok());
+      fill.PackLogits(full.data(), V);
+      ASSERT_TRUE((*pass)->Run(fill).ok());
       // Filling the cache changes nothing: the same bits as without one.
       std::vector<float> uncached(L * V);
       ASSERT_TRUE((*pass)->Run(tokens, all, uncached.data()).ok());
@@ -259,7 +335,8 @@ TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
         ForwardBatch cached;
         cached.sequences.push_back(SequenceInput{tokens, begin, end, rows, &cache});
         ForwardStats stats;
-        ASSERT_TRUE((*pass)->Run(cached, part.data(), nullptr, &stats).ok());
+        cached.PackLogits(part.data(), V);
+        ASSERT_TRUE((*pass)->Run(cached, nullptr, &stats).ok());
         EXPECT_EQ(stats.rows, end - begin);
         EXPECT_TRUE(SameBits(part.data(), full.data() + begin * V, part.size()));
       }
@@ -270,7 +347,8 @@ TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
       std::vector<float> stale(rows.size() * V), fresh(L * V);
       ForwardBatch cached;
       cached.sequences.push_back(SequenceInput{tokens, 24, 40, rows, &cache});
-      ASSERT_TRUE((*pass)->Run(cached, stale.data()).ok());
+      cached.PackLogits(stale.data(), V);
+      ASSERT_TRUE((*pass)->Run(cached).ok());
       EXPECT_TRUE(SameBits(stale.data(), full.data() + 24 * V, stale.size()));
       ASSERT_TRUE((*pass)->Run(tokens, all, fresh.data()).ok());
       EXPECT_FALSE(SameBits(stale.data(), fresh.data() + 24 * V, stale.size()));
@@ -293,7 +371,8 @@ TEST(ForwardTest, RefusesMalformedBatchesNamingTheSequence) {
   const auto run = [&](std::vector<SequenceInput> sequences) {
     ForwardBatch batch;
     batch.sequences = std::move(sequences);
-    return (*pass)->Run(batch, logits.data());
+    batch.PackLogits(logits.data(), c.n_vocab);
+    return (*pass)->Run(batch);
   };
   EXPECT_THAT(run({}), testing::StatusIs(absl::StatusCode::kInvalidArgument, "no sequence"));
   EXPECT_THAT(run({{tokens, 0, 32, rows, nullptr}, {tokens, 8, 16, rows, nullptr}}),

@@ -34,8 +34,7 @@ class RecordingSource final : public LogitsSource {
   // `fail_calls`: this many calls fail (before any is recorded) first.
   explicit RecordingSource(std::vector<PlannedBatch>* log, int fail_calls = 0)
       : log_(log), fail_calls_(fail_calls) {}
-  absl::Status Run(const ForwardBatch& batch, float* out, const LayerCheck*,
-                   ForwardStats*) override {
+  absl::Status Run(const ForwardBatch& batch, const LayerCheck*, ForwardStats*) override {
     if (fail_calls_ > 0) {
       --fail_calls_;
       return absl::InternalError("the forward failed");
@@ -44,6 +43,7 @@ class RecordingSource final : public LogitsSource {
     for (const SequenceInput& s : batch.sequences) {
       planned.push_back({s.row_begin, s.row_end, s.cache,
                          std::vector<int32_t>(s.tokens.begin(), s.tokens.end())});
+      float* out = s.logits;
       for (int32_t p : s.logit_rows) {
         for (int t = 0; t < toy::kVocab; ++t) *out++ = t == 1 + p % 5 ? 2.0f + 0.1f * (p % 7) : 0.0f;
       }

@@ -1,5 +1,5 @@
 // EngineWorker with scripted jobs (no model work except the warm-up test):
-// admission caps, the memory budget, round-robin order, sessions, queued
+// admission caps, the memory budget, round-robin order, batches, sessions, queued
 // deadlines and cancellation.
 #include "service/server/engine_worker.h"
 
@@ -26,7 +26,7 @@ class ScriptedJob : public EngineJob {
 
   // A held step behaves like a forward pass with many layers: it polls
   // between them and stops when cancelled.
-  absl::StatusOr<bool> RunStep(const LayerCheck& check) override {
+  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass*) override {
     while (hold.load() && !check.cancel->load()) {
       if (check.poll) check.poll();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -55,6 +55,44 @@ class ScriptedJob : public EngineJob {
   std::thread::id finish_thread;
 
  private:
+  std::string name_;
+  int steps_;
+  int done_ = 0;
+  std::vector<std::string>* log_;
+  std::mutex* mu_;
+};
+
+// A generation-like job whose steps are planned for the batch (with no
+// rows: these tests have no model): logs "plan:NAME" when planned and
+// NAME when its step is finished.
+class PlannedJob : public EngineJob {
+ public:
+  PlannedJob(std::string name, int steps, std::vector<std::string>* log, std::mutex* mu)
+      : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {}
+  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override {
+    return absl::InternalError("planned jobs do not run alone");
+  }
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass*) override {
+    Log("plan:" + name_);
+    return std::optional<std::span<const SequenceInput>>(std::span<const SequenceInput>());
+  }
+  absl::StatusOr<bool> FinishStep(const ForwardStats&, double) override {
+    Log(name_);
+    return ++done_ < steps_;
+  }
+  void Finish(const absl::Status& status) override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    finished = true;
+    finish_status = status;
+  }
+  bool finished = false;  // guarded by *mu_
+  absl::Status finish_status;
+
+ private:
+  void Log(std::string entry) {
+    std::lock_guard<std::mutex> lock(*mu_);
+    log_->push_back(std::move(entry));
+  }
   std::string name_;
   int steps_;
   int done_ = 0;
@@ -97,10 +135,10 @@ TEST_F(EngineWorkerTest, CancellationPreemptsTheRunningStep) {
   auto w = Start(o);
   auto a = Job("a", 3), b = Job("b", 3), c = Job("c", 3);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
   while (log_.empty() && !a->hold) {}
-  ASSERT_THAT(w->Submit(b, 0), IsOk());  // runs next, behind a's held step
-  ASSERT_THAT(w->Submit(c, 0), IsOk());  // queued (max_running 2)
+  ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());  // runs next, behind a's held step
+  ASSERT_THAT(w->Submit(c, {0, 1}), IsOk());  // queued (max_running 2)
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   b->Cancel();
   c->Cancel(absl::UnavailableError("server is shutting down"));
@@ -122,7 +160,7 @@ TEST_F(EngineWorkerTest, DeadlineStopsTheRunningStep) {
   auto a = Job("a", 3);
   a->hold = true;
   a->set_deadline(EngineClock::now() + std::chrono::milliseconds(50));
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
   WaitFinished(a);
   EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kDeadlineExceeded, "deadline"));
 }
@@ -139,8 +177,8 @@ TEST_F(EngineWorkerTest, SlotIsFreeWhenTheClientHearsTheEnd) {
     auto first = Job("first", 1);
     absl::Status second_admitted = absl::UnknownError("not tried");
     auto second = Job("second", 1);
-    first->on_deliver = [&] { second_admitted = w->Submit(second, 900); };
-    ASSERT_THAT(w->Submit(first, 900), IsOk());
+    first->on_deliver = [&] { second_admitted = w->Submit(second, {900, 1}); };
+    ASSERT_THAT(w->Submit(first, {900, 1}), IsOk());
     WaitFinished(second);
     EXPECT_THAT(second_admitted, IsOk()) << "round " << i;
   }
@@ -150,12 +188,12 @@ TEST_F(EngineWorkerTest, RefusalsReportBytesUnderAMiB) {
   EngineOptions o;
   o.memory_budget_bytes = 1 << 20;
   auto w = Start(o);
-  EXPECT_THAT(w->Submit(Job("big", 1), (1 << 20) + 1),
+  EXPECT_THAT(w->Submit(Job("big", 1), {(1 << 20) + 1, 1}),
               StatusIs(absl::StatusCode::kResourceExhausted, "needs 1 MiB"));
   auto held = Job("held", 1);
   held->hold = true;
-  ASSERT_THAT(w->Submit(held, 1000000), IsOk());
-  EXPECT_THAT(w->Submit(Job("small", 1), 100000),
+  ASSERT_THAT(w->Submit(held, {1000000, 1}), IsOk());
+  EXPECT_THAT(w->Submit(Job("small", 1), {100000, 1}),
               StatusIs(absl::StatusCode::kResourceExhausted,
                        "needs 100000 bytes of activations and logits, 48576 bytes of the 1 MiB "
                        "budget are free"));
@@ -170,9 +208,9 @@ TEST_F(EngineWorkerTest, QueueCapIsResourceExhausted) {
   auto w = Start(o);
   auto a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
-  ASSERT_THAT(w->Submit(b, 0), IsOk());
-  EXPECT_THAT(w->Submit(c, 0), StatusIs(absl::StatusCode::kResourceExhausted, "max_queue 1"));
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
+  ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());
+  EXPECT_THAT(w->Submit(c, {0, 1}), StatusIs(absl::StatusCode::kResourceExhausted, "max_queue 1"));
   a->hold = false;
   WaitFinished(a);
   WaitFinished(b);
@@ -189,16 +227,16 @@ TEST_F(EngineWorkerTest, MemoryBudgetIsReservedAtAdmission) {
   auto w = Start(o);
   auto a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 600), IsOk());
+  ASSERT_THAT(w->Submit(a, {600, 1}), IsOk());
   EXPECT_EQ(w->load().reserved_bytes, 600u);
-  EXPECT_THAT(w->Submit(b, 600), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
-  EXPECT_THAT(w->Submit(c, 400), IsOk());
+  EXPECT_THAT(w->Submit(b, {600, 1}), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
+  EXPECT_THAT(w->Submit(c, {400, 1}), IsOk());
   a->hold = false;
   WaitFinished(a);
   WaitFinished(c);
   EXPECT_TRUE(w->WaitIdle(std::chrono::seconds(5)));
   EXPECT_EQ(w->load().reserved_bytes, 0u);
-  EXPECT_THAT(w->Submit(Job("d", 1), 1000), IsOk());
+  EXPECT_THAT(w->Submit(Job("d", 1), {1000, 1}), IsOk());
 }
 
 TEST_F(EngineWorkerTest, RunningJobsAdvanceRoundRobin) {
@@ -207,10 +245,10 @@ TEST_F(EngineWorkerTest, RunningJobsAdvanceRoundRobin) {
   auto w = Start(o);
   auto gate = Job("gate", 1);
   gate->hold = true;
-  ASSERT_THAT(w->Submit(gate, 0), IsOk());
+  ASSERT_THAT(w->Submit(gate, {0, 1}), IsOk());
   auto a = Job("a", 3), b = Job("b", 3);
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
-  ASSERT_THAT(w->Submit(b, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
+  ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());
   gate->hold = false;
   WaitFinished(a);
   WaitFinished(b);
@@ -226,10 +264,10 @@ TEST_F(EngineWorkerTest, QueuedDeadlineAndCancelNeverRun) {
   auto w = Start(o);
   auto a = Job("a", 1), late = Job("late", 1), gone = Job("gone", 1);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
   late->set_deadline(EngineClock::now() + std::chrono::milliseconds(20));
-  ASSERT_THAT(w->Submit(late, 0), IsOk());
-  ASSERT_THAT(w->Submit(gone, 0), IsOk());
+  ASSERT_THAT(w->Submit(late, {0, 1}), IsOk());
+  ASSERT_THAT(w->Submit(gone, {0, 1}), IsOk());
   gone->Cancel();
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
   // Both end during a's step (its between-layer poll), not after it.
@@ -248,7 +286,7 @@ TEST_F(EngineWorkerTest, CancelStopsARunningJobAndMeasuresLatency) {
   auto w = Start({});
   auto a = Job("a", 1000);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
   EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->load().running > 0; }));
   a->Cancel();
   WaitFinished(a);
@@ -262,12 +300,12 @@ TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
   o.max_sessions = 1;
   o.memory_budget_bytes = 100;
   auto w = Start(o);
-  auto lease = w->OpenSession(60);
+  auto lease = w->OpenSession({60, 1});
   ASSERT_THAT(lease.status(), IsOk());
   EXPECT_EQ(w->load().sessions_open, 1);
-  EXPECT_THAT(w->OpenSession(10).status(),
+  EXPECT_THAT(w->OpenSession({10, 1}).status(),
               StatusIs(absl::StatusCode::kResourceExhausted, "max_sessions 1"));
-  EXPECT_THAT(w->Submit(Job("big", 1), 50), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
+  EXPECT_THAT(w->Submit(Job("big", 1), {50, 1}), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
   std::thread::id engine_thread;
   std::atomic<bool> done{false};
   ASSERT_THAT(w->Post([&] { engine_thread = std::this_thread::get_id(); },
@@ -281,30 +319,73 @@ TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
   lease->reset();
   EXPECT_EQ(w->load().sessions_open, 0);
   EXPECT_EQ(w->load().reserved_bytes, 0u);
-  EXPECT_THAT(w->OpenSession(100).status(), IsOk());
+  EXPECT_THAT(w->OpenSession({100, 1}).status(), IsOk());
+}
+
+// Each turn runs the next step of as many running jobs as the batch takes,
+// in round-robin order; a job that did not fit goes first next turn, so
+// none waits more than one turn while another runs twice.
+TEST_F(EngineWorkerTest, BatchesTakeTheRunningJobsInTurn) {
+  EngineOptions o;
+  o.max_running = 4;
+  o.max_batch_requests = 2;
+  auto w = Start(o);
+  auto gate = Job("gate", 1);
+  gate->hold = true;
+  ASSERT_THAT(w->Submit(gate, {0, 1}), IsOk());
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->load().running == 1; }));
+  std::vector<std::shared_ptr<PlannedJob>> jobs;
+  for (const char* name : {"a", "b", "c"}) {
+    jobs.push_back(std::make_shared<PlannedJob>(name, 3, &log_, &mu_));
+    ASSERT_THAT(w->Submit(jobs.back(), {0, 1}), IsOk());
+  }
+  gate->hold = false;
+  EXPECT_TRUE(::dllm::testing::WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return jobs[0]->finished && jobs[1]->finished && jobs[2]->finished;
+  }));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(log_, (std::vector<std::string>{"gate",   "plan:a", "plan:b", "a",      "b",
+                                            "plan:c", "plan:a", "c",      "a",      "plan:b",
+                                            "plan:c", "b",      "c",      "plan:a", "plan:b",
+                                            "a",      "b",      "plan:c", "c"}));
+  for (const auto& j : jobs) EXPECT_THAT(j->finish_status, IsOk());
+}
+
+// A request whose one step needs more rows than a forward takes is refused
+// at admission, naming the flag.
+TEST_F(EngineWorkerTest, RequestsLargerThanTheBatchAreRefused) {
+  EngineOptions o;
+  o.max_batch_rows = 100;
+  auto w = Start(o);
+  EXPECT_THAT(w->Submit(Job("big", 1), {0, 101}),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--max-batch-rows"));
+  EXPECT_THAT(w->OpenSession({0, 101}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, "--max-batch-rows"));
+  EXPECT_THAT(w->Submit(Job("fits", 1), {0, 100}), IsOk());
 }
 
 TEST_F(EngineWorkerTest, RefusesWorkUntilReady) {
   ThreadPlan plan;
   EngineWorker w(nullptr, plan, {});
   EXPECT_FALSE(w.ready());
-  EXPECT_THAT(w.Submit(Job("early", 1), 0), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
-  EXPECT_THAT(w.OpenSession(0).status(), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.Submit(Job("early", 1), {0, 1}), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.OpenSession({0, 1}).status(), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
 }
 
 TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
   auto w = Start({});
   auto a = Job("a", 1000), b = Job("b", 1);
   a->hold = true;
-  ASSERT_THAT(w->Submit(a, 0), IsOk());
-  ASSERT_THAT(w->Submit(b, 0), IsOk());
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
+  ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());
   EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->load().running > 0; }));
   w->Stop();
   EXPECT_TRUE(Finished(a) && Finished(b));
   // Both UNAVAILABLE (clients retry it elsewhere), the running one too.
   EXPECT_THAT(a->finish_status, StatusIs(absl::StatusCode::kUnavailable, "shutting down"));
   EXPECT_EQ(b->finish_status.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(w->Submit(Job("c", 1), 0), StatusIs(absl::StatusCode::kUnavailable, ""));
+  EXPECT_THAT(w->Submit(Job("c", 1), {0, 1}), StatusIs(absl::StatusCode::kUnavailable, ""));
 }
 
 TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
@@ -324,8 +405,13 @@ TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
   EXPECT_TRUE(w.ready());
   SamplerConfig c;
   c.gen_length = 64;
-  EXPECT_GT(EngineWorker::ReservationBytes((*model)->config(), c, 10),
-            static_cast<uint64_t>(74) * (*model)->config().n_vocab * 4);
+  // A request reserves its logits (and caches); the pass is the engine's.
+  const EngineWorker::Reservation r = EngineWorker::ReservationFor((*model)->config(), c, 10);
+  EXPECT_EQ(r.bytes, static_cast<uint64_t>(74) * (*model)->config().n_vocab * 4);
+  EXPECT_EQ(r.rows, 74);
+  EXPECT_GE(w.load().reserved_bytes,
+            ForwardPass::ActivationBytes((*model)->config(),
+                                         ForwardLimits{w.options().max_batch_rows, 1, 0}));
 }
 
 }  // namespace

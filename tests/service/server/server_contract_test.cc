@@ -442,7 +442,9 @@ TEST_F(ServerContractTest, QueueFullIsResourceExhausted) {
 
 TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
   EngineOptions engine;
-  engine.memory_budget_bytes = 1 << 20;  // less than any canvas's activations + logits
+  engine.max_batch_rows = 64;
+  // The engine's pass, and less than any canvas's logits.
+  engine.memory_budget_bytes = EngineWorker::PassBytes((*model_)->config(), 64) + (1 << 10);
   auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
   auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
@@ -457,14 +459,15 @@ TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
 // request: the slot and the memory are free before the Final is sent.
 TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   const v1::GenerateRequest req = Request("hello", 32, 32, 32);
-  const uint64_t one = EngineWorker::ReservationBytes(
+  const EngineWorker::Reservation one = EngineWorker::ReservationFor(
       (*model_)->config(), *SamplerConfigFromProto(req.diffusion(), req.sampling(),
                                                     (*model_)->config()),
       static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()));
   EngineOptions engine;
   engine.max_running = 1;
   engine.max_queue = 0;
-  engine.memory_budget_bytes = one;
+  engine.max_batch_rows = 64;
+  engine.memory_budget_bytes = EngineWorker::PassBytes((*model_)->config(), 64) + one.bytes;
   auto server = StartTestServer(*model_, kLlada, {.engine = engine});
   ASSERT_NE(server, nullptr);
   auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
@@ -602,6 +605,9 @@ TEST_F(ServerContractTest, InfoAndTokenize) {
   ASSERT_TRUE(stub_->GetServerInfo(&c2, {}, &server_info).ok());
   EXPECT_EQ(server_info.engine_threads(), 1u);
   EXPECT_EQ(server_info.max_running(), 1u);
+  EXPECT_EQ(server_info.max_batch_requests(), 8u);
+  // The default row budget: twice the context of 1024, a CFG pair of the longest canvas.
+  EXPECT_EQ(server_info.max_batch_rows(), 2048u);
   EXPECT_FALSE(server_info.draining());
 
   grpc::ClientContext c3;

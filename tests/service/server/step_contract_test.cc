@@ -328,6 +328,46 @@ TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// Two sessions advancing at once share the engine's forwards (their steps
+// are batched), and each ends with the tokens it gets alone.
+TEST_F(StepContractTest, SessionsAdvancingTogetherEachGetTheirOwnRun) {
+  std::vector<v1::Open> opens = {OpenOp(), OpenOp()};
+  opens[1].mutable_sampling()->set_seed(7);
+  opens[1].mutable_prompt()->set_text("A much longer prompt than the other session's, to differ");
+  std::vector<std::vector<int32_t>> reference(2);
+  tbb::task_arena arena(1);
+  for (size_t i = 0; i < 2; ++i) {
+    auto spec = ValidateOpen(opens[i], **model_, TestModelPath(kLlada));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    arena.execute([&] {
+      auto session = DenoiseSession::Create(*model_, spec->sampler, spec->prompt);
+      ASSERT_TRUE(session.ok()) << session.status();
+      while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
+      const auto out = (*session)->OutputTokens();
+      reference[i].assign(out.begin(), out.end());
+    });
+  }
+  ASSERT_NE(reference[0], reference[1]);
+  std::vector<RunResult> results(2);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      Session s(*stub_);
+      const v1::StepResponse opened = s.Open(opens[i]);
+      ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+      results[i] = AdvanceToEnd(s, 0);
+      EXPECT_TRUE(s.Close().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(std::vector<int32_t>(results[i].final.token_ids().begin(),
+                                   results[i].final.token_ids().end()),
+              reference[i])
+        << "session " << i;
+  }
+}
+
 TEST_F(StepContractTest, OpErrorsKeepTheSessionAlive) {
   Session s(*stub_);
   v1::StepRequest advance;

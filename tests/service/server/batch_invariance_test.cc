@@ -1,0 +1,353 @@
+// Batch invariance: a request's tokens and every step's logits are the same
+// bits whether the engine runs its steps alone or stacked with other
+// requests' in one forward, whatever the batch size (1-8), the admission
+// order, the row budget that splits the batch, or a neighbour cancelled
+// mid-run; for LLaDA (CFG pairs, threshold, random remasking), Dream and
+// LLaDA-MoE requests of different prompt and gen lengths, seeds and cache
+// modes, on every ISA path this CPU has. The jobs below drive real
+// DenoiseSessions through the real EngineWorker and its one ForwardPass,
+// the way GenerateJob does, and fingerprint what each step read.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/model.h"
+#include "engine/session/denoise_session.h"
+#include "engine/synth/synthetic_model.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_features.h"
+#include "service/server/engine_worker.h"
+#include "tests/testing/test_paths.h"
+#include "tests/testing/wait.h"
+
+namespace dllm {
+namespace {
+
+struct RequestCase {
+  std::string name;
+  SamplerConfig config;
+  std::vector<int32_t> prompt;
+};
+
+// What a request did: one fingerprint per step (the rows it read, their
+// logits' bytes, its commits), its final canvas and how it ended.
+struct Trace {
+  std::vector<uint64_t> steps;
+  std::vector<int32_t> canvas;
+  absl::Status status;
+  std::atomic<int> steps_done{0};
+  std::atomic<bool> finished{false};
+};
+
+// FNV-1a over 8-byte words (the tail byte by byte): any differing bit
+// changes it, at a speed that keeps hashing every step's logits cheap.
+uint64_t Fnv1a(uint64_t h, const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// A generation as GenerateJob runs it: a session over the engine's pass,
+// one planned step per turn.
+class SessionJob : public EngineJob {
+ public:
+  SessionJob(std::shared_ptr<const Model> model, const RequestCase& c, Trace* trace)
+      : model_(std::move(model)), case_(c), trace_(trace) {}
+
+  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override {
+    return absl::InternalError("a generation's steps are always planned");
+  }
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override {
+    if (session_ == nullptr) {
+      absl::StatusOr<std::unique_ptr<DenoiseSession>> s =
+          DenoiseSession::Create(model_, case_.config, case_.prompt, pass);
+      if (!s.ok()) return s.status();
+      session_ = std::move(*s);
+    }
+    absl::StatusOr<std::span<const SequenceInput>> planned = session_->PlanStep(stop_flag());
+    if (!planned.ok()) return planned.status();
+    return std::optional<std::span<const SequenceInput>>(*planned);
+  }
+  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double seconds) override {
+    absl::StatusOr<StepReport> report = session_->FinishStep(forward, seconds);
+    if (!report.ok()) return report.status();
+    uint64_t h = 1469598103934665603ull;
+    if (report->forward_passes > 0) {
+      absl::StatusOr<DenoiseSession::StepLogits> logits = session_->LastStepLogits();
+      if (!logits.ok()) return logits.status();
+      h = Fnv1a(h, logits->rows.data(), logits->rows.size_bytes());
+      h = Fnv1a(h, logits->logits.data(), logits->logits.size_bytes());
+    }
+    h = Fnv1a(h, report->positions.data(), report->positions.size_bytes());
+    h = Fnv1a(h, report->tokens.data(), report->tokens.size_bytes());
+    trace_->steps.push_back(h);
+    trace_->steps_done.fetch_add(1);
+    return !session_->done();
+  }
+  void Finish(const absl::Status& status) override {
+    trace_->status = status;
+    if (session_ != nullptr) {
+      trace_->canvas.assign(session_->canvas().begin(), session_->canvas().end());
+    }
+    session_.reset();
+    trace_->finished = true;
+  }
+
+ private:
+  std::shared_ptr<const Model> model_;
+  RequestCase case_;
+  Trace* trace_;
+  std::unique_ptr<DenoiseSession> session_;
+};
+
+std::vector<int32_t> Prompt(int length, int seed, const ModelConfig& c) {
+  std::vector<int32_t> p(static_cast<size_t>(length));
+  for (int i = 0; i < length; ++i) {
+    int32_t t = static_cast<int32_t>((977 * (i + 1) + 131 * seed) % c.n_vocab);
+    if (t == c.tokens.mask) t = (t + 1) % static_cast<int32_t>(c.n_vocab);
+    p[static_cast<size_t>(i)] = t;
+  }
+  return p;
+}
+
+// Eight requests of the model's family: different prompt and gen lengths,
+// seeds and cache modes (LLaDA adds CFG pairs, threshold and random
+// remasking; Dream its algorithms and nucleus sampling).
+std::vector<RequestCase> Cases(const ModelConfig& c) {
+  std::vector<RequestCase> out;
+  const auto add = [&](std::string name, int prompt_len, int gen, auto tweak) {
+    SamplerConfig s = DefaultSamplerConfig(c.arch, gen);
+    s.early_exit = false;
+    tweak(s);
+    out.push_back({std::move(name), s, Prompt(prompt_len, static_cast<int>(out.size()), c)});
+  };
+  if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
+    add("exact", 5, 16, [](SamplerConfig& s) { s.steps = 16, s.block_length = 8; });
+    add("dual-gumbel", 12, 32, [](SamplerConfig& s) {
+      s.steps = 16, s.block_length = 16, s.cache = CacheMode::kDual, s.temperature = 0.7f, s.seed = 3;
+    });
+    add("prefix", 3, 24, [](SamplerConfig& s) {
+      s.steps = 12, s.block_length = 8, s.cache = CacheMode::kPrefix;
+    });
+    add("cfg", 9, 16, [](SamplerConfig& s) { s.steps = 8, s.block_length = 16, s.cfg_scale = 1.5f; });
+    add("threshold-dual", 20, 32, [](SamplerConfig& s) {
+      s.steps = 32, s.block_length = 16, s.cache = CacheMode::kDual, s.threshold = 0.3f;
+    });
+    add("random", 7, 8, [](SamplerConfig& s) {
+      s.steps = 8, s.block_length = 8, s.algorithm = Algorithm::kRandom, s.seed = 7;
+    });
+    add("cfg-dual", 4, 16, [](SamplerConfig& s) {
+      s.steps = 16, s.block_length = 8, s.cfg_scale = 1.0f, s.cache = CacheMode::kDual;
+    });
+    add("prefix-refresh", 15, 40, [](SamplerConfig& s) {
+      s.steps = 20, s.block_length = 8, s.cache = CacheMode::kPrefix, s.cache_refresh_steps = 2;
+    });
+  } else {
+    add("exact", 5, 16, [](SamplerConfig& s) { s.steps = 16; });
+    add("dual-sampled", 12, 32, [](SamplerConfig& s) {
+      s.steps = 16, s.cache = CacheMode::kDual, s.temperature = 0.6f, s.top_p = 0.9f, s.seed = 3;
+    });
+    add("prefix-maskgit", 3, 24, [](SamplerConfig& s) {
+      s.steps = 12, s.cache = CacheMode::kPrefix, s.algorithm = Algorithm::kMaskgitPlus;
+    });
+    add("margin", 9, 16, [](SamplerConfig& s) { s.steps = 8, s.algorithm = Algorithm::kTopkMargin; });
+    add("threshold-dual", 20, 32, [](SamplerConfig& s) {
+      s.steps = 32, s.cache = CacheMode::kDual, s.threshold = 0.3f,
+      s.algorithm = Algorithm::kMaskgitPlus;
+    });
+    add("origin", 7, 8, [](SamplerConfig& s) {
+      s.steps = 8, s.algorithm = Algorithm::kOrigin, s.temperature = 0.5f, s.seed = 7;
+    });
+    add("blocks-dual", 4, 16, [](SamplerConfig& s) {
+      s.steps = 16, s.block_length = 8, s.cache = CacheMode::kDual;
+    });
+    add("prefix-refresh", 15, 40, [](SamplerConfig& s) {
+      s.steps = 20, s.cache = CacheMode::kPrefix, s.cache_refresh_steps = 2;
+    });
+  }
+  for (const RequestCase& r : out) {
+    EXPECT_TRUE(r.config.ValidateForCanvas(static_cast<int>(r.prompt.size()), c.n_ctx_train).ok())
+        << r.name << ": " << r.config.ValidateForCanvas(static_cast<int>(r.prompt.size()),
+                                                        c.n_ctx_train);
+  }
+  return out;
+}
+
+struct RunOptions {
+  int batch_requests = 1;
+  int batch_rows = 0;               // 0: the default
+  std::vector<size_t> order;        // admission order
+  int cancel = -1;                  // this request is cancelled once it has run `cancel_after` steps
+  int cancel_after = 2;
+};
+
+// Runs every case through one worker (all admitted at once, in `order`)
+// and returns their traces, by case.
+std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& model,
+                                           const std::vector<RequestCase>& cases,
+                                           const RunOptions& o) {
+  EngineOptions options;
+  options.max_running = static_cast<int>(cases.size());
+  options.max_queue = 0;
+  options.max_batch_requests = o.batch_requests;
+  options.max_batch_rows = o.batch_rows;
+  options.warm_up = false;
+  ThreadPlan plan;
+  plan.threads = 2;
+  const auto t0 = std::chrono::steady_clock::now();
+  EngineWorker worker(model, plan, options);
+  worker.Start();
+  EXPECT_TRUE(testing::WaitUntil([&] { return worker.ready(); }));
+  std::vector<std::unique_ptr<Trace>> traces(cases.size());
+  std::vector<std::shared_ptr<SessionJob>> jobs(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    traces[i] = std::make_unique<Trace>();
+    jobs[i] = std::make_shared<SessionJob>(model, cases[i], traces[i].get());
+  }
+  std::vector<size_t> order = o.order;
+  if (order.empty()) {
+    for (size_t i = 0; i < cases.size(); ++i) order.push_back(i);
+  }
+  for (size_t i : order) {
+    const RequestCase& c = cases[i];
+    const EngineWorker::Reservation r =
+        EngineWorker::ReservationFor(model->config(), c.config, static_cast<int>(c.prompt.size()));
+    EXPECT_TRUE(worker.Submit(jobs[i], r).ok()) << c.name;
+  }
+  std::thread canceller;
+  if (o.cancel >= 0) {
+    canceller = std::thread([&] {
+      Trace& t = *traces[static_cast<size_t>(o.cancel)];
+      testing::WaitUntil([&] { return t.steps_done.load() >= o.cancel_after || t.finished.load(); });
+      jobs[static_cast<size_t>(o.cancel)]->Cancel();
+    });
+  }
+  for (const auto& t : traces) {
+    EXPECT_TRUE(testing::WaitUntil([&] { return t->finished.load(); }, std::chrono::seconds(300)));
+  }
+  if (canceller.joinable()) canceller.join();
+  worker.Stop();
+  std::printf("  batches of %d, %d rows: %.2f s\n", o.batch_requests, worker.options().max_batch_rows,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return traces;
+}
+
+void ExpectSameAs(const std::vector<std::unique_ptr<Trace>>& alone,
+                  const std::vector<std::unique_ptr<Trace>>& batched,
+                  const std::vector<RequestCase>& cases, int skip = -1) {
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (static_cast<int>(i) == skip) continue;
+    SCOPED_TRACE(cases[i].name);
+    ASSERT_TRUE(alone[i]->status.ok()) << alone[i]->status;
+    EXPECT_TRUE(batched[i]->status.ok()) << batched[i]->status;
+    EXPECT_EQ(batched[i]->canvas, alone[i]->canvas);
+    ASSERT_EQ(batched[i]->steps.size(), alone[i]->steps.size());
+    for (size_t s = 0; s < alone[i]->steps.size(); ++s) {
+      EXPECT_EQ(batched[i]->steps[s], alone[i]->steps[s]) << "step " << s;
+    }
+  }
+}
+
+struct ModelCase {
+  std::string name;
+  std::string path;  // empty: synthesized (LLaDA-MoE)
+};
+
+std::string MoePath() {
+  static const std::string path = [] {
+    const std::string p = testing::TempDir() + "/batch-invariance-llada-moe-q4_k_m.gguf";
+    absl::StatusOr<SyntheticShape> shape = SyntheticShapeFor(Arch::kLladaMoe, "tiny");
+    EXPECT_TRUE(shape.ok());
+    EXPECT_TRUE(WriteSyntheticModel(Arch::kLladaMoe, *shape, QuantPreset::kQ4_K_M, 1, p).ok());
+    return p;
+  }();
+  return path;
+}
+
+class BatchInvarianceTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::string Path() const {
+    const std::string name = GetParam();
+    if (name == "llada-moe") return MoePath();
+    return testing::TestDataDir() + "/models/" + name + ".gguf";
+  }
+};
+
+TEST_P(BatchInvarianceTest, TokensAndLogitsDoNotDependOnTheBatch) {
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    SCOPED_TRACE(IsaLevelName(isa));
+    absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(Path(), {isa});
+    ASSERT_TRUE(model.ok()) << model.status();
+    const std::vector<RequestCase> cases = Cases((*model)->config());
+    const auto alone = RunAll(*model, cases, {.batch_requests = 1});
+    std::vector<size_t> shuffled = {0, 1, 2, 3, 4, 5, 6, 7};
+    std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(static_cast<unsigned>(isa) + 11));
+    {
+      // The longest canvas is 55 rows (110 under CFG): 120 rows split the
+      // eight requests over several forwards, differently every turn.
+      SCOPED_TRACE("shuffled admission, a row budget of 120");
+      ExpectSameAs(alone,
+                   RunAll(*model, cases, {.batch_requests = 8, .batch_rows = 120, .order = shuffled}),
+                   cases);
+    }
+    // The scalar kernels are some 30 times slower: one batched run there.
+    if (isa == IsaLevel::kScalar) continue;
+    for (int k = 2; k <= 8; ++k) {
+      SCOPED_TRACE(absl::StrCat("batches of ", k));
+      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = k}), cases);
+    }
+    {
+      SCOPED_TRACE("reversed admission");
+      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = 8, .order = {7, 6, 5, 4, 3, 2, 1, 0}}),
+                   cases);
+    }
+    {
+      SCOPED_TRACE("shuffled admission, batches of 5");
+      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = 5, .order = shuffled}), cases);
+    }
+  }
+}
+
+// Cancelling one request while it runs in a batch leaves every other
+// request's output as it was, and ends the cancelled one CANCELLED.
+TEST_P(BatchInvarianceTest, CancellingOneRequestLeavesTheOthersUnchanged) {
+  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(Path(), {BestIsaLevel()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<RequestCase> cases = Cases((*model)->config());
+  const auto alone = RunAll(*model, cases, {.batch_requests = 1});
+  for (int victim : {1, 7}) {
+    SCOPED_TRACE(absl::StrCat("cancelling ", cases[static_cast<size_t>(victim)].name));
+    const auto batched = RunAll(*model, cases, {.batch_requests = 4, .cancel = victim});
+    ExpectSameAs(alone, batched, cases, victim);
+    const Trace& t = *batched[static_cast<size_t>(victim)];
+    EXPECT_EQ(t.status.code(), absl::StatusCode::kCancelled) << t.status;
+    // The steps it ran before the cancel are its solo steps.
+    for (size_t s = 0; s < t.steps.size(); ++s) {
+      EXPECT_EQ(t.steps[s], alone[static_cast<size_t>(victim)]->steps[s]) << "step " << s;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, BatchInvarianceTest,
+                         ::testing::Values("tiny-llada-k-q4_k_m", "tiny-dream-k-q4_k_m", "llada-moe"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace dllm
