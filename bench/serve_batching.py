@@ -33,27 +33,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "deploy"))
 import dllm_ops  # noqa: E402
-from dllm_ops import Replica  # noqa: E402
+from dllm_ops import Replica, cpu_model, percentile  # noqa: E402
 
 PROMPTS = ["Tell me about the sea.", "Write a haiku about CPUs.", "What is 2+2?",
            "Explain diffusion language models in one sentence.", "Name three rivers in Europe.",
            "How do bees make honey?", "Describe a sunset over the desert.",
            "Why is the sky blue?"]
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return ""
-
-
-def percentile(values, p):
-    """Nearest-rank percentile of a non-empty list."""
-    values = sorted(values)
-    k = max(0, min(len(values) - 1, int(-(-p * len(values) // 100)) - 1))
-    return values[k]
 
 
 def one_stream(stubs, target, request, out, start_barrier):

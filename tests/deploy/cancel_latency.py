@@ -27,26 +27,11 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dllm_ops  # noqa: E402
-from dllm_ops import Replica  # noqa: E402
+from dllm_ops import Replica, cpu_model, percentile  # noqa: E402
 
 STOPPED = re.compile(r"finish (CANCELLED|DEADLINE_EXCEEDED) \(.*\), stopped ([0-9.]+) ms after it")
 PROMPTS = ["Tell me about the sea.", "Write a haiku about CPUs.", "What is 2+2?",
            "Explain diffusion language models in one sentence."]
-
-
-def cpu_model():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return ""
-
-
-def percentile(values, p):
-    """Nearest-rank percentile of a non-empty list."""
-    values = sorted(values)
-    k = max(0, min(len(values) - 1, int(-(-p * len(values) // 100)) - 1))
-    return values[k]
 
 
 def client(stubs, target, until, rng, gen_length, max_deadline, counts, lock):

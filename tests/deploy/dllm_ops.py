@@ -94,6 +94,22 @@ class Stubs:
             stream=pb.StreamOptions(detail=pb.Detail.Value(detail)))
 
 
+def cpu_model():
+    """The first CPU's model name in /proc/cpuinfo (for result files)."""
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
+
+
+def percentile(values, p):
+    """Nearest-rank percentile of a non-empty list."""
+    values = sorted(values)
+    k = max(0, min(len(values) - 1, int(-(-p * len(values) // 100)) - 1))
+    return values[k]
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
