@@ -169,7 +169,8 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   experts.Add({{"kind", "total"}}).Set(o.experts);
   experts.Add({{"kind", "active"}}).Set(o.experts_used);
   activation_bytes = &gauge("dllm_activation_buffer_bytes",
-                            "Activation scratch bytes reserved by admitted requests.")
+                            "Bytes reserved from the memory budget: the engine's forward pass, "
+                            "and each admitted request's K/V caches and logits.")
                           .Add({});
 
   // Load.

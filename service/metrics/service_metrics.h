@@ -90,7 +90,7 @@ class ServiceMetrics {
 
   // Load (gauges).
   void SetLoad(int running, int waiting, int sessions_open);
-  void SetActivationBytes(uint64_t bytes);  // reserved by admitted requests
+  void SetActivationBytes(uint64_t bytes);  // reserved: the engine's pass and admitted requests
 
   // Request lifecycle.
   void OnRejected(RejectReason reason);
