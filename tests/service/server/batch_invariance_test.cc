@@ -23,6 +23,7 @@
 #include "engine/synth/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_features.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/engine_worker.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/wait.h"
@@ -186,6 +187,19 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
   return out;
 }
 
+// A sample's value in Prometheus text ("NAME{...} VALUE" or "NAME VALUE").
+double Sample(const std::string& text, const std::string& name) {
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1)) {
+    if (at > 0 && text[at - 1] != '\n') continue;
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at);
+    if (line.size() > name.size() && (line[name.size()] == ' ' || line[name.size()] == '{')) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
 struct RunOptions {
   int batch_requests = 1;
   int batch_rows = 0;               // 0: the default
@@ -195,10 +209,16 @@ struct RunOptions {
 };
 
 // Runs every case through one worker (all admitted at once, in `order`)
-// and returns their traces, by case.
+// and returns their traces, by case; `requests_per_forward` (when set)
+// gets the mean number of requests the worker's forwards ran together.
 std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& model,
                                            const std::vector<RequestCase>& cases,
-                                           const RunOptions& o) {
+                                           const RunOptions& o,
+                                           double* requests_per_forward = nullptr) {
+  MetricsOptions mo;
+  mo.listen = "";
+  absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = ServiceMetrics::Create(mo);
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
   EngineOptions options;
   options.max_running = static_cast<int>(cases.size());
   options.max_queue = 0;
@@ -208,7 +228,7 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   ThreadPlan plan;
   plan.threads = 2;
   const auto t0 = std::chrono::steady_clock::now();
-  EngineWorker worker(model, plan, options);
+  EngineWorker worker(model, plan, options, metrics->get());
   worker.Start();
   EXPECT_TRUE(testing::WaitUntil([&] { return worker.ready(); }));
   std::vector<std::unique_ptr<Trace>> traces(cases.size());
@@ -240,6 +260,11 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   }
   if (canceller.joinable()) canceller.join();
   worker.Stop();
+  if (requests_per_forward != nullptr) {
+    const std::string text = (*metrics)->Serialize();
+    *requests_per_forward =
+        Sample(text, "dllm_batch_requests_sum") / Sample(text, "dllm_batch_requests_count");
+  }
   std::printf("  batches of %d, %d rows: %.2f s\n", o.batch_requests, worker.options().max_batch_rows,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return traces;
@@ -307,7 +332,12 @@ TEST_P(BatchInvarianceTest, TokensAndLogitsDoNotDependOnTheBatch) {
     if (isa == IsaLevel::kScalar) continue;
     for (int k = 2; k <= 8; ++k) {
       SCOPED_TRACE(absl::StrCat("batches of ", k));
-      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = k}), cases);
+      double per_forward = 0;
+      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = k}, &per_forward), cases);
+      // The requests did share forwards (all eight run from the start; the
+      // mean falls as the shorter ones end).
+      EXPECT_GT(per_forward, 1.5) << "requests per forward";
+      EXPECT_LE(per_forward, k);
     }
     {
       SCOPED_TRACE("reversed admission");
