@@ -155,8 +155,16 @@ void OpenAiApi::SendError(HttpResponder& out, const std::string& path, const Api
 
 bool OpenAiApi::Authorized(const HttpRequest& request) const {
   if (options_.api_key.empty()) return true;
+  // "Bearer" SP token (RFC 6750 2.1); the scheme is case-insensitive and
+  // may be followed by more than one space (RFC 9110 11.4).
   absl::string_view given = request.authorization;
-  if (!absl::ConsumePrefix(&given, "Bearer ")) return false;
+  const size_t space = given.find(' ');
+  if (space == absl::string_view::npos || !absl::EqualsIgnoreCase(given.substr(0, space), "bearer")) {
+    return false;
+  }
+  given.remove_prefix(space);
+  while (absl::ConsumePrefix(&given, " ")) {
+  }
   // Constant time in the key's bytes: the comparison reveals only the length.
   return given.size() == options_.api_key.size() &&
          CRYPTO_memcmp(given.data(), options_.api_key.data(), options_.api_key.size()) == 0;

@@ -297,6 +297,14 @@ class HttpApiTest(unittest.TestCase):
             self.assertEqual(status, status_wanted, text)
             if status == 401:
                 self.assertEqual(self.error_of(status, text)["code"], "invalid_api_key")
+        # The scheme is case-insensitive and may be followed by several
+        # spaces (RFC 9110 11.1, 11.4); the key itself is exact.
+        for header, status_wanted in (("bearer " + API_KEY, 200), ("BEARER  " + API_KEY, 200),
+                                      ("Bearer " + API_KEY.upper(), 401),
+                                      ("Basic " + API_KEY, 401), ("Bearer", 401)):
+            status, _, text = curl(self.port, "/v1/models", key=None,
+                                   headers=["Authorization: " + header])
+            self.assertEqual(status, status_wanted, header + ": " + text)
         # Probes need no key.
         self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
 
