@@ -531,11 +531,11 @@ void Head(const LayerContext& ctx, const Linear& output, const BatchRows& batch,
   const int64_t n_embd = ctx.config->n_embd, V = ctx.config->n_vocab;
   const LinearScratch scratch = Scratch(ctx, act, kXqRows);
   if (LogitsAdjacent(batch.sequences, V)) {
-    for (const SequenceRows& s : batch.sequences) {
-      if (s.input->logit_rows.empty()) continue;
-      output.Apply(h + s.logit_offset * n_embd, n_embd, nullptr, batch.m_logits - s.logit_offset,
-                   s.input->logits, V, scratch);
-      return;
+    // The first sequence with logit rows starts the run (its logit_offset is 0).
+    const auto first = std::find_if(batch.sequences.begin(), batch.sequences.end(),
+                                    [](const SequenceRows& s) { return !s.input->logit_rows.empty(); });
+    if (first != batch.sequences.end()) {
+      output.Apply(h, n_embd, nullptr, batch.m_logits, first->input->logits, V, scratch);
     }
     return;
   }

@@ -41,13 +41,9 @@ absl::Status GenerateJob::Begin(ForwardPass* pass) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck& check, ForwardPass* pass) {
-  if (session_ == nullptr) {
-    if (absl::Status s = Begin(pass); !s.ok()) return s;
-  }
-  absl::StatusOr<StepReport> report = session_->Advance(&check);
-  if (!report.ok()) return report.status();
-  return AfterStep(*report);
+absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck&, ForwardPass*) {
+  // PlanStep always plans a step, so the worker never runs one alone.
+  return absl::InternalError("a generation's steps run only as planned steps");
 }
 
 absl::StatusOr<std::optional<std::span<const SequenceInput>>> GenerateJob::PlanStep(
@@ -66,11 +62,10 @@ absl::StatusOr<bool> GenerateJob::FinishStep(const ForwardStats& forward, double
   return AfterStep(*report);
 }
 
-absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& step_report) {
-  const StepReport* report = &step_report;
+absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
   ++steps_;
-  step_seconds_total_ += report->step_seconds;
-  metrics_->OnStep(*report);
+  step_seconds_total_ += report.step_seconds;
+  metrics_->OnStep(report);
   if (steps_ == 1) {
     first_step_seconds_ = SecondsSince(arrival());
     metrics_->OnFirstStep(first_step_seconds_);
@@ -86,21 +81,21 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& step_report) {
     first_token_seconds_ = SecondsSince(arrival());
     metrics_->OnFirstToken(first_token_seconds_);
   }
-  mailbox_->SetProgress(steps_, planned_steps(), report->masked_remaining);
+  mailbox_->SetProgress(steps_, planned_steps(), report.masked_remaining);
 
   // This step's part of the next StepEvent.
   v1::StepEvent step;
   step.set_step(steps_);
   step.set_planned_steps(planned_steps());
-  step.set_block_index(BlockIndexOf(spec_.sampler, report->step, report->positions, prompt_len));
-  step.set_masked_remaining(report->masked_remaining);
+  step.set_block_index(BlockIndexOf(spec_.sampler, report.step, report.positions, prompt_len));
+  step.set_masked_remaining(report.masked_remaining);
   step.set_stable_length(text_.stable_length());
   step.set_text_delta(delta);
   step.set_merged_steps(1);
   step.set_final_follows(done);
   if (detail >= v1::DETAIL_STEPS) {
-    AddCommitted(tok, report->positions, report->tokens, prompt_len, &step);
-    if (spec_.stream.include_logprobs && !report->positions.empty()) {
+    AddCommitted(tok, report.positions, report.tokens, prompt_len, &step);
+    if (spec_.stream.include_logprobs && !report.positions.empty()) {
       absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
       if (!logprobs.ok()) return logprobs.status();
       for (size_t i = 0; i < logprobs->size(); ++i) {
@@ -108,7 +103,7 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& step_report) {
       }
     }
   }
-  if (spec_.stream.top_candidates > 0 && !report->positions.empty()) {
+  if (spec_.stream.top_candidates > 0 && !report.positions.empty()) {
     absl::StatusOr<std::vector<PositionCandidates>> candidates =
         session_->StepCandidates(spec_.stream.top_candidates);
     if (!candidates.ok()) return candidates.status();
@@ -116,15 +111,15 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& step_report) {
   }
   if (spec_.stream.include_timings) {
     v1::StepTimings* t = step.mutable_timings();
-    t->set_step_seconds(report->step_seconds);
-    t->set_forward_seconds(report->forward_seconds);
-    t->set_sample_seconds(report->sample_seconds);
+    t->set_step_seconds(report.step_seconds);
+    t->set_forward_seconds(report.forward_seconds);
+    t->set_sample_seconds(report.sample_seconds);
     auto& ops = *t->mutable_op_seconds();
-    ops["attention"] = report->forward.attention;
-    ops["projections"] = report->forward.projections;
-    ops["ffn"] = report->forward.ffn;
-    ops["head"] = report->forward.head;
-    ops["norm_embed"] = report->forward.norm + report->forward.embed;
+    ops["attention"] = report.forward.attention;
+    ops["projections"] = report.forward.projections;
+    ops["ffn"] = report.forward.ffn;
+    ops["head"] = report.forward.head;
+    ops["norm_embed"] = report.forward.norm + report.forward.embed;
   }
   if (detail == v1::DETAIL_FINAL_ONLY) return !done;
   if (pending_steps_ == 0) {

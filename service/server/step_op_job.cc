@@ -147,22 +147,21 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
   return AfterAdvance(*report);
 }
 
-bool StepOpJob::AfterAdvance(const StepReport& step_report) {
+bool StepOpJob::AfterAdvance(const StepReport& report) {
   StepSessionState& s = *state_;
   const v1::Advance& op = request_.advance();
-  const StepReport* report = &step_report;
   ++s.steps;
-  s.metrics->OnStep(*report);
+  s.metrics->OnStep(report);
   const bool done = s.session->done();
   const BpeTokenizer& tok = s.model->tokenizer();
   const int prompt_len = s.session->prompt_len();
   v1::StepResponse r;
   v1::StepEvent* e = r.mutable_step();
   *e = StepEventNow(done);
-  e->set_block_index(BlockIndexOf(s.spec.sampler, report->step, report->positions, prompt_len));
-  AddCommitted(tok, report->positions, report->tokens, prompt_len, e);
+  e->set_block_index(BlockIndexOf(s.spec.sampler, report.step, report.positions, prompt_len));
+  AddCommitted(tok, report.positions, report.tokens, prompt_len, e);
   if (op.include_canvas()) AddCanvas(*s.session, e);
-  if (op.top_candidates() > 0 && !report->positions.empty()) {
+  if (op.top_candidates() > 0 && !report.positions.empty()) {
     absl::StatusOr<std::vector<PositionCandidates>> candidates =
         s.session->StepCandidates(static_cast<int>(op.top_candidates()));
     if (!candidates.ok()) {
