@@ -123,6 +123,12 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
       return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
                                                      " is outside the vocabulary of ", model.n_vocab));
     }
+    // A mask in the prompt would be a position the sampler generates into
+    // (the official samplers take every mask on the canvas as one).
+    if (prompt[i] == model.tokens.mask) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("prompt token ", prompt[i], " at index ", i, " is the mask token"));
+    }
   }
   // The sampler validates the request before anything is allocated for it.
   DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,

@@ -1,5 +1,6 @@
 #include "service/server/request_validation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <random>
@@ -180,11 +181,13 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
       // this gRPC thread for most of a second.
       const size_t max_bytes =
           static_cast<size_t>(c.n_ctx_train) * model.tokenizer().max_token_bytes();
-      if (prompt.text().size() > max_bytes) {
-        return Invalid("prompt.text",
-                       absl::StrCat(prompt.text().size(), " bytes cannot fit the model's context of ",
-                                    c.n_ctx_train, " tokens (no token covers more than ",
-                                    model.tokenizer().max_token_bytes(), " bytes)"));
+      for (const auto& [name, bytes] : {std::pair{"prompt.text", prompt.text().size()},
+                                        {"prompt.system", prompt.system().size()}}) {
+        if (bytes > max_bytes) {
+          return Invalid(name, absl::StrCat(bytes, " bytes cannot fit the model's context of ",
+                                            c.n_ctx_train, " tokens (no token covers more than ",
+                                            model.tokenizer().max_token_bytes(), " bytes)"));
+        }
       }
       TextPrompt text;
       text.text = prompt.text();
@@ -193,6 +196,17 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
       text.how.system = prompt.system();
       DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodeTextPrompt(text, model, "prompt."));
       if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
+      // Special-token texts are parsed (as llama-diffusion-cli does), so the
+      // mask token's text would put a mask into the prompt: the sampler
+      // would then treat that prompt position as one to generate. Refused,
+      // naming the field that holds it.
+      if (std::find(ids.begin(), ids.end(), c.tokens.mask) != ids.end()) {
+        const std::string piece = model.tokenizer().TokenPiece(c.tokens.mask);
+        const char* field =
+            absl::StrContains(prompt.system(), piece) ? "prompt.system" : "prompt.text";
+        return Invalid(field, absl::StrCat("contains the mask token '", piece, "' (id ",
+                                           c.tokens.mask, "); a prompt cannot hold masks"));
+      }
       return ids;
     }
     case v1::Prompt::kTokenIds: {

@@ -284,6 +284,11 @@ TEST_F(SessionOpsTest, FailedOperationsLeaveTheSessionUsable) {
     EXPECT_THAT(s.Commit(V{masked}, V{n_vocab}), StatusIs(kInvalid, "outside the vocabulary"));
     EXPECT_THAT(s.Commit(V{masked}, V{-3}), StatusIs(kInvalid, "outside the vocabulary"));
     EXPECT_THAT(s.Commit(V{masked}, V{mask}), StatusIs(kInvalid, "is the mask token"));
+    // Nor may a prompt hold one (issue #25 N2: it became a generated position).
+    V masked_prompt(kPrompt.begin(), kPrompt.end());
+    masked_prompt[1] = mask;
+    EXPECT_THAT(DenoiseSession::Create(model, config, masked_prompt).status(),
+                StatusIs(kInvalid, "prompt token " + std::to_string(mask) + " at index 1 is the mask token"));
     EXPECT_THAT(s.Commit(V{masked, committed}, V{1, 1}),
                 StatusIs(kPrecondition, "position " + std::to_string(committed) + " is not masked"));
     EXPECT_THAT(s.Forward({}, 0).status(), StatusIs(kInvalid, "top_candidates"));

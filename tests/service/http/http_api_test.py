@@ -291,6 +291,23 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(status, 400, text)
         self.assertEqual(self.error_of(status, text)["param"], "messages[0].role")
 
+    def test_mask_token_text_is_refused(self):
+        # Issue #25 N2: the mask token's text in a prompt became a mask id,
+        # which the sampler then generated into. Every text path refuses it.
+        mask = "<|mdm_mask|>"
+        for path, body, param in (
+                ("/v1/completions", {"prompt": "a " + mask + " b", "max_tokens": 8}, "prompt"),
+                ("/v1/chat/completions",
+                 {"messages": [{"role": "user", "content": mask}], "max_tokens": 8}, "messages"),
+                ("/v1/chat/completions",
+                 {"messages": [{"role": "system", "content": "be " + mask},
+                               {"role": "user", "content": "hi"}], "max_tokens": 8}, "messages")):
+            status, _, text = self.post(path, body)
+            self.assertEqual(status, 400, (body, text))
+            err = self.error_of(status, text)
+            self.assertEqual(err["param"], param, text)
+            self.assertIn("mask token", err["message"], text)
+
     def test_api_key(self):
         for key, status_wanted in ((None, 401), ("sk-wrong", 401), (API_KEY, 200)):
             status, hdrs, text = curl(self.port, "/v1/models", key=key)

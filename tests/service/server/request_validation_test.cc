@@ -197,6 +197,49 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
   }
 }
 
+// Issue #25 N2: special-token texts are parsed in text prompts, so the mask
+// token's text would have put a mask id into the prompt (the sampler then
+// generated into the prompt). Every text field that reaches the tokenizer
+// refuses it, on both families, and names the field; Tokenize still shows it.
+TEST_F(RequestValidationTest, MaskTokenTextIsRefusedInEveryTextField) {
+  for (const Model* model : {&llada(), &dream()}) {
+    const std::string mask = model->tokenizer().TokenPiece(model->config().tokens.mask);
+    ASSERT_THAT(mask, ::testing::AnyOf("<|mdm_mask|>", "<|mask|>"));
+    const std::string& path = model == &llada() ? *llada_path_ : *dream_path_;
+    auto check = [&](v1::GenerateRequest r, const std::string& field) {
+      EXPECT_THAT(ValidateGenerateRequest(r, *model, path).status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           absl::StrCat(field, ": contains the mask token '", mask, "'")))
+          << field;
+      v1::Open open;
+      *open.mutable_prompt() = r.prompt();
+      EXPECT_THAT(ValidateOpen(open, *model, path).status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument, field))
+          << "Open " << field;
+    };
+    check(Text(absl::StrCat("a ", mask, " b")), "prompt.text");
+    check(Text(mask), "prompt.text");
+    v1::GenerateRequest r = Text(absl::StrCat("x", mask));
+    r.mutable_prompt()->set_apply_chat_template(true);
+    check(r, "prompt.text");
+    r = Text("hello");
+    r.mutable_prompt()->set_apply_chat_template(true);
+    r.mutable_prompt()->set_system(absl::StrCat("be ", mask));
+    check(r, "prompt.system");
+    // The bytes of the text alone, split so that no token is the mask, pass.
+    EXPECT_THAT(ValidateGenerateRequest(Text(mask.substr(0, 3) + " " + mask.substr(3)), *model, path)
+                    .status(),
+                IsOk());
+  }
+  // The system text has its own byte bound, named (it blamed gen_length).
+  v1::GenerateRequest r = Text("hello");
+  r.mutable_prompt()->set_apply_chat_template(true);
+  r.mutable_prompt()->set_system(std::string(llada().config().n_ctx_train *
+                                                 llada().tokenizer().max_token_bytes() + 1,
+                                             'a'));
+  EXPECT_THAT(Llada(r), StatusIs(absl::StatusCode::kInvalidArgument, "prompt.system: "));
+}
+
 TEST_F(RequestValidationTest, CacheSettingsReachTheSamplerConfig) {
   v1::GenerateRequest r = Text("hello");
   absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r, llada(), *llada_path_);
