@@ -237,7 +237,7 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
   const std::string path = PathOf(endpoint);
   const RpcKind rpc =
       endpoint == OpenAiEndpoint::kCompletions ? RpcKind::kHttpCompletions : RpcKind::kHttpChat;
-  absl::StatusOr<Json> body = ParseJson(request.body);
+  absl::StatusOr<Json> body = ParseJson(request.body, JsonLimits{});
   if (!body.ok()) {
     service_->metrics()->OnRejected(rpc, RejectReason::kMalformed, absl::StatusCode::kInvalidArgument);
     SendError(out, path,

@@ -166,6 +166,13 @@ absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* pr
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages", "must be a non-empty array");
   }
+  // Every turn renders to at least one token, so more turns than the
+  // context holds cannot fit (140k empty turns were 2.6M tokens).
+  const int64_t n_ctx = model.config().n_ctx_train;
+  if (static_cast<int64_t>(messages->size()) > n_ctx) {
+    return Invalid("messages", absl::StrCat(messages->size(), " messages cannot fit the model's context of ",
+                                            n_ctx, " tokens"));
+  }
   std::vector<ChatMessage> turns;
   size_t bytes = 0;
   for (size_t i = 0; i < messages->size(); ++i) {

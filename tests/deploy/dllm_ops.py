@@ -179,10 +179,11 @@ class Replica:
     def metrics(self):
         return parse_metrics(self.metrics_text())
 
-    def rss_bytes(self):
+    def rss_bytes(self, field="VmRSS"):
+        """Resident bytes now, or at the peak so far with field="VmHWM"."""
         with open("/proc/%d/status" % self.proc.pid) as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
         return 0
 

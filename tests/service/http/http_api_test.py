@@ -455,6 +455,54 @@ class HttpLimitsTest(unittest.TestCase):
                           "a free connection slot")
 
 
+def raw_request(port, head, body=b"", timeout=60):
+    """Sends one request over a fresh socket; the reply's status and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        reply = b""
+        while b"\r\n\r\n" not in reply or len(reply.partition(b"\r\n\r\n")[2]) < int(
+                (reply.lower().partition(b"content-length: ")[2].split(b"\r\n")[0] or b"0")):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    status = int(reply.split(b" ", 2)[1]) if reply else 0
+    return status, reply.partition(b"\r\n\r\n")[2].decode("utf-8", "replace")
+
+
+class HttpHostileTest(unittest.TestCase):
+    """Issue #25's hostile clients against a server with the default HTTP
+    settings and no API key, as the image runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server.start("http-hostile")
+        cls.port = cls.server.http_port
+
+    def test_hostile_json_bodies_cost_little_memory(self):
+        # N1: 4 MiB of "[" built as a JSON tree cost ~330 MB each; eight at
+        # once must raise the peak RSS by less than 200 MB.
+        self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
+        before = self.server.rss_bytes("VmHWM")
+        body = b"[" * (4 * 2**20 - 64)
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        results = []
+        threads = [threading.Thread(target=lambda: results.append(raw_request(self.port, head, body)))
+                   for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(results), 8)
+        for status, text in results:
+            self.assertEqual(status, 400, text)
+            self.assertIn("nested deeper than", json.loads(text)["error"]["message"])
+        grew = self.server.rss_bytes("VmHWM") - before
+        print("peak RSS grew by %d MB" % (grew >> 20), file=sys.stderr)
+        self.assertLess(grew, 200 << 20, "peak RSS grew by %d MB" % (grew >> 20))
+        self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
+
+
 class HttpQueueAndTlsTest(unittest.TestCase):
     """HTTPS from the gRPC TLS flags' PEM files; one running slot with a
     queue of one and a 1-second heartbeat."""

@@ -184,6 +184,15 @@ TEST_F(OpenAiRequestTest, BadFieldsAreNamed) {
   for (const auto& [endpoint, body, status, param] : cases) {
     EXPECT_EQ(ErrorOf(endpoint, body), std::make_pair(status, param)) << body;
   }
+  // Issue #25: more (empty) turns than the context holds are refused before
+  // any template is rendered or tokenized.
+  std::string many = R"({"messages": [)";
+  for (int64_t i = 0; i <= model().config().n_ctx_train; ++i) {
+    many += i == 0 ? "" : ",";
+    many += R"({"role": "user", "content": ""})";
+  }
+  many += "]}";
+  EXPECT_EQ(ErrorOf(chat, many), std::make_pair(400, std::string("messages")));
 }
 
 TEST_F(OpenAiRequestTest, ServedModelIdIsTheGgufNameOrTheFileStem) {

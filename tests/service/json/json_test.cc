@@ -25,6 +25,32 @@ TEST(JsonTest, NumbersOutOfRangeAreErrorsToo) {
   }
 }
 
+// Issue #25 N1: a client's body is bounded in depth and values before any
+// tree is built; errors say which bound. Syntax errors still say where.
+TEST(JsonTest, BoundedParseRefusesDeepOrLargeDocumentsBeforeBuildingThem) {
+  const JsonLimits limits{.max_depth = 4, .max_values = 10};
+  EXPECT_TRUE(ParseJson("[[[[1]]]]", limits).ok());
+  EXPECT_TRUE(ParseJson("[1,2,3,4,5,6,7,8,9]", limits).ok());  // 10 values with the array
+  const std::string deep(4 << 20, '[');  // the issue's 4 MiB body: refused at depth 5
+  for (const auto& [text, says] :
+       {std::pair<std::string, std::string>{"[[[[[1]]]]]", "nested deeper than 4"},
+        {deep, "nested deeper than 4"},
+        {"[1,2,3,4,5,6,7,8,9,10]", "more than 10 values"},
+        {"{\"a\": [{}, {}, {}, {}, {}, {}, {}, {}, {}]}", "more than 10 values"},
+        {"[1,", "column"},
+        {"[1e99999]", "number overflow"}}) {
+    absl::StatusOr<Json> j = ParseJson(text, limits);
+    ASSERT_FALSE(j.ok()) << text.substr(0, 40);
+    EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(j.status().message().find(says), absl::string_view::npos) << j.status();
+  }
+  // The defaults take a token-id prompt of 100k ids.
+  std::string ids = "[0";
+  for (int i = 1; i < 100000; ++i) ids += ",7";
+  ids += "]";
+  EXPECT_TRUE(ParseJson(ids, JsonLimits{}).ok());
+}
+
 TEST(JsonTest, ReadJsonFileNamesTheFile) {
   absl::StatusOr<Json> j = ReadJsonFile("/nonexistent/x.json");
   ASSERT_FALSE(j.ok());
