@@ -418,6 +418,11 @@ absl::StatusOr<GgufFile> GgufFile::Open(const std::string& path, const GgufLimit
   return file;
 }
 
+absl::Status GgufFile::DetachFromFile(std::vector<MappedFile::Range> dropped) {
+  if (!mapping_) return absl::OkStatus();
+  return mapping_->DetachFromFile(std::move(dropped));
+}
+
 const GgufValue* GgufFile::FindValue(absl::string_view key) const {
   auto it = kv_index_.find(key);
   return it == kv_index_.end() ? nullptr : &kv_[it->second].second;

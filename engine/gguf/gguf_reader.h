@@ -118,6 +118,12 @@ class GgufFile {
   }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
 
+  // After loading: MappedFile::DetachFromFile over this file's mapping, so
+  // every view stays valid and no later change to the file reaches them
+  // (`dropped`, absolute file ranges, read as zeros). Nothing for a Parse()d
+  // buffer.
+  absl::Status DetachFromFile(std::vector<MappedFile::Range> dropped);
+
   const GgufValue* FindValue(absl::string_view key) const;
   const GgufTensor* FindTensor(absl::string_view name) const;
   bool HasKey(absl::string_view key) const { return FindValue(key) != nullptr; }

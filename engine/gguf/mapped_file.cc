@@ -5,8 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -48,6 +50,69 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
         absl::StrCat(path, ": mmap of ", size, " bytes failed: ", std::strerror(err)));
   }
   return MappedFile(path, static_cast<const uint8_t*>(data), size);
+}
+
+namespace {
+
+// Replaces [begin, end) (page-aligned) with anonymous pages. `copy`: holding
+// the bytes they held, through `buffer`; otherwise zero pages.
+absl::Status ReplaceWithAnonymous(uint8_t* begin, uint8_t* end, bool copy,
+                                  std::vector<uint8_t>& buffer) {
+  for (uint8_t* p = begin; p < end;) {
+    const size_t n = copy ? std::min(buffer.size(), static_cast<size_t>(end - p))
+                          : static_cast<size_t>(end - p);
+    if (copy) std::memcpy(buffer.data(), p, n);
+    void* got = ::mmap(p, n, copy ? PROT_READ | PROT_WRITE : PROT_READ,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+    if (got == MAP_FAILED) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot replace ", n, " mapped bytes with memory: ", std::strerror(errno)));
+    }
+    if (copy) {
+      std::memcpy(p, buffer.data(), n);
+      ::mprotect(p, n, PROT_READ);
+    }
+    p += n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MappedFile::DetachFromFile(std::vector<Range> dropped) {
+  if (data_ == nullptr) return absl::OkStatus();
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  uint8_t* const base = const_cast<uint8_t*>(data_);
+  const size_t mapped = (size_ + page - 1) / page * page;
+  // Whole pages inside each dropped range, sorted and merged.
+  std::vector<std::pair<size_t, size_t>> zero;
+  for (const Range& r : dropped) {
+    const size_t lo = (std::min(r.offset, size_) + page - 1) / page * page;
+    const size_t hi = std::min(r.offset + r.bytes, size_) / page * page;
+    if (lo < hi) zero.emplace_back(lo, hi);
+  }
+  std::sort(zero.begin(), zero.end());
+  std::vector<uint8_t> buffer(size_t{16} << 20);
+  size_t at = 0;  // everything before `at` is done
+  for (const auto& [lo, hi] : zero) {
+    if (hi <= at) continue;
+    const size_t from = std::max(lo, at);
+    if (at < from) {
+      if (absl::Status s = ReplaceWithAnonymous(base + at, base + from, true, buffer); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+      }
+    }
+    if (absl::Status s = ReplaceWithAnonymous(base + from, base + hi, false, buffer); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+    }
+    at = hi;
+  }
+  if (at < mapped) {
+    if (absl::Status s = ReplaceWithAnonymous(base + at, base + mapped, true, buffer); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

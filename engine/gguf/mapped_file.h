@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -22,6 +23,21 @@ class MappedFile {
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   ~MappedFile();
+
+  // A byte range of the file: [offset, offset + bytes).
+  struct Range {
+    size_t offset = 0;
+    size_t bytes = 0;
+  };
+  // Cuts the mapping loose from the file, keeping every address valid: the
+  // pages that hold `dropped` ranges (rounded inwards to whole pages) become
+  // zero pages, and every other page is copied into anonymous memory at the
+  // same address. Afterwards nothing done to the file (truncated,
+  // overwritten, deleted) reaches the process, which a file-backed page
+  // would (SIGBUS past a truncation, new bytes after an overwrite). Copies
+  // through a bounded buffer, so resident memory grows by the kept pages
+  // only. On error the mapping may be partly replaced: give up the file.
+  absl::Status DetachFromFile(std::vector<Range> dropped);
 
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }

@@ -56,9 +56,12 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   };
   // Repacked weights release their mapped pages, except token_embd, which
   // the embedding lookup keeps reading (also when it doubles as the head).
+  std::vector<MappedFile::Range> repacked;  // file bytes nothing reads again
   auto linear = [&](const GgufTensor& t) -> absl::StatusOr<std::unique_ptr<Linear>> {
-    absl::StatusOr<Linear> l = Linear::Create(t, options.isa, t.name != "token_embd.weight");
+    const bool release = t.name != "token_embd.weight";
+    absl::StatusOr<Linear> l = Linear::Create(t, options.isa, release);
     if (!l.ok()) return WithPath(path, l.status());
+    if (release && l->int8()) repacked.push_back({f.data_offset() + t.offset, t.n_bytes});
     m->owned_weight_bytes_ += l->owned_bytes();
     return std::make_unique<Linear>(std::move(*l));
   };
@@ -100,6 +103,13 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
       DLLM_ASSIGN_OR_RETURN(x.down, linear(ExpertSlice(down, e)));
     }
   }
+  // What is still read from the file (metadata, token_embd, norms, biases,
+  // float weights) is copied into memory the model owns and the rest of the
+  // mapping let go: a served file truncated or overwritten later can neither
+  // crash the process (SIGBUS) nor change its answers (issue #25 N4).
+  m->file_bytes_kept_ = f.file_size();
+  for (const MappedFile::Range& r : repacked) m->file_bytes_kept_ -= r.bytes;
+  DLLM_RETURN_IF_ERROR(m->file_.DetachFromFile(std::move(repacked)));
   return std::shared_ptr<const Model>(std::move(m));
 }
 

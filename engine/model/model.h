@@ -78,6 +78,10 @@ class Model {
   const ChatTemplate& chat_template() const { return chat_template_; }
   // Bytes of repacked weights the model owns (beyond the mapped file).
   size_t owned_weight_bytes() const { return owned_weight_bytes_; }
+  // Bytes of the file the model still reads (metadata, token_embd, norms,
+  // biases, float weights): copied at load to the addresses they were
+  // mapped at, detached from the file.
+  size_t file_bytes_kept() const { return file_bytes_kept_; }
 
  private:
   explicit Model(GgufFile file) : file_(std::move(file)) {}
@@ -92,6 +96,7 @@ class Model {
   ChatTemplate chat_template_;
   std::vector<LayerWeights> layers_;
   size_t owned_weight_bytes_ = 0;
+  size_t file_bytes_kept_ = 0;
 };
 
 }  // namespace dllm

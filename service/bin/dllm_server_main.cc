@@ -256,7 +256,7 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> StartMetrics(const ServerSetup& 
   mo.engine_threads = setup.options.plan.threads;
   mo.performance_cores = setup.options.facts.performance_cores;
   mo.efficiency_cores = setup.options.facts.efficiency_cores;
-  mo.weights_mapped_bytes = model.file().file_size();
+  mo.weights_mapped_bytes = model.file_bytes_kept();
   mo.layer_parameters = static_cast<uint64_t>(mc.layer_params());
   mo.active_layer_parameters = static_cast<uint64_t>(mc.active_layer_params());
   mo.experts = static_cast<int>(mc.n_expert);

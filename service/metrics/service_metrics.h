@@ -32,7 +32,8 @@ struct MetricsOptions {
   int engine_threads = 1;
   int performance_cores = 0;              // dllm_cpu_cores{kind}
   int efficiency_cores = 0;
-  uint64_t weights_mapped_bytes = 0;      // dllm_model_weights_bytes{storage="mmap"}
+  uint64_t weights_mapped_bytes = 0;      // dllm_model_weights_bytes{storage="mmap"}: the
+                                          // file's bytes still read, copied at load
   uint64_t weights_repacked_bytes = 0;    // dllm_model_weights_bytes{storage="heap"}
   // dllm_model_parameters{kind}: the layers' weights, all of them ("total")
   // and those one token's forward reads ("active": MoE uses only the

@@ -187,6 +187,11 @@ class Replica:
                     return int(line.split()[1]) * 1024
         return 0
 
+    def reset_peak_rss(self):
+        """Sets VmHWM back to VmRSS (proc(5): clear_refs, value 5)."""
+        with open("/proc/%d/clear_refs" % self.proc.pid, "w") as f:
+            f.write("5")
+
     def signal(self, sig):
         self.proc.send_signal(sig)
 

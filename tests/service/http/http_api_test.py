@@ -11,6 +11,7 @@ The official `openai` npm client is tested apart, by openai_client_test.mjs.
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -476,13 +477,41 @@ class HttpHostileTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.server = Server.start("http-hostile")
+        # Served from a copy, which test_model_file_changes_nothing changes.
+        cls.model_copy = os.path.join(dllm_ops.tmpdir("dllm-http-model-"), "served.gguf")
+        shutil.copyfile(ARGS.model, cls.model_copy)
+        work = dllm_ops.tmpdir("dllm-http-")
+        cls.server = dllm_ops.Replica("http-hostile", ARGS.server, cls.model_copy, work,
+                                      ["--threads", "1"]).start()
+        Server.replicas.append(cls.server)
         cls.port = cls.server.http_port
+
+    def test_model_file_changes_nothing(self):
+        # N4: truncating the served file killed the server (SIGBUS);
+        # overwriting it in place changed its answers. Now it reads the file
+        # at start only: the same seeded request answers the same.
+        body = {"prompt": "def add(a, b):", "max_tokens": 16, "seed": 7, "temperature": 0.8}
+
+        def answer():
+            status, _, text = curl(self.port, "/v1/completions", body=body, key=None)
+            self.assertEqual(status, 200, text)
+            return json.loads(text)["choices"][0]["text"]
+        want = answer()
+        size = os.path.getsize(self.model_copy)
+        os.truncate(self.model_copy, 0)
+        self.assertEqual(answer(), want)
+        with open(self.model_copy, "r+b") as f:
+            f.write(os.urandom(size))
+        self.assertEqual(answer(), want)
+        os.unlink(self.model_copy)
+        self.assertEqual(answer(), want)
+        self.assertIsNone(self.server.proc.poll())
 
     def test_hostile_json_bodies_cost_little_memory(self):
         # N1: 4 MiB of "[" built as a JSON tree cost ~330 MB each; eight at
         # once must raise the peak RSS by less than 200 MB.
         self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
+        self.server.reset_peak_rss()
         before = self.server.rss_bytes("VmHWM")
         body = b"[" * (4 * 2**20 - 64)
         head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
