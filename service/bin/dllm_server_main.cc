@@ -6,6 +6,8 @@
 // before any thread starts), so no work happens in a signal handler.
 #include <signal.h>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -26,13 +28,10 @@
 #include "engine/base/stopwatch.h"
 #include "absl/strings/ascii.h"
 #include "service/http/http_server.h"
+#include "service/http/metrics_endpoint.h"
 #include "service/http/openai_api.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/server.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/lsan_interface.h>
-#endif
 
 namespace dllm {
 namespace {
@@ -42,7 +41,7 @@ const std::set<std::string> kValueFlags = {
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
     "chat-template", "http-listen", "api-key-file", "http-max-body-bytes",
-    "http-max-connections", "http-header-timeout-seconds", "http-idle-timeout-seconds",
+    "http-max-connections", "http-max-connections-per-peer", "http-header-timeout-seconds", "http-idle-timeout-seconds",
     "http-heartbeat-seconds", "max-batch-requests", "max-batch-rows"};
 const std::set<std::string> kBoolFlags = {};
 
@@ -55,7 +54,8 @@ constexpr const char* kUsage =
     "         [--memory-budget-mb N] [--port-file FILE]\n"
     "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
     "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes 4194304]\n"
-    "         [--http-max-connections 64] [--http-header-timeout-seconds 10]\n"
+    "         [--http-max-connections 4096] [--http-max-connections-per-peer 512]\n"
+    "         [--http-header-timeout-seconds 10]\n"
     "         [--http-idle-timeout-seconds 60] [--http-heartbeat-seconds 10]\n";
 
 int Fail(const absl::Status& s) {
@@ -199,6 +199,10 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   http.max_body_bytes = static_cast<uint64_t>(body_bytes);
   DLLM_ASSIGN_OR_RETURN(http.max_connections,
                         flags.GetIntInRange("http-max-connections", http.max_connections, 1, 65536));
+  DLLM_ASSIGN_OR_RETURN(http.max_connections_per_peer,
+                        flags.GetIntInRange("http-max-connections-per-peer",
+                                            std::min(http.max_connections_per_peer, http.max_connections),
+                                            1, http.max_connections));
   DLLM_ASSIGN_OR_RETURN(http.header_timeout_seconds,
                         flags.GetIntInRange("http-header-timeout-seconds",
                                             http.header_timeout_seconds, 1, 3600));
@@ -242,12 +246,12 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup)
   return model;
 }
 
-// The Prometheus series, on their own HTTP port unless --metrics-listen none.
-absl::StatusOr<std::unique_ptr<ServiceMetrics>> StartMetrics(const ServerSetup& setup,
-                                                             const Model& model) {
+// The Prometheus series (served on their own HTTP port by MetricsEndpoint
+// unless --metrics-listen none).
+absl::StatusOr<std::unique_ptr<ServiceMetrics>> MakeMetrics(const ServerSetup& setup,
+                                                            const Model& model) {
   const ModelConfig& mc = model.config();
   MetricsOptions mo;
-  mo.listen = setup.metrics_listen == "none" ? "" : setup.metrics_listen;
   mo.model_name = mc.name;
   mo.arch = std::string(ArchName(mc.arch));
   mo.weight_format = WeightFormat(model);
@@ -262,13 +266,26 @@ absl::StatusOr<std::unique_ptr<ServiceMetrics>> StartMetrics(const ServerSetup& 
   mo.experts = static_cast<int>(mc.n_expert);
   mo.experts_used = static_cast<int>(mc.n_expert_used);
   mo.weights_repacked_bytes = model.owned_weight_bytes();
-  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ServiceMetrics> metrics, ServiceMetrics::Create(mo));
-  if (metrics->port() > 0) {
-    const std::string& listen = setup.metrics_listen;
-    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
-                 listen.substr(0, listen.rfind(':')).c_str(), metrics->port());
+  return ServiceMetrics::Create(mo);
+}
+
+// Every connection is a descriptor: lets the process open as many as the
+// HTTP limits allow (plus the metrics endpoint's and a margin for gRPC and
+// files), up to the hard limit, and says so when the hard limit is lower.
+void RaiseDescriptorLimit(const ServerSetup& setup) {
+  const rlim_t wanted = static_cast<rlim_t>(setup.http.max_connections) +
+                        MetricsEndpoint::Options("").max_connections + 1024;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+  if (limit.rlim_cur < wanted) {
+    std::fprintf(stderr,
+                 "dllm-server: warning: open files limited to %llu (ulimit -Hn); "
+                 "--http-max-connections %d wants %llu\n",
+                 static_cast<unsigned long long>(limit.rlim_cur), setup.http.max_connections,
+                 static_cast<unsigned long long>(wanted));
   }
-  return metrics;
 }
 
 // {"grpc": PORT, "metrics": PORT, "http": PORT} (0: not served), renamed
@@ -315,10 +332,21 @@ int Run(int argc, char** argv) {
   ServerOptions& options = setup->options;
   absl::StatusOr<std::shared_ptr<const Model>> model = LoadModel(*setup);
   if (!model.ok()) return Fail(model.status());
-  absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = StartMetrics(*setup, **model);
+  RaiseDescriptorLimit(*setup);
+  absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = MakeMetrics(*setup, **model);
   if (!metrics.ok()) return Fail(metrics.status());
   options.metrics = metrics->get();
-  const int metrics_port = (*metrics)->port();
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (setup->metrics_listen != "none") {
+    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> started =
+        MetricsEndpoint::Start(setup->metrics_listen, metrics->get());
+    if (!started.ok()) return Fail(started.status());
+    metrics_endpoint = std::move(*started);
+    const std::string& listen = setup->metrics_listen;
+    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
+                 listen.substr(0, listen.rfind(':')).c_str(), metrics_endpoint->port());
+  }
+  const int metrics_port = metrics_endpoint ? metrics_endpoint->port() : 0;
 
   absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
   if (!server.ok()) return Fail(server.status());
@@ -365,15 +393,9 @@ int Run(int argc, char** argv) {
   http.reset();
   api.reset();
   server->reset();
+  metrics_endpoint.reset();  // before the series it serves
+  metrics->reset();
   std::fprintf(stderr, "dllm-server: stopped\n");
-  // Not destroyed: civetweb's stop waits up to 2 s for its listener's poll
-  // to time out, and the process is exiting anyway (no scrape can be in
-  // flight once the server is gone, and the kernel closes the socket).
-  // LeakSanitizer is told, so the sanitizer runs do not fail on it.
-  [[maybe_unused]] ServiceMetrics* const kept_until_exit = metrics->release();
-#if defined(__SANITIZE_ADDRESS__)
-  if (kept_until_exit != nullptr) __lsan_ignore_object(kept_until_exit);
-#endif
   return 0;
 }
 

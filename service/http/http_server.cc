@@ -1,27 +1,30 @@
 #include "service/http/http_server.h"
 
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <exception>
+#include <future>
+#include <list>
 #include <mutex>
 #include <optional>
 #include <thread>
 #include <type_traits>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -35,16 +38,11 @@ namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// Request line plus headers; a larger head is answered 431.
+// Request line plus headers (and a chunked body's trailer); more is 431.
 constexpr uint32_t kHeaderLimitBytes = 16 << 10;
-// How often a waiting connection looks at the stop flag.
-constexpr int kPollSliceMs = 200;
-
-// poll(2) on one descriptor: its revents, 0 on timeout.
-short PollFd(int fd, short events, int timeout_ms) {
-  pollfd p{fd, events, 0};
-  return ::poll(&p, 1, timeout_ms) > 0 ? p.revents : 0;
-}
+// How long a refused client gets to finish sending before the close: closing
+// a socket with unread bytes sends a reset, which can lose the response.
+constexpr auto kDrainBeforeClose = std::chrono::milliseconds(200);
 
 // The server's own error responses carry fixed texts only, so they are
 // valid JSON without an encoder.
@@ -63,83 +61,195 @@ const char* ReasonOf(int status) {
   }
 }
 
+// poll(2) on one descriptor, without waiting: its revents.
+short PollNow(int fd, short events) {
+  pollfd p{fd, events, 0};
+  return ::poll(&p, 1, 0) > 0 ? p.revents : 0;
+}
+
 }  // namespace
+
+// What the server's registry knows of a connection: its peer, and how to
+// close it while it waits idle for its next request.
+class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
+ public:
+  ConnectionBase(std::shared_ptr<HttpServer::Impl> server, std::string peer_address)
+      : server_(std::move(server)), peer_address_(std::move(peer_address)) {}
+  virtual ~ConnectionBase();
+  virtual void Start() = 0;
+  // Ends an idle wait (on the connection's strand): the connection closes.
+  virtual void Evict() = 0;
+
+  const std::string& peer_address() const { return peer_address_; }
+  // Where the connection sits in the server's idle list, while idle.
+  struct IdleEntry {
+    std::weak_ptr<ConnectionBase> connection;
+    std::string peer_address;
+  };
+  std::optional<std::list<IdleEntry>::iterator> idle_at;
+  // Whether the connection's slot was given back (at eviction, so that a
+  // connection closing in the background holds no slot); guarded by the
+  // server's mu.
+  bool released = false;
+
+ protected:
+  const std::shared_ptr<HttpServer::Impl> server_;
+  const std::string peer_address_;
+};
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   HttpOptions options;
   HttpHandler* handler = nullptr;
   std::unique_ptr<ssl::context> tls;
-  net::io_context accept_context;
-  tcp::acceptor acceptor{accept_context};
+  net::io_context io;
+  tcp::acceptor acceptor{io};
+  net::steady_timer accept_pause{io};
   int port = 0;
   std::atomic<bool> stopping{false};
-  std::thread accept_thread;
+  std::vector<std::thread> io_threads;
 
   std::mutex mu;
   std::condition_variable cv;
-  int connections = 0;  // guarded by mu
+  // Guarded by mu.
+  int connections = 0;
+  int active = 0;  // handlers running
+  absl::flat_hash_map<std::string, int> per_peer;
+  std::list<ConnectionBase::IdleEntry> idle;  // oldest first
 
-  void AcceptLoop();
-  void Refuse(int fd);
-  void RunConnection(int fd);
+  void Accept();
+  void OnAccept(const beast::error_code& ec, tcp::socket socket);
+  void Refuse(tcp::socket socket);
+
+  // The oldest idle connection (of `peer`, or of anyone when empty), taken
+  // off the idle list; null when there is none. Needs mu. The caller drops
+  // it after releasing mu: it may be the last reference, whose destructor
+  // takes mu.
+  std::shared_ptr<ConnectionBase> TakeOldestIdle(const std::string& peer) {
+    for (auto it = idle.begin(); it != idle.end(); ++it) {
+      if (!peer.empty() && it->peer_address != peer) continue;
+      std::shared_ptr<ConnectionBase> c = it->connection.lock();
+      idle.erase(it);
+      if (c != nullptr) {
+        c->idle_at.reset();
+        ReleaseLocked(*c);
+      }
+      return c;  // null for one already gone: the caller refuses this once
+    }
+    return nullptr;
+  }
+
+  void MarkIdle(const std::shared_ptr<ConnectionBase>& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    c->idle_at = idle.insert(idle.end(), {c, c->peer_address()});
+  }
+  // False when the connection was taken off the list to be evicted.
+  bool MarkBusy(ConnectionBase& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!c.idle_at) return false;
+    idle.erase(*c.idle_at);
+    c.idle_at.reset();
+    return true;
+  }
+  bool Busy() {
+    std::lock_guard<std::mutex> lock(mu);
+    return connections * 4 >= options.max_connections * 3;
+  }
+  bool TryStartHandler() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (active >= options.max_active_requests) return false;
+    ++active;
+    return true;
+  }
+  void EndHandler() {
+    std::lock_guard<std::mutex> lock(mu);
+    --active;
+    cv.notify_all();
+  }
+  // Gives back a connection's slot, once. Needs mu.
+  void ReleaseLocked(ConnectionBase& c) {
+    if (c.released) return;
+    c.released = true;
+    --connections;
+    if (--per_peer[c.peer_address()] <= 0) per_peer.erase(c.peer_address());
+    cv.notify_all();
+  }
+  void Release(ConnectionBase& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    ReleaseLocked(c);
+  }
 };
+
+ConnectionBase::~ConnectionBase() { server_->Release(*this); }
 
 namespace {
 
-// One client connection: requests one after another (keep-alive), each
-// read under one deadline and answered through HttpResponder.
+// One client connection: requests one after another (keep-alive). Reads and
+// the server's own answers run on the connection's strand; a handler runs
+// on its own thread and writes through the strand, waiting for each write.
 template <class Stream>
-class Connection final : public HttpResponder {
+class Connection final : public ConnectionBase, public HttpResponder {
  public:
-  Connection(HttpServer::Impl& server, net::io_context& context, Stream& stream, int fd,
-             std::string peer)
-      : server_(server), context_(context), stream_(stream), fd_(fd), peer_(std::move(peer)) {}
-
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
-  void Serve() {
-    const HttpOptions& o = server_.options;
-    if constexpr (kTls) {
-      const beast::error_code ec = Await(
-          [&](auto done) { stream_.async_handshake(ssl::stream_base::server, std::move(done)); },
-          Clock::now() + std::chrono::seconds(o.header_timeout_seconds));
-      if (ec) return;
-    }
-    bool first = true;
-    while (!server_.stopping.load()) {
-      // TLS 1.3 clients send their first request with the handshake's last
-      // flight, so it may already sit in the TLS layer, where poll() cannot
-      // see it: read it at once (under the same deadline).
-      const bool read_now = buffer_.size() > 0 || (first && kTls);
-      if (!read_now &&
-          !WaitForRequest(first ? o.header_timeout_seconds : o.idle_timeout_seconds)) {
-        break;
+  Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket, ssl::context* tls,
+             std::string address, std::string peer)
+      : ConnectionBase(std::move(server), std::move(address)),
+        stream_(MakeStream(std::move(socket), tls)),
+        read_timer_(stream_.get_executor()),
+        fd_(beast::get_lowest_layer(stream_).socket().native_handle()),
+        peer_(std::move(peer)) {}
+
+  void Start() override {
+    net::dispatch(stream_.get_executor(), [self = Self()] {
+      if constexpr (kTls) {
+        beast::get_lowest_layer(self->stream_)
+            .expires_after(std::chrono::seconds(self->server_->options.header_timeout_seconds));
+        self->stream_.async_handshake(ssl::stream_base::server,
+                                      [self](const beast::error_code& ec) {
+                                        beast::get_lowest_layer(self->stream_).expires_never();
+                                        if (ec) return self->Close();
+                                        self->WaitForRequest(true);
+                                      });
+      } else {
+        self->WaitForRequest(true);
       }
-      first = false;
-      HttpRequest request;
-      if (!ReadRequest(&request)) break;
-      server_.handler->Handle(request, *this);
-      if (broken_ || !keep_alive_) break;
-    }
-    Shutdown();
+    });
   }
 
+  void Evict() override {
+    net::post(stream_.get_executor(), [self = Self()] {
+      self->evicted_ = true;
+      beast::error_code ec;
+      beast::get_lowest_layer(self->stream_).socket().cancel(ec);
+    });
+  }
+
+  // --- HttpResponder: called on the handler's thread ---
   bool Send(int status, absl::string_view content_type, std::string body,
             const HttpHeaders& headers) override {
     if (broken_) return false;
-    http::response<http::string_body> res;
-    res.version(version_);
-    res.result(static_cast<unsigned>(status));
-    if (const char* reason = ReasonOf(status)) res.reason(reason);
-    res.set(http::field::server, "dllm");
-    res.set(http::field::content_type, std::string(content_type));
-    for (const auto& [name, value] : headers) res.set(name, value);
-    res.keep_alive(keep_alive_ && !server_.stopping.load());
-    keep_alive_ = res.keep_alive();
-    res.body() = std::move(body);
-    res.prepare_payload();
-    return Wrote(Await([&](auto done) { http::async_write(stream_, res, std::move(done)); },
-                       WriteDeadline()));
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(version_);
+    res->result(static_cast<unsigned>(status));
+    if (const char* reason = ReasonOf(status)) res->reason(reason);
+    res->set(http::field::server, "dllm");
+    res->set(http::field::content_type, std::string(content_type));
+    for (const auto& [name, value] : headers) res->set(name, value);
+    // A client that failed authentication gets no second try on this
+    // connection (it cost a connection slot to make).
+    if (status == 401) keep_alive_ = false;
+    res->keep_alive(keep_alive_ && !server_->stopping.load());
+    keep_alive_ = res->keep_alive();
+    res->body() = std::move(body);
+    res->prepare_payload();
+    if (head_request_) {
+      auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
+      return Wrote(OnStrand([this, res, serializer](auto done) {
+        http::async_write_header(stream_, *serializer, std::move(done));
+      }));
+    }
+    return Wrote(OnStrand(
+        [this, res](auto done) { http::async_write(stream_, *res, std::move(done)); }));
   }
 
   bool StartEvents(const HttpHeaders& headers) override {
@@ -158,28 +268,28 @@ class Connection final : public HttpResponder {
     head.keep_alive(keep_alive_);
     if (chunked_) head.chunked(true);
     events_serializer_.emplace(head);
-    return Wrote(Await(
-        [&](auto done) { http::async_write_header(stream_, *events_serializer_, std::move(done)); },
-        WriteDeadline()));
+    return Wrote(OnStrand([this](auto done) {
+      http::async_write_header(stream_, *events_serializer_, std::move(done));
+    }));
   }
 
   bool SendEvents(absl::string_view text) override {
     if (broken_ || text.empty()) return !broken_;
     const net::const_buffer bytes(text.data(), text.size());
     if (!chunked_) {
-      return Wrote(Await([&](auto done) { net::async_write(stream_, bytes, std::move(done)); },
-                         WriteDeadline()));
+      return Wrote(
+          OnStrand([this, bytes](auto done) { net::async_write(stream_, bytes, std::move(done)); }));
     }
-    return Wrote(Await(
-        [&](auto done) { net::async_write(stream_, http::make_chunk(bytes), std::move(done)); },
-        WriteDeadline()));
+    return Wrote(OnStrand([this, bytes](auto done) {
+      net::async_write(stream_, http::make_chunk(bytes), std::move(done));
+    }));
   }
 
   void EndEvents() override {
     if (!broken_ && chunked_) {
-      Wrote(Await(
-          [&](auto done) { net::async_write(stream_, http::make_chunk_last(), std::move(done)); },
-          WriteDeadline()));
+      Wrote(OnStrand([this](auto done) {
+        net::async_write(stream_, http::make_chunk_last(), std::move(done));
+      }));
     }
     if (!chunked_) keep_alive_ = false;
     events_serializer_.reset();
@@ -187,26 +297,38 @@ class Connection final : public HttpResponder {
   }
 
   bool ClientGone() override {
-    return broken_ || (PollFd(fd_, POLLRDHUP, 0) & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    return broken_ || (PollNow(fd_, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
   }
 
  private:
-  // Runs one asynchronous operation to its end on this connection's own
-  // context, cancelled (beast::error::timeout) at `deadline`.
-  template <class Start>
-  beast::error_code Await(Start&& start, Clock::time_point deadline) {
-    beast::get_lowest_layer(stream_).expires_at(deadline);
-    std::optional<beast::error_code> result;
-    start([&result](beast::error_code ec, auto&&...) { result = ec; });
-    context_.restart();
-    while (!result && context_.run_one() > 0) {
+  static Stream MakeStream(tcp::socket socket, ssl::context* tls) {
+    if constexpr (kTls) {
+      return Stream(beast::tcp_stream(std::move(socket)), *tls);
+    } else {
+      return Stream(std::move(socket));
     }
-    beast::get_lowest_layer(stream_).expires_never();
-    return result.value_or(net::error::operation_aborted);
   }
 
-  Clock::time_point WriteDeadline() const {
-    return Clock::now() + std::chrono::seconds(server_.options.write_timeout_seconds);
+  std::shared_ptr<Connection> Self() {
+    return std::static_pointer_cast<Connection>(shared_from_this());
+  }
+
+  // Runs one asynchronous write on the strand, from the handler's thread,
+  // and waits for it; the write is cut off (the socket closed) after
+  // write_timeout_seconds.
+  template <class Start>
+  beast::error_code OnStrand(Start start) {
+    auto done = std::make_shared<std::promise<beast::error_code>>();
+    std::future<beast::error_code> result = done->get_future();
+    net::post(stream_.get_executor(), [self = Self(), start = std::move(start), done]() mutable {
+      beast::get_lowest_layer(self->stream_)
+          .expires_after(std::chrono::seconds(self->server_->options.write_timeout_seconds));
+      start([self, done](const beast::error_code& ec, auto&&...) {
+        beast::get_lowest_layer(self->stream_).expires_never();
+        done->set_value(ec);
+      });
+    });
+    return result.get();
   }
 
   bool Wrote(const beast::error_code& ec) {
@@ -214,190 +336,311 @@ class Connection final : public HttpResponder {
     return !ec;
   }
 
-  // Waits for the first byte of the next request, looking at the stop flag
-  // every slice; false on timeout, stop or a closed connection.
-  bool WaitForRequest(int timeout_seconds) {
-    const Clock::time_point end = Clock::now() + std::chrono::seconds(timeout_seconds);
-    while (!server_.stopping.load() && Clock::now() < end) {
-      const short r = PollFd(fd_, POLLIN | POLLRDHUP, kPollSliceMs);
-      if (r & (POLLHUP | POLLERR)) return false;
-      if (r & POLLIN) return true;  // data, or the end of the stream (read sees it)
+  // Waits for the first bytes of the next request (the first one: within
+  // the header timeout), idle: the server may close the connection to make
+  // room for another.
+  void WaitForRequest(bool first) {
+    if (server_->stopping.load()) return Close();
+    if (buffer_.size() > 0) return ReadHead();
+    buffer_.shrink_to_fit();  // an idle connection keeps no request's bytes
+    const HttpOptions& o = server_->options;
+    const int seconds = first             ? o.header_timeout_seconds
+                        : server_->Busy() ? std::min(o.idle_timeout_seconds, o.busy_idle_timeout_seconds)
+                                          : o.idle_timeout_seconds;
+    server_->MarkIdle(Self());
+    beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(seconds));
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = Self()](const beast::error_code& ec, size_t n) {
+                              beast::get_lowest_layer(self->stream_).expires_never();
+                              const bool evicted = !self->server_->MarkBusy(*self);
+                              if (ec || evicted || self->evicted_) return self->Close();
+                              self->buffer_.commit(n);
+                              self->ReadHead();
+                            });
+  }
+
+  // Arms the deadline of the whole request: at it, the read is cancelled and
+  // answered 408.
+  void ArmRequestDeadline() {
+    timed_out_ = false;
+    const uint64_t request = ++requests_read_;
+    read_timer_.expires_after(std::chrono::seconds(server_->options.header_timeout_seconds));
+    read_timer_.async_wait([self = Self(), request](const beast::error_code& ec) {
+      // Cancelled, or expired just as that request was read in time (a
+      // handler already queued cannot be cancelled): nothing to cut off.
+      if (ec || request != self->requests_read_ || !self->parser_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      beast::get_lowest_layer(self->stream_).socket().cancel(ignored);
+    });
+  }
+
+  void ReadHead() {
+    const HttpOptions& o = server_->options;
+    parser_.emplace();
+    parser_->header_limit(kHeaderLimitBytes);
+    parser_->body_limit(o.max_body_bytes);
+    ArmRequestDeadline();
+    http::async_read_header(stream_, buffer_, *parser_,
+                            [self = Self()](const beast::error_code& ec, size_t) {
+                              self->OnHead(ec);
+                            });
+  }
+
+  void OnHead(const beast::error_code& ec) {
+    if (ec == http::error::end_of_stream || ec == net::error::eof) {
+      read_timer_.cancel();
+      return Close();
     }
-    return false;
+    if (ec) return RefuseRead(ec);
+    const auto& head = parser_->get();
+    version_ = head.version();
+    keep_alive_ = head.keep_alive();
+    head_request_ = head.method() == http::verb::head;
+    if (const auto length = parser_->content_length();
+        length && *length > server_->options.max_body_bytes) {
+      return RefuseRead(http::error::body_limit);
+    }
+    if (parser_->is_done()) return OnBody({});
+    auto read_body = [self = Self()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](const beast::error_code& ec, size_t) { self->OnBody(ec); });
+    };
+    if (beast::iequals(head[http::field::expect], "100-continue")) {
+      static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue, sizeof(kContinue) - 1),
+                       [self = Self(), read_body](const beast::error_code& ec, size_t) {
+                         if (ec) {
+                           self->read_timer_.cancel();
+                           return self->Close();
+                         }
+                         read_body();
+                       });
+      return;
+    }
+    read_body();
   }
 
-  // An error the server answers itself; the connection then closes.
-  void Refuse(int status, const char* message, const char* code) {
-    keep_alive_ = false;
-    server_.handler->OnTransportResponse(status);
-    Send(status, "application/json", TransportErrorBody(message, code), {});
+  void OnBody(const beast::error_code& ec) {
+    if (ec) return RefuseRead(ec);
+    read_timer_.cancel();
+    http::request<http::string_body> request = parser_->release();
+    parser_.reset();
+    auto out = std::make_shared<HttpRequest>();
+    out->method = std::string(request.method_string());
+    const std::string target(request.target());
+    out->path = target.substr(0, target.find('?'));
+    out->authorization = std::string(request[http::field::authorization]);
+    out->host = std::string(request[http::field::host]);
+    out->origin = std::string(request[http::field::origin]);
+    out->content_type = std::string(request[http::field::content_type]);
+    out->body = std::move(request.body());
+    out->peer = peer_;
+    if (!server_->TryStartHandler()) {
+      return Refuse(503, "the server is handling too many requests; retry", "server_busy",
+                    /*retry=*/true);
+    }
+    std::thread([self = Self(), out] {
+      try {
+        self->server_->handler->Handle(*out, *self);
+      } catch (const std::exception& e) {
+        // A handler's failure ends that connection only.
+        std::fprintf(stderr, "dllm-server: http request failed: %s\n", e.what());
+        self->broken_ = true;
+      }
+      net::post(self->stream_.get_executor(), [self] {
+        self->server_->EndHandler();
+        if (self->broken_ || !self->keep_alive_) return self->Close();
+        self->WaitForRequest(false);
+      });
+    }).detach();
   }
 
-  // The answer to a request that could not be read; false (the connection
-  // closes).
-  bool RefuseRead(const beast::error_code& ec) {
-    if (ec == beast::error::timeout) {
+  // The answer to a request that could not be read; the connection then
+  // closes.
+  void RefuseRead(const beast::error_code& ec) {
+    read_timer_.cancel();
+    parser_.reset();
+    if (timed_out_) {
       Refuse(408, "the request was not received in time", "request_timeout");
     } else if (ec == http::error::header_limit) {
       Refuse(431, "the request head is too large", "headers_too_large");
     } else if (ec == http::error::body_limit) {
       Refuse(413, "the request body exceeds the server's limit", "request_too_large");
+    } else if (ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+               ec == net::error::eof || ec == http::error::partial_message) {
+      Close();  // evicted, or the client went away mid-request: nobody to answer
     } else {
       Refuse(400, "malformed HTTP request", "bad_request");
     }
-    return false;
   }
 
-  // Reads one request, head and body under one deadline. False when the
-  // connection is to close (an error response, if any, was sent).
-  bool ReadRequest(HttpRequest* out) {
-    const HttpOptions& o = server_.options;
-    const Clock::time_point deadline = Clock::now() + std::chrono::seconds(o.header_timeout_seconds);
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(kHeaderLimitBytes);
-    parser.body_limit(o.max_body_bytes);
-    beast::error_code ec = Await(
-        [&](auto done) { http::async_read_header(stream_, buffer_, parser, std::move(done)); },
-        deadline);
-    if (ec == http::error::end_of_stream || ec == net::error::eof) return false;
-    if (ec) return RefuseRead(ec);
-    const auto& head = parser.get();
-    version_ = head.version();
-    keep_alive_ = head.keep_alive();
-    if (const auto length = parser.content_length(); length && *length > o.max_body_bytes) {
-      return RefuseRead(http::error::body_limit);
-    }
-    if (!parser.is_done()) {
-      if (beast::iequals(head[http::field::expect], "100-continue")) {
-        static constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
-        if (!Wrote(Await(
-                [&](auto done) {
-                  net::async_write(stream_, net::buffer(kContinue, sizeof(kContinue) - 1),
-                                   std::move(done));
-                },
-                WriteDeadline()))) {
-          return false;
-        }
-      }
-      ec = Await([&](auto done) { http::async_read(stream_, buffer_, parser, std::move(done)); },
-                 deadline);
-      if (ec) return RefuseRead(ec);
-    }
-    http::request<http::string_body> request = parser.release();
-    out->method = std::string(request.method_string());
-    const std::string target(request.target());
-    out->path = target.substr(0, target.find('?'));
-    out->authorization = std::string(request[http::field::authorization]);
-    out->body = std::move(request.body());
-    out->peer = peer_;
-    return true;
+  // An error the server answers itself, on the strand; the connection then
+  // closes. Counted once written.
+  void Refuse(int status, const char* message, const char* code, bool retry = false) {
+    keep_alive_ = false;
+    auto res = std::make_shared<http::response<http::string_body>>();
+    res->version(version_);
+    res->result(static_cast<unsigned>(status));
+    res->set(http::field::server, "dllm");
+    res->set(http::field::content_type, "application/json");
+    if (retry) res->set(http::field::retry_after, "1");
+    res->keep_alive(false);
+    if (!head_request_) res->body() = TransportErrorBody(message, code);
+    res->prepare_payload();
+    beast::get_lowest_layer(stream_).expires_after(
+        std::chrono::seconds(server_->options.write_timeout_seconds));
+    http::async_write(stream_, *res, [self = Self(), res, status](const beast::error_code& ec, size_t) {
+      beast::get_lowest_layer(self->stream_).expires_never();
+      if (!ec) self->server_->handler->OnTransportResponse(status);
+      self->Close();
+    });
   }
 
-  void Shutdown() {
-    if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    read_timer_.cancel();
+    if constexpr (kTls) {
       if (!broken_) {
-        Await([&](auto done) { stream_.async_shutdown(std::move(done)); },
-              Clock::now() + std::chrono::seconds(2));
+        beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+        stream_.async_shutdown([self = Self()](const beast::error_code&) { self->CloseSocket(); });
+        return;
       }
     }
-    beast::error_code ec;
-    beast::get_lowest_layer(stream_).socket().shutdown(tcp::socket::shutdown_both, ec);
-    beast::get_lowest_layer(stream_).socket().close(ec);
+    CloseSocket();
   }
 
-  HttpServer::Impl& server_;
-  net::io_context& context_;
-  Stream& stream_;
+  // Half-closes, lets the client's last bytes arrive for a moment (a reset
+  // could lose the response just written), then closes.
+  void CloseSocket() {
+    tcp::socket& socket = beast::get_lowest_layer(stream_).socket();
+    beast::error_code ec;
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+    if (ec) {
+      socket.close(ec);
+      return;
+    }
+    beast::get_lowest_layer(stream_).expires_after(kDrainBeforeClose);
+    auto drain = std::make_shared<std::array<char, 4096>>();
+    DrainThenClose(drain);
+  }
+  void DrainThenClose(const std::shared_ptr<std::array<char, 4096>>& drain) {
+    beast::get_lowest_layer(stream_).async_read_some(
+        net::buffer(*drain), [self = Self(), drain](const beast::error_code& ec, size_t) {
+          if (!ec) return self->DrainThenClose(drain);
+          beast::error_code ignored;
+          beast::get_lowest_layer(self->stream_).socket().close(ignored);
+        });
+  }
+
+  Stream stream_;
+  net::steady_timer read_timer_;
   const int fd_;
   const std::string peer_;
   beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
   unsigned version_ = 11;
   bool keep_alive_ = true;
-  bool broken_ = false;
+  bool head_request_ = false;
+  std::atomic<bool> broken_{false};
   bool chunked_ = true;
+  bool timed_out_ = false;
+  uint64_t requests_read_ = 0;  // requests whose reading began
+  bool evicted_ = false;
+  bool closed_ = false;
   std::optional<http::response<http::empty_body>> events_head_;
   std::optional<http::response_serializer<http::empty_body>> events_serializer_;
 };
 
 }  // namespace
 
-void HttpServer::Impl::AcceptLoop() {
-  const int listen_fd = acceptor.native_handle();
-  while (!stopping.load()) {
-    if ((PollFd(listen_fd, POLLIN, kPollSliceMs) & POLLIN) == 0) continue;
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      // Out of descriptors: let connections end before accepting more.
-      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (connections >= options.max_connections) {
-        Refuse(fd);
-        continue;
-      }
-      ++connections;
-    }
-    std::thread([self = shared_from_this(), fd] {
-      self->RunConnection(fd);
-      std::lock_guard<std::mutex> lock(self->mu);
-      --self->connections;
-      self->cv.notify_all();
-    }).detach();
-  }
+void HttpServer::Impl::Accept() {
+  acceptor.async_accept(net::make_strand(io),
+                        [self = shared_from_this()](const beast::error_code& ec, tcp::socket socket) {
+                          self->OnAccept(ec, std::move(socket));
+                        });
 }
 
-// Over the connection limit: a 503 written without waiting, then closed.
-// The request is read first for a moment (at most 50 ms, in this accept
-// thread): closing a socket with unread bytes sends a reset, which can make
-// the client lose the 503 it was sent.
-void HttpServer::Impl::Refuse(int fd) {
+void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket) {
+  if (stopping.load() || ec == net::error::operation_aborted) return;
+  if (ec) {
+    // Out of descriptors (or another transient failure): let connections
+    // end before accepting more.
+    accept_pause.expires_after(std::chrono::milliseconds(50));
+    accept_pause.async_wait([self = shared_from_this()](const beast::error_code&) { self->Accept(); });
+    return;
+  }
+  beast::error_code ignored;
+  socket.set_option(tcp::no_delay(true), ignored);
+  const tcp::endpoint remote = socket.remote_endpoint(ignored);
+  const std::string address = ignored ? "unknown" : remote.address().to_string();
+  const std::string peer = absl::StrCat(address, ":", remote.port());
+  std::shared_ptr<ConnectionBase> victim;
+  bool refuse = false;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto mine = [&] {
+      const auto it = per_peer.find(address);
+      return it == per_peer.end() ? 0 : it->second;
+    };
+    // Over a limit, the oldest idle connection gives its slot back (it
+    // closes in the background); with nobody idle, the new one is refused.
+    if (mine() >= options.max_connections_per_peer) {
+      victim = TakeOldestIdle(address);
+    } else if (connections >= options.max_connections) {
+      victim = TakeOldestIdle("");
+    }
+    refuse = mine() >= options.max_connections_per_peer || connections >= options.max_connections;
+    if (!refuse) {
+      ++connections;
+      ++per_peer[address];
+    }
+  }
+  if (victim != nullptr) victim->Evict();
+  if (refuse) {
+    Refuse(std::move(socket));
+  } else {
+    std::shared_ptr<ConnectionBase> c;
+    if (tls != nullptr) {
+      c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
+          shared_from_this(), std::move(socket), tls.get(), address, peer);
+    } else {
+      c = std::make_shared<Connection<beast::tcp_stream>>(shared_from_this(), std::move(socket),
+                                                           nullptr, address, peer);
+    }
+    c->Start();
+  }
+  Accept();
+}
+
+// Over the connection limits with nobody idle to make room: a 503 written
+// without waiting for the request, then the socket closes after a moment
+// (see kDrainBeforeClose).
+void HttpServer::Impl::Refuse(tcp::socket socket) {
+  struct Refused {
+    beast::tcp_stream stream;
+    std::string response;
+    std::array<char, 4096> drain;
+  };
   const std::string body = TransportErrorBody("too many connections", "too_many_connections");
-  const std::string response = absl::StrCat(
+  auto r = std::make_shared<Refused>(Refused{beast::tcp_stream(std::move(socket)), "", {}});
+  r->response = absl::StrCat(
       "HTTP/1.1 503 Service Unavailable\r\nServer: dllm\r\nContent-Type: application/json\r\n"
       "Retry-After: 1\r\nConnection: close\r\nContent-Length: ",
       body.size(), "\r\n\r\n", body);
-  [[maybe_unused]] const ssize_t sent =
-      ::send(fd, response.data(), response.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  ::shutdown(fd, SHUT_WR);
-  char drain[4096];
-  for (int waited_ms = 0; waited_ms < 50 && (PollFd(fd, POLLIN, 10) & POLLIN) != 0;) {
-    const ssize_t n = ::recv(fd, drain, sizeof(drain), MSG_DONTWAIT);
-    if (n <= 0) break;  // the client's end of the stream, or an error
-    waited_ms += 10;
-  }
-  ::close(fd);
-  handler->OnTransportResponse(503);
-}
-
-void HttpServer::Impl::RunConnection(int fd) {
-  try {
-    net::io_context context;
-    tcp::socket socket(context);
-    sockaddr_storage local{};
-    socklen_t length = sizeof(local);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
-    beast::error_code ec;
-    socket.assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
-    if (ec) {
-      ::close(fd);
-      return;
-    }
-    socket.set_option(tcp::no_delay(true), ec);
-    const tcp::endpoint remote = socket.remote_endpoint(ec);
-    const std::string peer = ec ? "unknown" : absl::StrCat(remote.address().to_string(), ":", remote.port());
-    if (tls != nullptr) {
-      beast::ssl_stream<beast::tcp_stream> stream(beast::tcp_stream(std::move(socket)), *tls);
-      Connection<beast::ssl_stream<beast::tcp_stream>>(*this, context, stream, fd, peer).Serve();
-    } else {
-      beast::tcp_stream stream(std::move(socket));
-      Connection<beast::tcp_stream>(*this, context, stream, fd, peer).Serve();
-    }
-  } catch (const std::exception& e) {
-    // A connection's failure ends that connection only.
-    std::fprintf(stderr, "dllm-server: http connection ended: %s\n", e.what());
-  }
+  r->stream.expires_after(kDrainBeforeClose);
+  net::async_write(r->stream, net::buffer(r->response),
+                   [self = shared_from_this(), r](const beast::error_code& ec, size_t) {
+                     if (!ec) self->handler->OnTransportResponse(503);
+                     beast::error_code ignored;
+                     r->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                     r->stream.async_read_some(net::buffer(r->drain),
+                                               [r](const beast::error_code&, size_t) {
+                                                 beast::error_code ignored;
+                                                 r->stream.socket().close(ignored);
+                                               });
+                   });
 }
 
 absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options,
@@ -410,7 +653,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   if (colon == std::string::npos || !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--http-listen: '", options.listen, "' is not HOST:PORT"));
+        absl::StrCat("listen address '", options.listen, "' is not HOST:PORT"));
   }
   std::string host = options.listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -419,7 +662,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   const net::ip::address address = net::ip::make_address(host, ec);
   if (ec) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--http-listen: '", host, "' is not an IP address"));
+        absl::StrCat("listen address '", options.listen, "': '", host, "' is not an IP address"));
   }
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
   impl->acceptor.open(endpoint.protocol(), ec);
@@ -428,7 +671,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
   if (!ec) impl->acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return absl::UnavailableError(
-        absl::StrCat("--http-listen: cannot listen on ", options.listen, ": ", ec.message()));
+        absl::StrCat("cannot listen on ", options.listen, ": ", ec.message()));
   }
   impl->port = impl->acceptor.local_endpoint().port();
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
@@ -450,7 +693,20 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
                                                      options.tls_key_file, ": ", ec.message()));
     }
   }
-  impl->accept_thread = std::thread([raw = impl.get()] { raw->AcceptLoop(); });
+  impl->Accept();
+  for (int i = 0; i < std::max(1, options.io_threads); ++i) {
+    impl->io_threads.emplace_back([self = impl] {
+      for (;;) {
+        try {
+          self->io.run();
+          return;
+        } catch (const std::exception& e) {
+          // A connection's failure ends that connection only.
+          std::fprintf(stderr, "dllm-server: http connection ended: %s\n", e.what());
+        }
+      }
+    });
+  }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
 
@@ -461,17 +717,50 @@ HttpServer::~HttpServer() { Stop(); }
 int HttpServer::port() const { return impl_->port; }
 bool HttpServer::tls() const { return impl_->tls != nullptr; }
 
+int HttpServer::connections() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->connections;
+}
+
+int HttpServer::active_requests() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->active;
+}
+
 void HttpServer::Stop(int grace_seconds) {
+  if (impl_->io_threads.empty()) return;  // stopped before
   impl_->stopping = true;
-  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
-  beast::error_code ec;
-  impl_->acceptor.close(ec);
-  std::unique_lock<std::mutex> lock(impl_->mu);
-  if (!impl_->cv.wait_for(lock, std::chrono::seconds(grace_seconds),
-                          [this] { return impl_->connections == 0; })) {
-    std::fprintf(stderr, "dllm-server: %d HTTP connections still open at shutdown\n",
-                 impl_->connections);
+  net::post(impl_->io, [impl = impl_] {
+    beast::error_code ec;
+    impl->acceptor.close(ec);
+    impl->accept_pause.cancel();
+    std::vector<std::shared_ptr<ConnectionBase>> idle;
+    {
+      std::lock_guard<std::mutex> lock(impl->mu);
+      while (std::shared_ptr<ConnectionBase> c = impl->TakeOldestIdle("")) idle.push_back(c);
+    }
+    for (const auto& c : idle) c->Evict();
+  });
+  bool all_closed;
+  {
+    std::unique_lock<std::mutex> lock(impl_->mu);
+    all_closed = impl_->cv.wait_for(lock, std::chrono::seconds(grace_seconds),
+                                    [this] { return impl_->connections == 0; });
+    if (!all_closed) {
+      std::fprintf(stderr, "dllm-server: %d HTTP connections still open at shutdown\n",
+                   impl_->connections);
+    }
   }
+  // With every connection gone the I/O threads run out of work and return;
+  // otherwise they are left to the connections that outlived the grace.
+  for (std::thread& t : impl_->io_threads) {
+    if (all_closed) {
+      t.join();
+    } else {
+      t.detach();
+    }
+  }
+  impl_->io_threads.clear();
 }
 
 }  // namespace dllm

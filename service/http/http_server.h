@@ -1,16 +1,28 @@
-// HttpServer: HTTP/1.1 (optionally over TLS) on Boost.Beast, for the
-// OpenAI-compatible API. Boost.Beast because the API needs what a
-// request/response framework hides: a deadline on reading the whole request
-// head (a client that sends headers slowly cannot hold a thread), chunked
-// event streams written one event at a time, the socket itself to notice a
-// client that went away while its request waits for the engine, and a
-// connection limit enforced at accept.
+// HttpServer: HTTP/1.1 (optionally over TLS) on Boost.Beast's asynchronous
+// model, for the OpenAI-compatible API and the Prometheus endpoint. Boost.Beast
+// because the API needs what a request/response framework hides: a deadline
+// on reading the whole request (a client that sends headers slowly cannot
+// hold anything for long), chunked event streams written one event at a
+// time, the socket itself to notice a client that went away while its
+// request waits for the engine, and connection limits enforced at accept.
 //
-// One thread per connection, up to `max_connections`; one more is answered
-// 503 at once and closed. Each connection runs its socket operations on its
-// own io_context, one at a time, each under a deadline. Between requests a
-// connection waits at most `idle_timeout_seconds`. The handler sees plain
-// requests and answers through an HttpResponder; no Beast type leaks out.
+// Connections live on a small pool of I/O threads (`io_threads`): reading a
+// request and waiting for the next one cost memory, not threads, so
+// thousands of idle keep-alive connections shut nobody out. A request that
+// has been read runs its handler on a thread of its own (a handler may block
+// for minutes while it streams), at most `max_active_requests` at once.
+// Limits, each answered 503 with Retry-After when nothing can give way:
+// - `max_connections` open in all and `max_connections_per_peer` from one
+//   address; a new connection over either first closes the oldest idle one
+//   (of that address, or of anyone), so idle connections cannot lock out a
+//   client that has a request to make;
+// - keep-alive waits shrink to `busy_idle_timeout_seconds` once 3/4 of
+//   `max_connections` are open;
+// - the whole request (head and body) within `header_timeout_seconds`, else
+//   408; a response write within `write_timeout_seconds`, else the client is
+//   gone; a 401 closes the connection.
+// The handler sees plain requests and answers through an HttpResponder; no
+// Beast type leaks out.
 #ifndef DLLM_SERVICE_HTTP_HTTP_SERVER_H_
 #define DLLM_SERVICE_HTTP_HTTP_SERVER_H_
 
@@ -27,10 +39,14 @@ namespace dllm {
 
 struct HttpOptions {
   std::string listen = "127.0.0.1:8080";  // port 0 picks a free one
-  int max_connections = 64;
-  int header_timeout_seconds = 10;  // the whole request: head and body
-  int idle_timeout_seconds = 60;    // keep-alive wait for the next request
-  int write_timeout_seconds = 30;   // one write to a client that does not read
+  int max_connections = 4096;             // open connections, idle ones included
+  int max_connections_per_peer = 512;     // from one IP address
+  int max_active_requests = 256;          // handlers running at once
+  int header_timeout_seconds = 10;        // the whole request: head and body
+  int idle_timeout_seconds = 60;          // keep-alive wait for the next request
+  int busy_idle_timeout_seconds = 2;      // the same once 3/4 of max_connections are open
+  int write_timeout_seconds = 30;         // one write to a client that does not read
+  int io_threads = 2;
   uint64_t max_body_bytes = 4 << 20;
   std::string tls_cert_file;  // PEM; both or neither
   std::string tls_key_file;
@@ -42,6 +58,9 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // the target without its query
   std::string authorization;  // the Authorization header, or empty
+  std::string host;           // the Host header, or empty
+  std::string origin;         // the Origin header (sent by browsers), or empty
+  std::string content_type;   // the Content-Type header, or empty
   std::string body;
   std::string peer;  // "ADDRESS:PORT"
 };
@@ -66,9 +85,10 @@ class HttpResponder {
 class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
-  // Called on the connection's thread; may block while it streams.
+  // Called on a thread of the request's own; may block while it streams.
   virtual void Handle(const HttpRequest& request, HttpResponder& responder) = 0;
-  // Counts a response the server made itself (413, 431, 503 at accept, ...).
+  // Counts a response the server made itself (408, 413, 431, 503, ...),
+  // once it was written.
   virtual void OnTransportResponse(int status) = 0;
 };
 
@@ -82,16 +102,20 @@ class HttpServer {
 
   int port() const;
   bool tls() const;
-  // Stops accepting, lets each connection finish the response it is
-  // writing (streams end when their requests do) and waits for the
-  // connection threads, at most `grace_seconds`.
+  // Open connections and running handlers now (for tests and logs).
+  int connections() const;
+  int active_requests() const;
+  // Stops accepting, closes idle connections, lets each running request
+  // finish its response (streams end when their requests do) and waits for
+  // them, at most `grace_seconds`.
   void Stop(int grace_seconds = 10);
 
   struct Impl;
 
  private:
   explicit HttpServer(std::shared_ptr<Impl> impl);
-  // Shared with the connection threads, which may end after Stop() gave up.
+  // Shared with the I/O and handler threads, which may end after Stop()
+  // gave up on them.
   std::shared_ptr<Impl> impl_;
 };
 

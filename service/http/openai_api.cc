@@ -188,13 +188,15 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& out) {
     SendError(out, "other", MakeApiError(404, absl::StrCat("no such path: ", path), "unknown_url"));
     return;
   }
-  if (request.method != route->method) {
+  // HEAD is GET without the body (the transport leaves it out).
+  const bool get = std::string_view(route->method) == "GET";
+  if (request.method != route->method && !(get && request.method == "HEAD")) {
     service_->metrics()->OnHttpResponse(path, 405);
     out.Send(405, kJson,
              DumpJson(ApiErrorBody(MakeApiError(
                  405, absl::StrCat(path, " takes ", route->method, ", not ", request.method),
                  "method_not_allowed"))),
-             {{"Allow", route->method}});
+             {{"Allow", get ? "GET, HEAD" : route->method}});
     return;
   }
   if (path == "/health") {

@@ -13,7 +13,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "prometheus/counter.h"
-#include "prometheus/exposer.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
@@ -122,9 +121,6 @@ struct ServiceMetrics::Impl {
   // HTTP responses by path; status codes are added as they occur.
   prometheus::Family<Counter>* http_responses = nullptr;
 
-  int port = 0;
-  // Last member: destroyed first, so no scrape runs while the rest goes away.
-  std::unique_ptr<prometheus::Exposer> exposer;
 
   void Build(const MetricsOptions& options);
 };
@@ -278,38 +274,10 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
 }
 
-// civetweb serves a connection per worker thread and waits for its request
-// up to `request_timeout_ms`: with its defaults (2 threads, 30 s) two idle
-// TCP connections starve the scrape. Enough threads that a handful of idle
-// or slow clients leave scrapes room, each gets 5 s to send its request,
-// and no keep-alive holds a thread between scrapes.
-std::vector<std::string> ExposerOptions(const std::string& listen) {
-  return {"listening_ports", listen, "num_threads", std::to_string(kMetricsThreads),
-          "request_timeout_ms", "5000", "enable_keep_alive", "no"};
-}
-
 absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(
     const MetricsOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->Build(options);
-  if (!options.listen.empty()) {
-    // civetweb reports a bad address or a port in use only by throwing; this
-    // is the one place it can, so it is caught here and becomes a Status.
-    try {
-      impl->exposer = std::make_unique<prometheus::Exposer>(ExposerOptions(options.listen));
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("metrics: cannot listen on '", options.listen, "': ", e.what()));
-    }
-    impl->exposer->RegisterCollectable(impl->registry);
-    impl->exposer->RegisterCollectable(impl->process);
-    const std::vector<int> ports = impl->exposer->GetListeningPorts();
-    if (ports.empty()) {
-      return absl::UnavailableError(
-          absl::StrCat("metrics: no listening port for '", options.listen, "'"));
-    }
-    impl->port = ports.front();
-  }
   return std::unique_ptr<ServiceMetrics>(new ServiceMetrics(std::move(impl)));
 }
 
@@ -324,8 +292,6 @@ ServiceMetrics* ServiceMetrics::OrNoOp(ServiceMetrics* metrics) {
   return metrics != nullptr ? metrics : NoOp();
 }
 ServiceMetrics::~ServiceMetrics() = default;
-
-int ServiceMetrics::port() const { return impl_ == nullptr ? 0 : impl_->port; }
 
 std::string ServiceMetrics::Serialize() const {
   if (impl_ == nullptr) return "";

@@ -1,5 +1,5 @@
 // ServiceMetrics: the server's Prometheus series (prometheus-cpp), served on
-// their own HTTP port. Engine and gRPC threads report events through the
+// their own HTTP port by service/http/metrics_endpoint.h. Engine and gRPC threads report events through the
 // methods below; nothing else in the service touches prometheus-cpp.
 // Names, units and buckets follow /work/shared/docs/serving.md section 6.2;
 // every dllm_* family carries the constant label model="<general.name>".
@@ -18,12 +18,7 @@
 
 namespace dllm {
 
-// Threads of the metrics HTTP server: idle or slow connections up to this
-// many, less one, cannot block a scrape (each is dropped after 5 s).
-inline constexpr int kMetricsThreads = 16;
-
 struct MetricsOptions {
-  std::string listen = "127.0.0.1:9464";  // "" = no HTTP endpoint (tests scrape Serialize())
   std::string model_name;                 // constant label `model`
   std::string arch;                       // "llada" | "dream" (dllm_build_info)
   std::string weight_format;              // e.g. "Q4_K" (dllm_build_info)
@@ -77,7 +72,7 @@ inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
 
 class ServiceMetrics {
  public:
-  // Starts the exposer when options.listen is set (port 0 picks one).
+  // The HTTP endpoint is apart (service/http/metrics_endpoint.h).
   static absl::StatusOr<std::unique_ptr<ServiceMetrics>> Create(const MetricsOptions& options);
   // The object that records nothing, for a server run without metrics (the
   // in-process tests): callers always have an object to call.
@@ -85,7 +80,6 @@ class ServiceMetrics {
   static ServiceMetrics* OrNoOp(ServiceMetrics* metrics);  // `metrics`, or NoOp() for null
   ~ServiceMetrics();
 
-  int port() const;  // bound HTTP port, 0 without an endpoint
   // The exposition text a scrape of /metrics returns.
   std::string Serialize() const;
 

@@ -144,7 +144,6 @@ double Value(const std::string& text, const std::string& name, const Labels& lab
 
 MetricsOptions TestOptions() {
   MetricsOptions o;
-  o.listen = "";
   o.model_name = "tiny";
   o.arch = "llada";
   o.weight_format = "Q4_K";
@@ -168,49 +167,9 @@ std::unique_ptr<ServiceMetrics> MakeMetrics(const MetricsOptions& o = TestOption
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-// GET /metrics over a plain socket; returns the whole response.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_GE(fd, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ADD_FAILURE() << "connect to 127.0.0.1:" << port << " failed";
-    close(fd);
-    return "";
-  }
-  const std::string request =
-      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  EXPECT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
-  std::string response;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
-  close(fd);
-  return response;
-}
-
-std::string Body(const std::string& response) {
-  const size_t split = response.find("\r\n\r\n");
-  return split == std::string::npos ? "" : response.substr(split + 4);
-}
-
-std::string FindOnPath(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  if (path == nullptr) return "";
-  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
-    std::string candidate = std::string(dir) + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
 TEST(ServiceMetricsTest, EverySeriesIsPresentAtStart) {
   auto m = MakeMetrics();
   ASSERT_NE(m, nullptr);
-  EXPECT_EQ(m->port(), 0);
   const std::string text = m->Serialize();
   const std::set<std::string> families = FamilyNames(text);
   for (const std::string& f : kFamilies) EXPECT_TRUE(families.count(f)) << f;
@@ -382,7 +341,6 @@ TEST(ServiceMetricsTest, TheNoOpObjectTakesEveryCallAndRecordsNothing) {
   m->OnStep(ForwardStats{}, 0.1, 0.1, 0.0, 1, 1);
   m->OnFinished(RpcKind::kStep, FinishKind::kEos, absl::StatusCode::kOk, 1.0, 1, 1);
   m->OnEventsSent(RpcKind::kStep, 3, 0);
-  EXPECT_EQ(m->port(), 0);
   EXPECT_EQ(m->Serialize(), "");
 }
 
@@ -423,100 +381,6 @@ TEST(ServiceMetricsTest, ConcurrentEventsAreAllCounted) {
   EXPECT_EQ(Value(t, "dllm_steps_total"), kThreads * kSteps);
   EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), kThreads * kSteps);
   EXPECT_EQ(Value(t, "dllm_stream_events_sent_total", {{"rpc", "Generate"}}), kThreads * kSteps);
-}
-
-TEST(ServiceMetricsTest, HttpScrapeServesTheSameFamilies) {
-  MetricsOptions o = TestOptions();
-  o.listen = "127.0.0.1:0";
-  auto m = MakeMetrics(o);
-  ASSERT_NE(m, nullptr);
-  ASSERT_GT(m->port(), 0);
-  m->OnStep(ForwardStats{}, 0.01, 0.008, 0.001, 1, 2);
-
-  const std::string response = HttpGet(m->port(), "/metrics");
-  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 200"));
-  const std::string body = Body(response);
-  const std::set<std::string> scraped = FamilyNames(body);
-  for (const std::string& f : FamilyNames(m->Serialize())) EXPECT_TRUE(scraped.count(f)) << f;
-  EXPECT_EQ(Value(body, "dllm_steps_total"), 1);
-}
-
-// A connected socket to 127.0.0.1:port that sends `prefix` and then nothing.
-int StalledConnection(int port, const std::string& prefix) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  if (!prefix.empty()) EXPECT_GT(write(fd, prefix.data(), prefix.size()), 0);
-  return fd;
-}
-
-// Idle connections and slowloris clients (headers that never end) must not
-// starve Prometheus: each holds one of kMetricsThreads for at most 5 s.
-TEST(ServiceMetricsTest, IdleAndSlowConnectionsDoNotBlockAScrape) {
-  MetricsOptions o = TestOptions();
-  o.listen = "127.0.0.1:0";
-  auto m = MakeMetrics(o);
-  ASSERT_NE(m, nullptr);
-  std::vector<int> stalled;
-  for (int i = 0; i < kMetricsThreads / 2 - 1; ++i) {
-    stalled.push_back(StalledConnection(m->port(), ""));
-    stalled.push_back(StalledConnection(m->port(), "GET /metrics HTTP/1.1\r\nHost: x"));
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  const auto start = std::chrono::steady_clock::now();
-  const std::string response = HttpGet(m->port(), "/metrics");
-  EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 200"));
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
-  // The server drops a connection that sent no complete request in time.
-  timeval timeout{8, 0};
-  setsockopt(stalled[0], SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  char byte;
-  EXPECT_EQ(read(stalled[0], &byte, 1), 0) << "the idle connection was not closed";
-  for (int fd : stalled) close(fd);
-}
-
-TEST(ServiceMetricsTest, PromtoolAcceptsTheScrape) {
-  const std::string promtool = FindOnPath("promtool");
-  if (promtool.empty()) {
-    GTEST_SKIP() << "promtool not on PATH (Debian package `prometheus`; scripts/setup-deps "
-                    "installs it)";
-  }
-  MetricsOptions o = TestOptions();
-  o.listen = "127.0.0.1:0";
-  auto m = MakeMetrics(o);
-  ASSERT_NE(m, nullptr);
-  // Observations everywhere, so non-zero buckets and sums are linted too.
-  m->OnStarted(0.01, 5, 32);
-  m->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006, 0.001, 1,
-            2);
-  m->OnFinished(RpcKind::kGenerate, FinishKind::kLength, absl::StatusCode::kOk, 0.1, 1, 2);
-  const std::string body = Body(HttpGet(m->port(), "/metrics"));
-  ASSERT_FALSE(body.empty());
-
-  const std::string path = dllm::testing::TempDir() + "/scrape.txt";
-  dllm::testing::WriteFileOrDie(path, body);
-  const std::string command = promtool + " check metrics < " + path + " 2>&1";
-  std::FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buf[512];
-  while (std::fgets(buf, sizeof(buf), pipe) != nullptr) output += buf;
-  const int status = pclose(pipe);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << output;
-  EXPECT_EQ(output, "");
-}
-
-TEST(ServiceMetricsTest, PortInUseIsAnError) {
-  MetricsOptions o = TestOptions();
-  o.listen = "127.0.0.1:0";
-  auto first = MakeMetrics(o);
-  ASSERT_NE(first, nullptr);
-  o.listen = "127.0.0.1:" + std::to_string(first->port());
-  EXPECT_THAT(ServiceMetrics::Create(o).status(),
-              StatusIs(absl::StatusCode::kUnavailable, "cannot listen on"));
 }
 
 }  // namespace

@@ -216,7 +216,6 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
                                            const RunOptions& o,
                                            double* requests_per_forward = nullptr) {
   MetricsOptions mo;
-  mo.listen = "";
   absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = ServiceMetrics::Create(mo);
   EXPECT_TRUE(metrics.ok()) << metrics.status();
   EngineOptions options;

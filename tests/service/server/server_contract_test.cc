@@ -484,7 +484,6 @@ TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
 // deadline (not a cancel) in the metrics, and every cancel as a cancel.
 TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   MetricsOptions mo;
-  mo.listen = "";
   mo.model_name = "tiny";
   auto metrics = ServiceMetrics::Create(mo);
   ASSERT_TRUE(metrics.ok());

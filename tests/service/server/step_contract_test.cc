@@ -596,7 +596,6 @@ double Series(const std::string& text, const std::string& family,
 
 TEST_F(StepContractTest, SessionMetrics) {
   MetricsOptions mo;
-  mo.listen = "";
   mo.model_name = "tiny";
   auto metrics = ServiceMetrics::Create(mo);
   ASSERT_TRUE(metrics.ok()) << metrics.status();
