@@ -194,6 +194,16 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
                                    ", expected [", c.n_embd, ", n_vocab]"));
   }
   c.n_vocab = embd->ne[1];
+  if (c.n_vocab < 1) return Invalid(f, "tensor 'token_embd.weight' has no rows (n_vocab 0)");
+  // Optional; when present it must agree with the embedding (a file saying
+  // vocab_size 0 loaded before).
+  if (f.HasKey(a + ".vocab_size")) {
+    DLLM_ASSIGN_OR_RETURN(const uint64_t vocab_size, f.GetUint(a + ".vocab_size"));
+    if (vocab_size != static_cast<uint64_t>(c.n_vocab)) {
+      return Invalid(f, absl::StrCat(a, ".vocab_size ", vocab_size, " disagrees with the ",
+                                     c.n_vocab, " rows of 'token_embd.weight'"));
+    }
+  }
   c.tied_output = f.FindTensor("output.weight") == nullptr;
 
   DLLM_ASSIGN_OR_RETURN(absl::string_view tok_model, f.GetStringOr("tokenizer.ggml.model", ""));

@@ -13,12 +13,18 @@
 #include <mutex>
 #include <thread>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <set>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "engine/model/isa_option.h"
 #include "engine/parallel/cpu_topology.h"
 #include "engine/base/utf8.h"
@@ -40,7 +46,7 @@ const std::set<std::string> kValueFlags = {
     "model",      "listen",        "metrics-listen", "max-running", "max-queue",
     "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
     "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
-    "chat-template", "http-listen", "api-key-file", "http-max-body-bytes",
+    "chat-template", "http-listen", "api-key-file", "http-max-body-bytes", "http-allow-origin",
     "http-max-connections", "http-max-connections-per-peer", "http-header-timeout-seconds", "http-idle-timeout-seconds",
     "http-heartbeat-seconds", "max-batch-requests", "max-batch-rows"};
 const std::set<std::string> kBoolFlags = {};
@@ -54,6 +60,7 @@ constexpr const char* kUsage =
     "         [--memory-budget-mb N] [--port-file FILE]\n"
     "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
     "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes 4194304]\n"
+    "         [--http-allow-origin ORIGIN[,ORIGIN...]|*]\n"
     "         [--http-max-connections 4096] [--http-max-connections-per-peer 512]\n"
     "         [--http-header-timeout-seconds 10]\n"
     "         [--http-idle-timeout-seconds 60] [--http-heartbeat-seconds 10]\n";
@@ -214,6 +221,18 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   if (flags.Has("api-key-file")) {
     DLLM_ASSIGN_OR_RETURN(setup.api.api_key, ReadApiKey(flags.Get("api-key-file")));
   }
+  if (flags.Has("http-allow-origin")) {
+    for (absl::string_view origin :
+         absl::StrSplit(flags.Get("http-allow-origin"), ',', absl::SkipWhitespace())) {
+      setup.api.allowed_origins.emplace_back(absl::StripAsciiWhitespace(origin));
+    }
+  }
+  {
+    std::string host = http.listen.substr(0, http.listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    setup.api.loopback_host_only =
+        host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+  }
   DLLM_ASSIGN_OR_RETURN(setup.api.heartbeat_seconds,
                         flags.GetIntInRange("http-heartbeat-seconds", setup.api.heartbeat_seconds,
                                             1, kMaxHeartbeatSeconds));
@@ -232,7 +251,8 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup)
     std::fprintf(stderr, "dllm-server: warning: %s\n", kUnrecognisedChatTemplateWarning);
   }
   std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
-               options.model_path.c_str(), mc.name.c_str(), std::string(ArchName(mc.arch)).c_str(),
+               options.model_path.c_str(), absl::CHexEscape(mc.name).c_str(),
+               std::string(ArchName(mc.arch)).c_str(),
                load_time.ElapsedSeconds());
   std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
                IsaLevelName(setup.isa), options.plan.threads, options.plan.why.c_str(),
@@ -297,7 +317,12 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
     std::ofstream out(tmp);
     out << "{\"grpc\": " << grpc_port << ", \"metrics\": " << metrics_port
         << ", \"http\": " << http_port << "}\n";
-    if (!out) return absl::InternalError(absl::StrCat("--port-file: cannot write ", tmp));
+    // The bytes reach the file at close: a full disk shows there, not at <<.
+    out.close();
+    if (!out) {
+      return absl::InternalError(
+          absl::StrCat("--port-file: cannot write ", tmp, ": ", std::strerror(errno)));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::InternalError(absl::StrCat("--port-file: cannot write ", path));
@@ -369,6 +394,12 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
                  http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')).c_str(),
                  http->port(), setup->api.api_key.empty() ? "no API key" : "API key required");
+    if (!setup->api.loopback_host_only && setup->api.api_key.empty()) {
+      std::fprintf(stderr,
+                   "dllm-server: warning: the HTTP API listens beyond loopback without an API "
+                   "key: anyone who can reach %s can use it (--api-key-file)\n",
+                   listen.c_str());
+    }
   }
   if (absl::Status ready = (*server)->WaitReady(std::chrono::hours(24)); !ready.ok()) {
     http.reset();

@@ -296,8 +296,26 @@ class Connection final : public ConnectionBase, public HttpResponder {
     events_head_.reset();
   }
 
+  // A client that closed its end may be gone, or may only have half-closed
+  // after sending (it still reads): an HTTP/1.1 request whose response has
+  // not begun gets one interim "100 Continue" (clients skip 1xx responses)
+  // to tell them apart: a closed socket answers it with a reset, which the
+  // next look sees. Once events flow, their own writes fail on a closed
+  // socket; an ended read half counts as gone there, and for HTTP/1.0.
   bool ClientGone() override {
-    return broken_ || (PollNow(fd_, POLLRDHUP) & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+    if (broken_) return true;
+    const short r = PollNow(fd_, POLLRDHUP);
+    if (r & (POLLHUP | POLLERR)) return true;
+    if ((r & POLLRDHUP) == 0) return false;
+    if (events_serializer_ || version_ < 11) return true;
+    if (!probed_) {
+      probed_ = true;
+      static constexpr char kProbe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+      return !Wrote(OnStrand([this](auto done) {
+        net::async_write(stream_, net::buffer(kProbe, sizeof(kProbe) - 1), std::move(done));
+      }));
+    }
+    return false;
   }
 
  private:
@@ -436,6 +454,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
     out->content_type = std::string(request[http::field::content_type]);
     out->body = std::move(request.body());
     out->peer = peer_;
+    probed_ = false;
     if (!server_->TryStartHandler()) {
       return Refuse(503, "the server is handling too many requests; retry", "server_busy",
                     /*retry=*/true);
@@ -546,6 +565,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
   std::atomic<bool> broken_{false};
   bool chunked_ = true;
   bool timed_out_ = false;
+  bool probed_ = false;  // this request's half-close probe was sent
   uint64_t requests_read_ = 0;  // requests whose reading began
   bool evicted_ = false;
   bool closed_ = false;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -170,7 +171,94 @@ bool OpenAiApi::Authorized(const HttpRequest& request) const {
          CRYPTO_memcmp(given.data(), options_.api_key.data(), options_.api_key.size()) == 0;
 }
 
-void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& out) {
+namespace {
+
+// The host part of a Host header or an origin's authority, lower-cased,
+// without its port ("[::1]:8080" -> "[::1]").
+std::string HostName(absl::string_view authority) {
+  if (!authority.empty() && authority.front() == '[') {
+    authority = authority.substr(0, authority.find(']') + 1);
+  } else {
+    authority = authority.substr(0, authority.find(':'));
+  }
+  return absl::AsciiStrToLower(authority);
+}
+
+bool IsLoopbackName(const std::string& host) {
+  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+}
+
+// Adds the CORS headers of an allowed cross-origin request to every answer.
+class CorsResponder final : public HttpResponder {
+ public:
+  CorsResponder(HttpResponder& inner, std::string origin)
+      : inner_(inner), origin_(std::move(origin)) {}
+  bool Send(int status, absl::string_view content_type, std::string body,
+            const HttpHeaders& headers) override {
+    return inner_.Send(status, content_type, std::move(body), With(headers));
+  }
+  bool StartEvents(const HttpHeaders& headers) override { return inner_.StartEvents(With(headers)); }
+  bool SendEvents(absl::string_view text) override { return inner_.SendEvents(text); }
+  void EndEvents() override { inner_.EndEvents(); }
+  bool ClientGone() override { return inner_.ClientGone(); }
+
+ private:
+  HttpHeaders With(HttpHeaders headers) const {
+    headers.emplace_back("Access-Control-Allow-Origin", origin_);
+    headers.emplace_back("Vary", "Origin");
+    return headers;
+  }
+  HttpResponder& inner_;
+  const std::string origin_;
+};
+
+}  // namespace
+
+bool OpenAiApi::CheckWhereFrom(const HttpRequest& request, HttpResponder& out, bool* cors) {
+  *cors = false;
+  // Browsers send Origin with every POST and every cross-origin request;
+  // other clients (curl, SDKs, proxies without browsers behind them) do not.
+  if (request.origin.empty()) return true;
+  for (const std::string& allowed : options_.allowed_origins) {
+    if (allowed == "*" || allowed == request.origin) {
+      *cors = true;
+      return true;
+    }
+  }
+  const size_t scheme = request.origin.find("://");
+  const std::string origin_authority =
+      scheme == std::string::npos ? "" : absl::AsciiStrToLower(request.origin.substr(scheme + 3));
+  if (origin_authority.empty() || origin_authority != absl::AsciiStrToLower(request.host)) {
+    SendError(out, "other",
+              MakeApiError(403,
+                           absl::StrCat("cross-origin requests from '", request.origin,
+                                        "' are refused; start the server with "
+                                        "--http-allow-origin ",
+                                        request.origin, " to allow them"),
+                           "origin_not_allowed"));
+    return false;
+  }
+  // Same origin: a page this server's address served, unless a page's own
+  // name was made to resolve to the loopback (DNS rebinding), which its
+  // Host then shows.
+  if (options_.loopback_host_only && !IsLoopbackName(HostName(request.host))) {
+    SendError(out, "other",
+              MakeApiError(403,
+                           absl::StrCat("a page from '", request.origin,
+                                        "' reached this loopback-only server under a name that "
+                                        "is not the loopback (DNS rebinding?); allow it with "
+                                        "--http-allow-origin"),
+                           "host_not_allowed"));
+    return false;
+  }
+  return true;
+}
+
+void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
+  bool cors = false;
+  if (!CheckWhereFrom(request, raw_out, &cors)) return;
+  CorsResponder cors_out(raw_out, request.origin);
+  HttpResponder& out = cors ? static_cast<HttpResponder&>(cors_out) : raw_out;
   const std::string& path = request.path;
   struct Route {
     const char* path;
@@ -190,6 +278,14 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& out) {
   }
   // HEAD is GET without the body (the transport leaves it out).
   const bool get = std::string_view(route->method) == "GET";
+  if (cors && request.method == "OPTIONS") {  // an allowed origin's preflight
+    service_->metrics()->OnHttpResponse(path, 204);
+    out.Send(204, "text/plain", "",
+             {{"Access-Control-Allow-Methods", get ? "GET, HEAD" : route->method},
+              {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+              {"Access-Control-Max-Age", "600"}});
+    return;
+  }
   if (request.method != route->method && !(get && request.method == "HEAD")) {
     service_->metrics()->OnHttpResponse(path, 405);
     out.Send(405, kJson,

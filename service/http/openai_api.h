@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "service/http/api_error.h"
 #include "service/http/http_server.h"
@@ -26,6 +27,15 @@ struct OpenAiApiOptions {
   // A `: ping` comment at least this often on a stream with nothing else to
   // send, e.g. while its request waits in the queue.
   int heartbeat_seconds = 10;
+  // Browsers' cross-origin requests (an Origin header naming another site)
+  // are refused unless their origin is listed here ("*": any), so that a
+  // page elsewhere cannot drive a key-less local server.
+  std::vector<std::string> allowed_origins;
+  // Set when the server listens on loopback only: a browser's request (one
+  // with an Origin) must then name the loopback as its Host, which defeats
+  // DNS rebinding (a page whose own name was made to resolve to 127.0.0.1
+  // looks same-origin, and sends its name as Host).
+  bool loopback_host_only = false;
 };
 
 // Thread-safe.
@@ -41,6 +51,10 @@ class OpenAiApi final : public HttpHandler {
   void Models(const HttpRequest& request, HttpResponder& out);
   void Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out);
   bool Authorized(const HttpRequest& request) const;
+  // False after answering a request from where it may not come (a Host that
+  // is not the loopback, an origin not allowed); true with `*cors` set for
+  // an allowed cross-origin request.
+  bool CheckWhereFrom(const HttpRequest& request, HttpResponder& out, bool* cors);
 
   void SendJson(HttpResponder& out, const std::string& path, int status, const Json& body,
                 const HttpHeaders& headers = {});

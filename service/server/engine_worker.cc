@@ -208,8 +208,16 @@ bool EngineWorker::FitsLocked(uint64_t bytes) const {
 
 void EngineWorker::ReleaseLocked(uint64_t bytes) { reserved_bytes_ -= std::min(bytes, reserved_bytes_); }
 
+int EngineWorker::WaitingLocked() const {
+  // The queue also holds requests admitted into a free running slot that the
+  // engine thread has not picked up yet (it is mid-step): those do not wait
+  // for a slot, and counting them let the gauge exceed --max-queue.
+  const int queued = static_cast<int>(queue_.size());
+  return std::min(queued, std::max(0, running_requests_ + queued - options_.max_running));
+}
+
 void EngineWorker::PublishLoadLocked() {
-  metrics_->SetLoad(running_requests_, static_cast<int>(queue_.size()), sessions_open_);
+  metrics_->SetLoad(running_requests_, WaitingLocked(), sessions_open_);
   metrics_->SetActivationBytes(reserved_bytes_);
 }
 
@@ -323,7 +331,7 @@ EngineLoad EngineWorker::load() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineLoad l;
   l.running = running_requests_;
-  l.waiting = static_cast<int>(queue_.size());
+  l.waiting = WaitingLocked();
   l.sessions_open = sessions_open_;
   l.reserved_bytes = reserved_bytes_;
   l.budget_bytes = options_.memory_budget_bytes;

@@ -310,6 +310,8 @@ class EngineWorker {
   static absl::Status EndStatus(const EngineJob& job, const absl::Status& status);
   void ReleaseLocked(uint64_t bytes);
   bool FitsLocked(uint64_t bytes) const;
+  // Requests waiting for a running slot (at most max_queue).
+  int WaitingLocked() const;
   void PublishLoadLocked();
   absl::Status WarmUp();
   // Creates pass_ for options_.max_batch_rows (engine thread) and reserves its bytes.

@@ -84,6 +84,25 @@ TEST(ModelConfigTest, BlockCountPastTheTensorsIsRefused) {
                        "key 'llada.block_count' = 1000000 exceeds the"));
 }
 
+// Issue #25: a file saying vocab_size 0 (or anything but the embedding's
+// rows) loaded; the key is optional, and must agree when present.
+TEST(ModelConfigTest, VocabSizeMustAgreeWithTheEmbedding) {
+  for (const uint32_t vocab : {0u, 299u, 300u}) {
+    GgufBuilder b = testing::TinyModelBuilder("llada");
+    b.U32("llada.vocab_size", vocab);
+    auto p = ParseBuilder(b);
+    ASSERT_TRUE(p->file.ok()) << p->file.status();
+    if (vocab == 300) {
+      EXPECT_TRUE(ModelConfigFromGguf(*p->file).ok());
+    } else {
+      EXPECT_THAT(ModelConfigFromGguf(*p->file).status(),
+                  StatusIs(absl::StatusCode::kInvalidArgument,
+                           absl::StrCat("llada.vocab_size ", vocab,
+                                        " disagrees with the 300 rows of 'token_embd.weight'")));
+    }
+  }
+}
+
 TEST(ModelConfigTest, CompatibilityListsEveryProblem) {
   GgufBuilder b = testing::TinyModelBuilder("llada");
   auto& tensors = b.tensors();

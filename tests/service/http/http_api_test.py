@@ -383,6 +383,27 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(self.post("/v1/completions", {"prompt": "x", "max_tokens": 8})[0], 200)
 
 
+    def test_a_half_closed_client_still_gets_its_answer(self):
+        # Issue #25: a client that shuts down its sending half after the
+        # request (and keeps reading) was cancelled with 499.
+        body = json.dumps({"prompt": "x", "max_tokens": 32, "steps": 32})
+        with socket.create_connection(("127.0.0.1", self.port), timeout=120) as s:
+            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                       "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                       % (API_KEY, len(body), body)).encode())
+            s.shutdown(socket.SHUT_WR)
+            reply = b""
+            while True:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                reply += chunk
+        while reply.startswith(b"HTTP/1.1 100 "):  # interim responses come first
+            reply = reply.partition(b"\r\n\r\n")[2]
+        head, _, text = reply.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        self.assertIn(json.loads(text)["choices"][0]["finish_reason"], ("length", "stop"))
+
     def test_the_official_openai_client(self):
         here = os.path.dirname(os.path.abspath(__file__))
         subprocess.run([os.path.join(ARGS.src, "tests", "tools", "install-node-deps")], check=True)
@@ -400,6 +421,7 @@ class HttpLimitsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = Server.start("http-limits", "--max-running", "1", "--max-queue", "0",
+                                  "--http-allow-origin", "http://app.example, https://other.example",
                                   "--http-max-connections", "2",
                                   "--http-header-timeout-seconds", "2",
                                   "--http-idle-timeout-seconds", "2")
@@ -415,6 +437,22 @@ class HttpLimitsTest(unittest.TestCase):
         dllm_ops.wait_for(lambda: metric(self.server, "dllm_requests_running") == 1, 30,
                           "the long stream to run")
         return t, result
+
+    def test_allowed_origins_get_cors_headers(self):
+        for origin in ("http://app.example", "https://other.example"):
+            status, hdrs, text = curl(self.port, "/v1/completions", key=None, method="OPTIONS",
+                                      headers=["Origin: " + origin,
+                                               "Access-Control-Request-Method: POST"])
+            self.assertEqual(status, 204, text)
+            self.assertEqual(hdrs["access-control-allow-origin"], origin)
+            self.assertEqual(hdrs["access-control-allow-methods"], "POST")
+            self.assertIn("Authorization", hdrs["access-control-allow-headers"])
+            status, hdrs, text = curl(self.port, "/v1/models", key=None, headers=["Origin: " + origin])
+            self.assertEqual(status, 200, text)
+            self.assertEqual(hdrs["access-control-allow-origin"], origin)
+            self.assertEqual(hdrs["vary"], "Origin")
+        status, _, text = curl(self.port, "/v1/models", key=None, headers=["Origin: http://evil.example"])
+        self.assertEqual(status, 403, text)
 
     def test_queue_full_is_429_with_retry_after(self):
         t, result = self.long_stream()
@@ -567,6 +605,39 @@ class HttpHostileTest(unittest.TestCase):
         finally:
             for s in held:
                 s.close()
+
+    def test_other_sites_and_other_hosts_are_refused(self):
+        # Issue #25: a cross-site text/plain POST and DNS rebinding worked
+        # against the default key-less server on loopback.
+        body = '{"prompt": "x", "max_tokens": 8}'
+        status, _, text = curl(self.port, "/v1/completions", body=body, key=None,
+                               headers=["Origin: http://evil.example", "Content-Type: text/plain"])
+        self.assertEqual(status, 403, text)
+        self.assertEqual(self.error_of(text)["code"], "origin_not_allowed")
+        # DNS rebinding: the page's own name resolves to the loopback, so
+        # its requests look same-origin; their Host gives them away.
+        status, _, text = curl(self.port, "/v1/completions", body=body, key=None,
+                               headers=["Host: evil.example:%d" % self.port,
+                                        "Origin: http://evil.example:%d" % self.port])
+        self.assertEqual(status, 403, text)
+        self.assertEqual(self.error_of(text)["code"], "host_not_allowed")
+        # Clients that are not browsers send no Origin, and any Host (a
+        # proxy in front of a loopback server passes the public name).
+        status, _, text = curl(self.port, "/v1/models", key=None, headers=["Host: public.example"])
+        self.assertEqual(status, 200, text)
+        status, _, text = curl(self.port, "/v1/models", key=None, method="OPTIONS",
+                               headers=["Origin: http://evil.example",
+                                        "Access-Control-Request-Method: POST"])
+        self.assertEqual(status, 403, text)
+        # A page of this very server (same origin) and loopback names pass.
+        for host in ("localhost:%d" % self.port, "127.0.0.1:%d" % self.port):
+            status, hdrs, text = curl(self.port, "/v1/models", key=None,
+                                      headers=["Host: " + host, "Origin: http://" + host])
+            self.assertEqual(status, 200, (host, text))
+            self.assertNotIn("access-control-allow-origin", hdrs)
+
+    def error_of(self, text):
+        return json.loads(text)["error"]
 
     def test_head_has_no_body(self):
         # Issue #25: HEAD got a 405 with a body.

@@ -27,6 +27,7 @@ class ScriptedJob : public EngineJob {
   // A held step behaves like a forward pass with many layers: it polls
   // between them and stops when cancelled.
   absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass*) override {
+    in_step = true;
     while (hold.load() && !check.cancel->load()) {
       if (check.poll) check.poll();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -50,6 +51,7 @@ class ScriptedJob : public EngineJob {
 
   std::function<void()> on_deliver;  // runs when the client would be told
   std::atomic<bool> hold{false};
+  std::atomic<bool> in_step{false};  // a step has begun
   bool finished = false;
   absl::Status finish_status;
   std::thread::id finish_thread;
@@ -136,7 +138,7 @@ TEST_F(EngineWorkerTest, CancellationPreemptsTheRunningStep) {
   auto a = Job("a", 3), b = Job("b", 3), c = Job("c", 3);
   a->hold = true;
   ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
-  while (log_.empty() && !a->hold) {}
+  while (!a->in_step.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());  // runs next, behind a's held step
   ASSERT_THAT(w->Submit(c, {0, 1}), IsOk());  // queued (max_running 2)
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -151,6 +153,30 @@ TEST_F(EngineWorkerTest, CancellationPreemptsTheRunningStep) {
   a->hold = false;
   WaitFinished(a);
   EXPECT_THAT(a->finish_status, IsOk());
+}
+
+// Issue #25: dllm_requests_waiting exceeded --max-queue: a request admitted
+// into a free running slot sat in the queue while the engine was mid-step
+// and was counted as waiting.
+TEST_F(EngineWorkerTest, WaitingCountsOnlyRequestsBeyondTheRunningSlots) {
+  EngineOptions o;
+  o.max_running = 2;
+  o.max_queue = 1;
+  auto w = Start(o);
+  auto a = Job("a", 1), b = Job("b", 1), c = Job("c", 1);
+  a->hold = true;
+  ASSERT_THAT(w->Submit(a, {0, 1}), IsOk());
+  while (!a->in_step.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_THAT(w->Submit(b, {0, 1}), IsOk());  // a free slot; the engine is in a's step
+  EXPECT_EQ(w->load().waiting, 0);
+  ASSERT_THAT(w->Submit(c, {0, 1}), IsOk());  // beyond the two slots: waits
+  EXPECT_EQ(w->load().waiting, 1);
+  EXPECT_LE(w->load().waiting, o.max_queue);
+  a->hold = false;
+  WaitFinished(a);
+  WaitFinished(b);
+  WaitFinished(c);
+  EXPECT_EQ(w->load().waiting, 0);
 }
 
 // The running job's own deadline stops it between layers, as

@@ -35,10 +35,10 @@ std::string TinyModel() { return testing::TestDataDir() + "/models/tiny-llada-k-
 class ServerProcess {
  public:
   explicit ServerProcess(const std::vector<std::string>& extra, std::string model = TinyModel(),
-                         std::string listen = "127.0.0.1:0") {
+                         std::string listen = "127.0.0.1:0", std::string port_file = "") {
     static int instance = 0;
     const std::string tag = std::to_string(instance++);
-    port_file_ = testing::TempDir() + "/ports" + tag + ".json";
+    port_file_ = port_file.empty() ? testing::TempDir() + "/ports" + tag + ".json" : port_file;
     stderr_file_ = testing::TempDir() + "/stderr" + tag + ".txt";
     std::vector<std::string> args = {testing::BinaryDir() + "/service/dllm-server",
                                      "--model", model,
@@ -282,6 +282,37 @@ TEST(ServerBinaryTest, SecondServerOnTheSamePortFails) {
   ServerProcess second({}, TinyModel(), "127.0.0.1:" + std::to_string(port));
   EXPECT_EQ(second.Wait(std::chrono::seconds(30)), 2);
   EXPECT_NE(second.Stderr().find("address already in use"), std::string::npos) << second.Stderr();
+}
+
+// Issue #25: general.name went to the log unescaped (a file could forge log
+// lines or send terminal controls), and with the disk full the port file was
+// left empty with nothing reported.
+TEST(ServerBinaryTest, ModelNameIsEscapedInTheLogAndAPortFileThatCannotBeWrittenFails) {
+  std::string bytes = testing::ReadFileOrDie(TinyModel());
+  const size_t key = bytes.find("general.name");
+  ASSERT_NE(key, std::string::npos);
+  const size_t value = key + std::string("general.name").size() + 4 + 8;  // type, length
+  const std::string forged("ti\nny\x1b[2Jabc", 12);
+  ASSERT_EQ(bytes.substr(value, 12), "tiny-llada-k");
+  bytes.replace(value, 12, forged);
+  const std::string model = testing::TempDir() + "/forged-name.gguf";
+  testing::WriteFileOrDie(model, bytes);
+  {
+    ServerProcess server({}, model);
+    ASSERT_TRUE(server.WaitStderr("ready", std::chrono::seconds(60))) << server.Stderr();
+    const std::string log = server.Stderr();
+    EXPECT_NE(log.find("(ti\\nny\\x1b[2Jabc, llada)"), std::string::npos) << log;
+    EXPECT_EQ(log.find('\x1b'), std::string::npos);
+  }
+  // /dev/full: every write fails with ENOSPC, as on a full disk.
+  const std::string port_file = testing::TempDir() + "/full-disk-ports.json";
+  std::remove((port_file + ".tmp").c_str());
+  ASSERT_EQ(symlink("/dev/full", (port_file + ".tmp").c_str()), 0);
+  ServerProcess server({}, TinyModel(), "127.0.0.1:0", port_file);
+  EXPECT_NE(server.Wait(std::chrono::seconds(60)), 0);
+  EXPECT_NE(server.Stderr().find("--port-file: cannot write"), std::string::npos)
+      << server.Stderr();
+  EXPECT_NE(server.Stderr().find("No space left on device"), std::string::npos);
 }
 
 TEST(ServerBinaryTest, HelpPrintsUsageAndExitsZero) {
