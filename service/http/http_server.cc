@@ -38,8 +38,13 @@ namespace ssl = net::ssl;
 using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
 
-// Request line plus headers (and a chunked body's trailer); more is 431.
+// Request line plus headers; more is 431.
 constexpr uint32_t kHeaderLimitBytes = 16 << 10;
+// What a connection buffers at once: a head, or the body passing through on
+// its way into the request. Also the bound on a chunked body's trailer,
+// which Beast parses without the head's limit (a trailer field of 64 KiB or
+// more throws from inside the parser, and the client got no reply).
+constexpr size_t kReadBufferBytes = 2 * kHeaderLimitBytes;
 // How long a refused client gets to finish sending before the close: closing
 // a socket with unread bytes sends a reset, which can lose the response.
 constexpr auto kDrainBeforeClose = std::chrono::milliseconds(200);
@@ -482,8 +487,9 @@ class Connection final : public ConnectionBase, public HttpResponder {
     parser_.reset();
     if (timed_out_) {
       Refuse(408, "the request was not received in time", "request_timeout");
-    } else if (ec == http::error::header_limit) {
-      Refuse(431, "the request head is too large", "headers_too_large");
+    } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+      Refuse(431, "the request head (or a chunked body's trailer) is too large",
+             "headers_too_large");
     } else if (ec == http::error::body_limit) {
       Refuse(413, "the request body exceeds the server's limit", "request_too_large");
     } else if (ec == net::error::operation_aborted || ec == net::error::connection_reset ||
@@ -557,7 +563,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
   net::steady_timer read_timer_;
   const int fd_;
   const std::string peer_;
-  beast::flat_buffer buffer_;
+  beast::flat_buffer buffer_{kReadBufferBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
   unsigned version_ = 11;
   bool keep_alive_ = true;

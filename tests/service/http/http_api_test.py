@@ -639,6 +639,21 @@ class HttpHostileTest(unittest.TestCase):
     def error_of(self, text):
         return json.loads(text)["error"]
 
+    def test_a_huge_chunked_trailer_is_431(self):
+        # Issue #25: a trailer over ~64 KiB threw inside the HTTP parser and
+        # the client got no reply.
+        body = b'{"prompt": "x", "max_tokens": 4}'
+        for size, want in ((100, 200), (70000, 431), (300000, 431)):
+            request = (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                       b"%x\r\n%s\r\n0\r\nX-Trailer: %s\r\n\r\n" % (len(body), body, b"a" * size))
+            try:
+                status, head, _ = raw_exchange(self.port, request, timeout=30)
+            except ConnectionResetError:
+                status, head = 0, b"reset"
+            self.assertEqual(status, want, (size, head))
+        self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
+
     def test_head_has_no_body(self):
         # Issue #25: HEAD got a 405 with a body.
         for path in ("/health", "/v1/models"):
