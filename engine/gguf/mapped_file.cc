@@ -54,10 +54,30 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
 
 namespace {
 
+// A bounce buffer of its own mapping, so that its pages leave the process
+// when it does (a heap block could stay resident in an allocator's cache).
+class BounceBuffer {
+ public:
+  explicit BounceBuffer(size_t bytes)
+      : bytes_(bytes),
+        data_(static_cast<uint8_t*>(
+            ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))) {}
+  ~BounceBuffer() {
+    if (data_ != MAP_FAILED) ::munmap(data_, bytes_);
+  }
+  bool ok() const { return data_ != MAP_FAILED; }
+  uint8_t* data() const { return data_; }
+  size_t size() const { return bytes_; }
+
+ private:
+  const size_t bytes_;
+  uint8_t* const data_;
+};
+
 // Replaces [begin, end) (page-aligned) with anonymous pages. `copy`: holding
 // the bytes they held, through `buffer`; otherwise zero pages.
 absl::Status ReplaceWithAnonymous(uint8_t* begin, uint8_t* end, bool copy,
-                                  std::vector<uint8_t>& buffer) {
+                                  const BounceBuffer& buffer) {
   for (uint8_t* p = begin; p < end;) {
     const size_t n = copy ? std::min(buffer.size(), static_cast<size_t>(end - p))
                           : static_cast<size_t>(end - p);
@@ -92,7 +112,11 @@ absl::Status MappedFile::DetachFromFile(std::vector<Range> dropped) {
     if (lo < hi) zero.emplace_back(lo, hi);
   }
   std::sort(zero.begin(), zero.end());
-  std::vector<uint8_t> buffer(size_t{16} << 20);
+  const BounceBuffer buffer(size_t{4} << 20);
+  if (!buffer.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path_, ": cannot map a buffer to copy the file: ", std::strerror(errno)));
+  }
   size_t at = 0;  // everything before `at` is done
   for (const auto& [lo, hi] : zero) {
     if (hi <= at) continue;

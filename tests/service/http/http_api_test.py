@@ -387,21 +387,11 @@ class HttpApiTest(unittest.TestCase):
         # Issue #25: a client that shuts down its sending half after the
         # request (and keeps reading) was cancelled with 499.
         body = json.dumps({"prompt": "x", "max_tokens": 32, "steps": 32})
-        with socket.create_connection(("127.0.0.1", self.port), timeout=120) as s:
-            s.sendall(("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
-                       "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-                       % (API_KEY, len(body), body)).encode())
-            s.shutdown(socket.SHUT_WR)
-            reply = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                reply += chunk
-        while reply.startswith(b"HTTP/1.1 100 "):  # interim responses come first
-            reply = reply.partition(b"\r\n\r\n")[2]
-        head, _, text = reply.partition(b"\r\n\r\n")
-        self.assertTrue(head.startswith(b"HTTP/1.1 200"), head)
+        status, head, text = raw_exchange(
+            self.port, ("POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+                        "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                        % (API_KEY, len(body), body)).encode(), timeout=120, half_close=True)
+        self.assertEqual(status, 200, head)
         self.assertIn(json.loads(text)["choices"][0]["finish_reason"], ("length", "stop"))
 
     def test_the_official_openai_client(self):
@@ -524,16 +514,22 @@ class HttpLimitsTest(unittest.TestCase):
                           "a free connection slot")
 
 
-def raw_exchange(port, request, timeout=10):
-    """Sends raw bytes and reads until the server closes: (status, head, body)."""
+def raw_exchange(port, request, timeout=10, half_close=False):
+    """Sends raw bytes (then, with half_close, shuts down the sending half)
+    and reads until the server closes: (status, head, body) of the final
+    response, after any interim 1xx ones."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
         s.sendall(request)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
         reply = b""
         while True:
-            chunk = s.recv(4096)
+            chunk = s.recv(65536)
             if not chunk:
                 break
             reply += chunk
+    while reply.startswith(b"HTTP/1.1 1"):
+        reply = reply.partition(b"\r\n\r\n")[2]
     head, _, body = reply.partition(b"\r\n\r\n")
     return (int(head.split(b" ", 2)[1]) if head else 0), head, body
 

@@ -22,11 +22,13 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
 namespace {
 
+using ::dllm::testing::FamilyNames;
 using ::dllm::testing::StatusIs;
 
 // A connected socket to the endpoint (IPv4 or IPv6 loopback), or -1.
@@ -78,15 +80,6 @@ std::string HttpGet(int port, const std::string& path, bool ipv6 = false,
 std::string Body(const std::string& response) {
   const size_t split = response.find("\r\n\r\n");
   return split == std::string::npos ? "" : response.substr(split + 4);
-}
-
-std::set<std::string> FamilyNames(const std::string& text) {
-  std::set<std::string> names;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    if (parts.size() == 4 && parts[0] == "#" && parts[1] == "TYPE") names.insert(parts[2]);
-  }
-  return names;
 }
 
 std::string FindOnPath(const std::string& program) {

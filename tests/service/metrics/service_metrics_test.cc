@@ -23,12 +23,14 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
 namespace {
 
 using ::dllm::testing::IsOk;
+using ::dllm::testing::FamilyNames;
 using ::dllm::testing::StatusIs;
 using Labels = std::map<std::string, std::string>;
 
@@ -113,15 +115,6 @@ std::vector<Sample> ParseSamples(const std::string& text) {
     samples.push_back(std::move(s));
   }
   return samples;
-}
-
-std::set<std::string> FamilyNames(const std::string& text) {
-  std::set<std::string> names;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    std::vector<std::string> parts = absl::StrSplit(line, ' ');
-    if (parts.size() == 4 && parts[0] == "#" && parts[1] == "TYPE") names.insert(parts[2]);
-  }
-  return names;
 }
 
 // The value of the one sample called `name` whose labels include `labels`;
