@@ -420,7 +420,11 @@ int Run(int argc, char** argv) {
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT", options.drain_seconds);
   // HTTP streams are the service's streams too: the drain waits for them.
   (*server)->Drain(std::chrono::seconds(options.drain_seconds));
-  if (http) http->Stop(setup->http.write_timeout_seconds + 2);
+  if (http && !http->Stop(setup->http.write_timeout_seconds + 2)) {
+    // A request still being handled uses the API: it outlives the server
+    // (the process is ending).
+    [[maybe_unused]] OpenAiApi* const in_use = api.release();
+  }
   http.reset();
   api.reset();
   server->reset();

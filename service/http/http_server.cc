@@ -48,6 +48,9 @@ constexpr size_t kReadBufferBytes = 2 * kHeaderLimitBytes;
 // How long a refused client gets to finish sending before the close: closing
 // a socket with unread bytes sends a reset, which can lose the response.
 constexpr auto kDrainBeforeClose = std::chrono::milliseconds(200);
+// How long a connection must have waited idle before a new one may take its
+// place (see HttpServer::Impl::TakeOldestIdle).
+constexpr auto kMinIdleBeforeEviction = std::chrono::seconds(1);
 
 // The server's own error responses carry fixed texts only, so they are
 // valid JSON without an encoder.
@@ -90,6 +93,7 @@ class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
   struct IdleEntry {
     std::weak_ptr<ConnectionBase> connection;
     std::string peer_address;
+    Clock::time_point since;  // when it began to wait
   };
   std::optional<std::list<IdleEntry>::iterator> idle_at;
   // Whether the connection's slot was given back (at eviction, so that a
@@ -107,8 +111,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   HttpHandler* handler = nullptr;
   std::unique_ptr<ssl::context> tls;
   net::io_context io;
-  tcp::acceptor acceptor{io};
-  net::steady_timer accept_pause{io};
+  // Accepting and Stop()'s closing run on one strand: the acceptor is not
+  // safe to use from two threads at once.
+  net::strand<net::io_context::executor_type> accept_strand = net::make_strand(io);
+  tcp::acceptor acceptor{accept_strand};
+  net::steady_timer accept_pause{accept_strand};
   int port = 0;
   std::atomic<bool> stopping{false};
   std::vector<std::thread> io_threads;
@@ -118,6 +125,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // Guarded by mu.
   int connections = 0;
   int active = 0;  // handlers running
+  int handler_threads = 0;  // their threads, until they let go of the connection
   absl::flat_hash_map<std::string, int> per_peer;
   std::list<ConnectionBase::IdleEntry> idle;  // oldest first
 
@@ -129,8 +137,13 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // off the idle list; null when there is none. Needs mu. The caller drops
   // it after releasing mu: it may be the last reference, whose destructor
   // takes mu.
+  // Only a connection idle for kMinIdleBeforeEviction gives way (unless the
+  // server is stopping): a younger one is likely a client whose request is
+  // on its way. The list is in order of `since`.
   std::shared_ptr<ConnectionBase> TakeOldestIdle(const std::string& peer) {
+    const Clock::time_point old_enough = Clock::now() - kMinIdleBeforeEviction;
     for (auto it = idle.begin(); it != idle.end(); ++it) {
+      if (!stopping.load() && it->since > old_enough) break;
       if (!peer.empty() && it->peer_address != peer) continue;
       std::shared_ptr<ConnectionBase> c = it->connection.lock();
       idle.erase(it);
@@ -138,6 +151,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
         c->idle_at.reset();
         ReleaseLocked(*c);
       }
+      ReportLocked();
       return c;  // null for one already gone: the caller refuses this once
     }
     return nullptr;
@@ -145,7 +159,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
 
   void MarkIdle(const std::shared_ptr<ConnectionBase>& c) {
     std::lock_guard<std::mutex> lock(mu);
-    c->idle_at = idle.insert(idle.end(), {c, c->peer_address()});
+    c->idle_at = idle.insert(idle.end(), {c, c->peer_address(), Clock::now()});
+    ReportLocked();
   }
   // False when the connection was taken off the list to be evicted.
   bool MarkBusy(ConnectionBase& c) {
@@ -153,6 +168,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     if (!c.idle_at) return false;
     idle.erase(*c.idle_at);
     c.idle_at.reset();
+    ReportLocked();
     return true;
   }
   bool Busy() {
@@ -165,6 +181,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     ++active;
     return true;
   }
+  void HandlerThreadStarted() {
+    std::lock_guard<std::mutex> lock(mu);
+    ++handler_threads;
+  }
+  void HandlerThreadEnded() {
+    std::lock_guard<std::mutex> lock(mu);
+    --handler_threads;
+    cv.notify_all();
+  }
   void EndHandler() {
     std::lock_guard<std::mutex> lock(mu);
     --active;
@@ -176,8 +201,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     c.released = true;
     --connections;
     if (--per_peer[c.peer_address()] <= 0) per_peer.erase(c.peer_address());
+    ReportLocked();
     cv.notify_all();
   }
+  // Tells the handler how many connections are open and idle. Needs mu.
+  void ReportLocked() { handler->OnConnections(connections, static_cast<int>(idle.size())); }
   void Release(ConnectionBase& c) {
     std::lock_guard<std::mutex> lock(mu);
     ReleaseLocked(c);
@@ -464,7 +492,8 @@ class Connection final : public ConnectionBase, public HttpResponder {
       return Refuse(503, "the server is handling too many requests; retry", "server_busy",
                     /*retry=*/true);
     }
-    std::thread([self = Self(), out] {
+    server_->HandlerThreadStarted();
+    std::thread([self = Self(), out, server = server_]() mutable {
       try {
         self->server_->handler->Handle(*out, *self);
       } catch (const std::exception& e) {
@@ -477,6 +506,11 @@ class Connection final : public ConnectionBase, public HttpResponder {
         if (self->broken_ || !self->keep_alive_) return self->Close();
         self->WaitForRequest(false);
       });
+      // Nothing of the connection is held past this point, so that Stop()
+      // can wait for every handler thread to be done with it.
+      self.reset();
+      out.reset();
+      server->HandlerThreadEnded();
     }).detach();
   }
 
@@ -621,6 +655,7 @@ void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket)
     if (!refuse) {
       ++connections;
       ++per_peer[address];
+      ReportLocked();
     }
   }
   if (victim != nullptr) victim->Evict();
@@ -753,10 +788,10 @@ int HttpServer::active_requests() const {
   return impl_->active;
 }
 
-void HttpServer::Stop(int grace_seconds) {
-  if (impl_->io_threads.empty()) return;  // stopped before
+bool HttpServer::Stop(int grace_seconds) {
+  if (impl_->io_threads.empty()) return stopped_cleanly_;  // stopped before
   impl_->stopping = true;
-  net::post(impl_->io, [impl = impl_] {
+  net::post(impl_->accept_strand, [impl = impl_] {
     beast::error_code ec;
     impl->acceptor.close(ec);
     impl->accept_pause.cancel();
@@ -770,8 +805,9 @@ void HttpServer::Stop(int grace_seconds) {
   bool all_closed;
   {
     std::unique_lock<std::mutex> lock(impl_->mu);
-    all_closed = impl_->cv.wait_for(lock, std::chrono::seconds(grace_seconds),
-                                    [this] { return impl_->connections == 0; });
+    all_closed = impl_->cv.wait_for(lock, std::chrono::seconds(grace_seconds), [this] {
+      return impl_->connections == 0 && impl_->handler_threads == 0;
+    });
     if (!all_closed) {
       std::fprintf(stderr, "dllm-server: %d HTTP connections still open at shutdown\n",
                    impl_->connections);
@@ -787,6 +823,8 @@ void HttpServer::Stop(int grace_seconds) {
     }
   }
   impl_->io_threads.clear();
+  stopped_cleanly_ = all_closed;
+  return all_closed;
 }
 
 }  // namespace dllm

@@ -90,6 +90,9 @@ class HttpHandler {
   // Counts a response the server made itself (408, 413, 431, 503, ...),
   // once it was written.
   virtual void OnTransportResponse(int status) = 0;
+  // The connections open, and of those idle, whenever either changes
+  // (called under the server's lock: keep it short).
+  virtual void OnConnections(int /*open*/, int /*idle*/) {}
 };
 
 // Thread-safe.
@@ -107,8 +110,9 @@ class HttpServer {
   int active_requests() const;
   // Stops accepting, closes idle connections, lets each running request
   // finish its response (streams end when their requests do) and waits for
-  // them, at most `grace_seconds`.
-  void Stop(int grace_seconds = 10);
+  // them, at most `grace_seconds`. False when some were still running then
+  // (their handler must then outlive the server).
+  bool Stop(int grace_seconds = 10);
 
   struct Impl;
 
@@ -117,6 +121,7 @@ class HttpServer {
   // Shared with the I/O and handler threads, which may end after Stop()
   // gave up on them.
   std::shared_ptr<Impl> impl_;
+  bool stopped_cleanly_ = true;
 };
 
 }  // namespace dllm

@@ -140,6 +140,10 @@ void OpenAiApi::OnTransportResponse(int status) {
   service_->metrics()->OnHttpResponse("other", status);
 }
 
+void OpenAiApi::OnConnections(int open, int idle) {
+  service_->metrics()->SetHttpConnections(open, idle);
+}
+
 void OpenAiApi::SendJson(HttpResponder& out, const std::string& path, int status, const Json& body,
                          const HttpHeaders& headers) {
   service_->metrics()->OnHttpResponse(path, status);

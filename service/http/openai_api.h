@@ -46,6 +46,7 @@ class OpenAiApi final : public HttpHandler {
 
   void Handle(const HttpRequest& request, HttpResponder& responder) override;
   void OnTransportResponse(int status) override;
+  void OnConnections(int open, int idle) override;
 
  private:
   void Models(const HttpRequest& request, HttpResponder& out);

@@ -88,6 +88,8 @@ struct ServiceMetrics::Impl {
   Gauge* waiting = nullptr;
   Gauge* sessions_open = nullptr;
   Gauge* activation_bytes = nullptr;
+  Gauge* http_open = nullptr;
+  Gauge* http_idle = nullptr;
 
   std::array<std::array<Counter*, kGrpcCodes.size()>, kRpcNames.size()> requests{};
   std::array<Counter*, kRejectNames.size()> rejected{};
@@ -168,6 +170,11 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
                             "Bytes reserved from the memory budget: the engine's forward pass, "
                             "and each admitted request's K/V caches and logits.")
                           .Add({});
+  auto& http_connections = gauge("dllm_http_connections",
+                                 "Connections to the HTTP API: open, and of those idle "
+                                 "(waiting for a request).");
+  http_open = &http_connections.Add({{"state", "open"}});
+  http_idle = &http_connections.Add({{"state", "idle"}});
 
   // Load.
   running = &gauge("dllm_requests_running", "Requests the engine is denoising now.").Add({});
@@ -305,6 +312,12 @@ void ServiceMetrics::SetLoad(int running, int waiting, int sessions_open) {
   impl_->running->Set(running);
   impl_->waiting->Set(waiting);
   impl_->sessions_open->Set(sessions_open);
+}
+
+void ServiceMetrics::SetHttpConnections(int open, int idle) {
+  if (impl_ == nullptr) return;  // the no-op object
+  impl_->http_open->Set(open);
+  impl_->http_idle->Set(idle);
 }
 
 void ServiceMetrics::SetActivationBytes(uint64_t bytes) {

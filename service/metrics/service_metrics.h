@@ -86,6 +86,8 @@ class ServiceMetrics {
   // Load (gauges).
   void SetLoad(int running, int waiting, int sessions_open);
   void SetActivationBytes(uint64_t bytes);  // reserved: the engine's pass and admitted requests
+  // The HTTP API's connections: open, and of those waiting idle.
+  void SetHttpConnections(int open, int idle);
 
   // Request lifecycle.
   void OnRejected(RejectReason reason);

@@ -428,6 +428,14 @@ class HttpLimitsTest(unittest.TestCase):
                           "the long stream to run")
         return t, result
 
+    def wait_connections(self, open, idle):
+        """Waits until the server reports these HTTP connections."""
+        def reached():
+            m = self.server.metrics()
+            return (dllm_ops.metric_sum(m, "dllm_http_connections", state="open") == open and
+                    dllm_ops.metric_sum(m, "dllm_http_connections", state="idle") == idle)
+        dllm_ops.wait_for(reached, 20, "%d open and %d idle HTTP connections" % (open, idle))
+
     def test_allowed_origins_get_cors_headers(self):
         for origin in ("http://app.example", "https://other.example"):
             status, hdrs, text = curl(self.port, "/v1/completions", key=None, method="OPTIONS",
@@ -483,10 +491,13 @@ class HttpLimitsTest(unittest.TestCase):
 
     def test_idle_connections_make_room_and_busy_ones_get_503(self):
         # Two idle connections fill the limit: a new client closes the
-        # oldest of them instead of being shut out (issue #25 N3).
+        # oldest of them (idle for at least a second) instead of being shut
+        # out (issue #25 N3).
+        self.wait_connections(open=0, idle=0)
         idle = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(2)]
         try:
-            time.sleep(0.3)  # both accepted
+            self.wait_connections(open=2, idle=2)
+            time.sleep(1.2)  # old enough to give way
             status, _, text = curl(self.port, "/health", key=None)
             self.assertEqual(status, 200, text)
             idle[0].settimeout(5)
@@ -496,13 +507,13 @@ class HttpLimitsTest(unittest.TestCase):
                 s.close()
         # Two connections in the middle of a request are not idle: the next
         # one is refused with 503 at once.
-        dllm_ops.wait_for(lambda: curl(self.port, "/health", key=None)[0] == 200, 10,
-                          "a free connection slot")
+        self.wait_connections(open=0, idle=0)
         busy = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(2)]
         try:
             for s in busy:
                 s.sendall(b"GET /health HTTP/1.1\r\n")
-            time.sleep(0.3)
+            self.wait_connections(open=2, idle=0)
+            time.sleep(1.2)  # old enough to give way, were they idle
             status, hdrs, text = curl(self.port, "/health", key=None)
             self.assertEqual(status, 503, text)
             self.assertEqual(json.loads(text)["error"]["code"], "too_many_connections")

@@ -72,6 +72,7 @@ const std::vector<std::string> kFamilies = {
     "dllm_model_parameters",
     "dllm_model_experts",
     "dllm_activation_buffer_bytes",
+    "dllm_http_connections",
     "dllm_process_resident_anon_bytes",
     "dllm_process_resident_file_bytes",
     "dllm_process_resident_peak_bytes",
@@ -239,6 +240,7 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   ASSERT_NE(m, nullptr);
   m->SetLoad(2, 5, 1);
   m->SetActivationBytes(4096);
+  m->SetHttpConnections(7, 3);
   m->OnRejected(RejectReason::kQueueFull);
   m->OnRejected(RejectReason::kQueueFull);
   m->OnRejected(RpcKind::kStep, RejectReason::kDraining, absl::StatusCode::kUnavailable);
@@ -269,6 +271,8 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   EXPECT_EQ(Value(t, "dllm_requests_waiting"), 5);
   EXPECT_EQ(Value(t, "dllm_sessions_open"), 1);
   EXPECT_EQ(Value(t, "dllm_activation_buffer_bytes"), 4096);
+  EXPECT_EQ(Value(t, "dllm_http_connections", {{"state", "open"}}), 7);
+  EXPECT_EQ(Value(t, "dllm_http_connections", {{"state", "idle"}}), 3);
   EXPECT_EQ(Value(t, "dllm_requests_rejected_total", {{"reason", "queue_full"}}), 2);
   EXPECT_EQ(Value(t, "dllm_requests_rejected_total", {{"reason", "draining"}}), 1);
   EXPECT_EQ(Value(t, "dllm_requests_total", {{"rpc", "Step"}, {"code", "UNAVAILABLE"}}), 1);
