@@ -142,17 +142,18 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   // on its way. The list is in order of `since`.
   std::shared_ptr<ConnectionBase> TakeOldestIdle(const std::string& peer) {
     const Clock::time_point old_enough = Clock::now() - kMinIdleBeforeEviction;
-    for (auto it = idle.begin(); it != idle.end(); ++it) {
+    for (auto it = idle.begin(); it != idle.end();) {
       if (!stopping.load() && it->since > old_enough) break;
-      if (!peer.empty() && it->peer_address != peer) continue;
-      std::shared_ptr<ConnectionBase> c = it->connection.lock();
-      idle.erase(it);
-      if (c != nullptr) {
-        c->idle_at.reset();
-        ReleaseLocked(*c);
+      if (!peer.empty() && it->peer_address != peer) {
+        ++it;
+        continue;
       }
-      ReportLocked();
-      return c;  // null for one already gone: the caller refuses this once
+      std::shared_ptr<ConnectionBase> c = it->connection.lock();
+      it = idle.erase(it);
+      if (c == nullptr) continue;  // already gone (its slot went with it)
+      c->idle_at.reset();
+      ReleaseLocked(*c);
+      return c;
     }
     return nullptr;
   }
