@@ -117,24 +117,15 @@ absl::Status MappedFile::DetachFromFile(std::vector<Range> dropped) {
     return absl::ResourceExhaustedError(
         absl::StrCat(path_, ": cannot map a buffer to copy the file: ", std::strerror(errno)));
   }
+  // Kept pages up to each dropped range, the range itself, then the rest.
+  zero.emplace_back(mapped, mapped);
   size_t at = 0;  // everything before `at` is done
   for (const auto& [lo, hi] : zero) {
-    if (hi <= at) continue;
     const size_t from = std::max(lo, at);
-    if (at < from) {
-      if (absl::Status s = ReplaceWithAnonymous(base + at, base + from, true, buffer); !s.ok()) {
-        return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
-      }
-    }
-    if (absl::Status s = ReplaceWithAnonymous(base + from, base + hi, false, buffer); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
-    }
-    at = hi;
-  }
-  if (at < mapped) {
-    if (absl::Status s = ReplaceWithAnonymous(base + at, base + mapped, true, buffer); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
-    }
+    absl::Status s = ReplaceWithAnonymous(base + at, base + std::max(from, at), true, buffer);
+    if (s.ok()) s = ReplaceWithAnonymous(base + from, base + std::max(hi, from), false, buffer);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat(path_, ": ", s.message()));
+    at = std::max(at, hi);
   }
   return absl::OkStatus();
 }

@@ -23,7 +23,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/isa_option.h"
 #include "engine/parallel/cpu_topology.h"
@@ -227,12 +226,7 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
       setup.api.allowed_origins.emplace_back(absl::StripAsciiWhitespace(origin));
     }
   }
-  {
-    std::string host = http.listen.substr(0, http.listen.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    setup.api.loopback_host_only =
-        host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
-  }
+  setup.api.loopback_host_only = ListensOnLoopbackOnly(http.listen);
   DLLM_ASSIGN_OR_RETURN(setup.api.heartbeat_seconds,
                         flags.GetIntInRange("http-heartbeat-seconds", setup.api.heartbeat_seconds,
                                             1, kMaxHeartbeatSeconds));

@@ -252,7 +252,6 @@ class Connection final : public ConnectionBase, public HttpResponder {
 
   void Evict() override {
     net::post(stream_.get_executor(), [self = Self()] {
-      self->evicted_ = true;
       beast::error_code ec;
       beast::get_lowest_layer(self->stream_).socket().cancel(ec);
     });
@@ -262,28 +261,29 @@ class Connection final : public ConnectionBase, public HttpResponder {
   bool Send(int status, absl::string_view content_type, std::string body,
             const HttpHeaders& headers) override {
     if (broken_) return false;
-    auto res = std::make_shared<http::response<http::string_body>>();
-    res->version(version_);
-    res->result(static_cast<unsigned>(status));
-    if (const char* reason = ReasonOf(status)) res->reason(reason);
-    res->set(http::field::server, "dllm");
-    res->set(http::field::content_type, std::string(content_type));
-    for (const auto& [name, value] : headers) res->set(name, value);
+    // On this thread's stack: OnStrand waits for the write to end.
+    http::response<http::string_body> res;
+    res.version(version_);
+    res.result(static_cast<unsigned>(status));
+    if (const char* reason = ReasonOf(status)) res.reason(reason);
+    res.set(http::field::server, "dllm");
+    res.set(http::field::content_type, std::string(content_type));
+    for (const auto& [name, value] : headers) res.set(name, value);
     // A client that failed authentication gets no second try on this
     // connection (it cost a connection slot to make).
     if (status == 401) keep_alive_ = false;
-    res->keep_alive(keep_alive_ && !server_->stopping.load());
-    keep_alive_ = res->keep_alive();
-    res->body() = std::move(body);
-    res->prepare_payload();
-    if (head_request_) {
-      auto serializer = std::make_shared<http::response_serializer<http::string_body>>(*res);
-      return Wrote(OnStrand([this, res, serializer](auto done) {
-        http::async_write_header(stream_, *serializer, std::move(done));
-      }));
-    }
-    return Wrote(OnStrand(
-        [this, res](auto done) { http::async_write(stream_, *res, std::move(done)); }));
+    res.keep_alive(keep_alive_ && !server_->stopping.load());
+    keep_alive_ = res.keep_alive();
+    res.body() = std::move(body);
+    res.prepare_payload();
+    http::response_serializer<http::string_body> serializer(res);
+    return Wrote(OnStrand([this, &serializer](auto done) {
+      if (head_request_) {
+        http::async_write_header(stream_, serializer, std::move(done));
+      } else {
+        http::async_write(stream_, serializer, std::move(done));
+      }
+    }));
   }
 
   bool StartEvents(const HttpHeaders& headers) override {
@@ -405,7 +405,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
                             [self = Self()](const beast::error_code& ec, size_t n) {
                               beast::get_lowest_layer(self->stream_).expires_never();
                               const bool evicted = !self->server_->MarkBusy(*self);
-                              if (ec || evicted || self->evicted_) return self->Close();
+                              if (ec || evicted) return self->Close();
                               self->buffer_.commit(n);
                               self->ReadHead();
                             });
@@ -608,7 +608,6 @@ class Connection final : public ConnectionBase, public HttpResponder {
   bool timed_out_ = false;
   bool probed_ = false;  // this request's half-close probe was sent
   uint64_t requests_read_ = 0;  // requests whose reading began
-  bool evicted_ = false;
   bool closed_ = false;
   std::optional<http::response<http::empty_body>> events_head_;
   std::optional<http::response_serializer<http::empty_body>> events_serializer_;
@@ -705,28 +704,45 @@ void HttpServer::Impl::Refuse(tcp::socket socket) {
                    });
 }
 
-absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options,
-                                                              HttpHandler* handler) {
-  auto impl = std::make_shared<Impl>();
-  impl->options = options;
-  impl->handler = handler;
-  const size_t colon = options.listen.rfind(':');
+namespace {
+
+// HOST:PORT, [IPv6]:PORT or localhost:PORT as an endpoint.
+absl::StatusOr<tcp::endpoint> ParseListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
   int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(options.listen.substr(colon + 1), &port) ||
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("listen address '", options.listen, "' is not HOST:PORT"));
+        absl::StrCat("listen address '", listen, "' is not HOST:PORT"));
   }
-  std::string host = options.listen.substr(0, colon);
+  std::string host = listen.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   if (host == "localhost") host = "127.0.0.1";
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(host, ec);
   if (ec) {
     return absl::InvalidArgumentError(
-        absl::StrCat("listen address '", options.listen, "': '", host, "' is not an IP address"));
+        absl::StrCat("listen address '", listen, "': '", host, "' is not an IP address"));
   }
-  const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
+  return tcp::endpoint(address, static_cast<unsigned short>(port));
+}
+
+}  // namespace
+
+bool ListensOnLoopbackOnly(const std::string& listen) {
+  const absl::StatusOr<tcp::endpoint> endpoint = ParseListen(listen);
+  return endpoint.ok() && endpoint->address().is_loopback();
+}
+
+absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions& options,
+                                                              HttpHandler* handler) {
+  auto impl = std::make_shared<Impl>();
+  impl->options = options;
+  impl->handler = handler;
+  const absl::StatusOr<tcp::endpoint> parsed = ParseListen(options.listen);
+  if (!parsed.ok()) return parsed.status();
+  const tcp::endpoint endpoint = *parsed;
+  beast::error_code ec;
   impl->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl->acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) impl->acceptor.bind(endpoint, ec);

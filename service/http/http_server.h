@@ -82,6 +82,9 @@ class HttpResponder {
   virtual bool ClientGone() = 0;
 };
 
+// Whether `listen` (HttpOptions::listen) binds a loopback address only.
+bool ListensOnLoopbackOnly(const std::string& listen);
+
 class HttpHandler {
  public:
   virtual ~HttpHandler() = default;

@@ -19,63 +19,51 @@ absl::StatusOr<Json> ParseJson(absl::string_view text) {
 
 namespace {
 
-// The streaming pass of the bounded parse: counts depth and values and
-// stops at the first bound crossed or the first syntax error.
-class BoundsCheck final : public nlohmann::json_sax<Json> {
- public:
-  explicit BoundsCheck(const JsonLimits& limits) : limits_(limits) {}
-
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t&) override { return Value(); }
-  bool binary(binary_t&) override { return Value(); }
-  bool key(string_t&) override { return true; }
-  bool start_object(std::size_t) override { return Open(); }
-  bool start_array(std::size_t) override { return Open(); }
-  bool end_object() override { return Close(); }
-  bool end_array() override { return Close(); }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
-    error_ = absl::InvalidArgumentError(absl::StrCat("JSON: ", e.what()));
-    return false;
-  }
-
-  // Valid only after the pass stopped early.
-  const absl::Status& error() const { return error_; }
-
- private:
-  bool Value() {
-    if (++values_ <= limits_.max_values) return true;
-    error_ = absl::InvalidArgumentError(
-        absl::StrCat("JSON: more than ", limits_.max_values, " values (the server's limit)"));
-    return false;
-  }
-  bool Open() {
-    if (!Value()) return false;
-    if (++depth_ <= limits_.max_depth) return true;
-    error_ = absl::InvalidArgumentError(absl::StrCat(
-        "JSON: arrays and objects nested deeper than ", limits_.max_depth, " (the server's limit)"));
-    return false;
-  }
-  bool Close() {
-    --depth_;
-    return true;
-  }
-
-  const JsonLimits limits_;
-  int depth_ = 0;
-  size_t values_ = 0;
-  absl::Status error_ = absl::InternalError("JSON: the bounds check stopped without a reason");
+// Thrown from the parser's callback at the first bound crossed; the tree
+// built so far is within the bounds, so what it cost is bounded too.
+struct BoundCrossed {
+  std::string what;
 };
 
 }  // namespace
 
 absl::StatusOr<Json> ParseJson(absl::string_view text, const JsonLimits& limits) {
-  BoundsCheck check(limits);
-  if (!Json::sax_parse(text.begin(), text.end(), &check)) return check.error();
-  return ParseJson(text);
+  int depth = 0;
+  size_t values = 0;
+  // One pass: the callback sees each value as it is read, before anything
+  // deeper or later is built.
+  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json&) {
+    using Event = Json::parse_event_t;
+    switch (event) {
+      case Event::key:
+        return true;
+      case Event::object_end:
+      case Event::array_end:
+        --depth;
+        return true;
+      case Event::object_start:
+      case Event::array_start:
+        if (++depth > limits.max_depth) {
+          throw BoundCrossed{absl::StrCat("JSON: arrays and objects nested deeper than ",
+                                          limits.max_depth, " (the server's limit)")};
+        }
+        [[fallthrough]];
+      case Event::value:  // a scalar (containers are counted at their start)
+        if (++values > limits.max_values) {
+          throw BoundCrossed{absl::StrCat("JSON: more than ", limits.max_values,
+                                          " values (the server's limit)")};
+        }
+        return true;
+    }
+    return true;
+  };
+  try {
+    return Json::parse(text.begin(), text.end(), check);
+  } catch (const BoundCrossed& b) {
+    return absl::InvalidArgumentError(b.what);
+  } catch (const Json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("JSON: ", e.what()));
+  }
 }
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path) {

@@ -129,7 +129,9 @@ TEST_F(MetricsEndpointTest, ScrapeServesTheSerializedFamilies) {
 // scrapes. Now 200 idle connections, 50 that never finish their head and 8
 // threads reconnecting as fast as they can (past the endpoint's 256
 // connections from one address, so the oldest idle ones give way) leave
-// every scrape under 1 s.
+// every scrape answered within 3 s: a scrape held up behind them would wait
+// at least the 5 s header timeout (the bound is loose so a busy machine
+// cannot fail it).
 TEST_F(MetricsEndpointTest, IdleSlowAndReconnectingClientsDoNotBlockAScrape) {
   const int port = endpoint_->port();
   std::vector<int> held;
@@ -155,7 +157,7 @@ TEST_F(MetricsEndpointTest, IdleSlowAndReconnectingClientsDoNotBlockAScrape) {
   for (int i = 0; i < 10; ++i) {
     const auto start = std::chrono::steady_clock::now();
     EXPECT_THAT(HttpGet(port, "/metrics"), ::testing::StartsWith("HTTP/1.1 200"));
-    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 3.0);
   }
   stop = true;
   for (std::thread& t : churn) t.join();
