@@ -75,6 +75,7 @@ const char* const kUsage =
     "  (low_confidence, random, origin, maskgit_plus, topk_margin, entropy)\n"
     "  --temperature T --top-p P --top-k K --alg-temp T --eps E --cfg C --seed S\n"
     "  --threshold X --no-early-exit --chat --system S --tokens 1,2,3 (instead of PROMPT)\n"
+    "  --suffix TEXT | --suffix-tokens 4,5 (infill: gen-length masks between prompt and suffix)\n"
     "  --cache none|prefix|dual --cache-refresh R (approximate K/V caches)\n"
     "  --detail final|text|steps|canvas --step-stride N --top-candidates K --timings\n"
     "  --model NAME --request-id ID\n";
@@ -90,7 +91,7 @@ const std::set<std::string> kGenerationFlags = {
     "cfg",         "seed",   "threshold",    "no-early-exit", "chat",
     "system",      "tokens", "detail",       "step-stride",   "top-candidates",
     "timings",     "model",  "request-id",   "show-canvas",   "json",
-    "cache",       "cache-refresh"};
+    "cache",       "cache-refresh", "suffix", "suffix-tokens"};
 
 std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -135,18 +136,31 @@ std::string FinishName(v1::FinishReason reason) {
 
 // ---- building requests from flags ----
 
+// "1,2,3" as token ids; errors name `flag`.
+absl::Status ParseIds(const ParsedFlags& flags, const char* flag, v1::TokenIds* ids) {
+  for (absl::string_view part : absl::StrSplit(flags.Get(flag), ',', absl::SkipEmpty())) {
+    uint32_t id;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, ": not a token id: ", part));
+    }
+    ids->add_ids(id);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status FillPrompt(const ParsedFlags& flags, v1::Prompt* prompt) {
+  if (flags.Has("suffix") && flags.Has("suffix-tokens")) {
+    return absl::InvalidArgumentError("give either --suffix or --suffix-tokens, not both");
+  }
+  if (flags.Has("suffix")) prompt->mutable_suffix()->set_text(flags.Get("suffix"));
+  if (flags.Has("suffix-tokens")) {
+    DLLM_RETURN_IF_ERROR(ParseIds(flags, "suffix-tokens", prompt->mutable_suffix()->mutable_token_ids()));
+  }
   if (flags.Has("tokens")) {
     if (!flags.positional.empty()) {
       return absl::InvalidArgumentError("give either --tokens or a PROMPT, not both");
     }
-    for (absl::string_view part : absl::StrSplit(flags.Get("tokens"), ',', absl::SkipEmpty())) {
-      uint32_t id;
-      if (!absl::SimpleAtoi(part, &id)) {
-        return absl::InvalidArgumentError(absl::StrCat("--tokens: not a token id: ", part));
-      }
-      prompt->mutable_token_ids()->add_ids(id);
-    }
+    DLLM_RETURN_IF_ERROR(ParseIds(flags, "tokens", prompt->mutable_token_ids()));
   } else {
     if (flags.positional.size() != 1) {
       return absl::InvalidArgumentError("expected one PROMPT argument (quote it)");

@@ -37,8 +37,10 @@ std::span<const int32_t> OutputTokens(std::span<const int32_t> canvas, int promp
 absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& config,
                                                       const SpecialTokens& special,
                                                       std::span<const int32_t> prompt,
-                                                      int n_vocab, int64_t n_ctx) {
-  DLLM_RETURN_IF_ERROR(config.ValidateForCanvas(static_cast<int>(prompt.size()), n_ctx));
+                                                      int n_vocab, int64_t n_ctx,
+                                                      std::span<const int32_t> suffix) {
+  DLLM_RETURN_IF_ERROR(config.ValidateForCanvas(static_cast<int>(prompt.size()), n_ctx,
+                                                static_cast<int>(suffix.size())));
   if (n_vocab <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("sampler: n_vocab ", n_vocab, " must be > 0"));
   }
@@ -50,9 +52,10 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   s.special_ = special;
   s.n_vocab_ = n_vocab;
   s.prompt_len_ = static_cast<int>(prompt.size());
-  const int len = s.prompt_len_ + config.gen_length;
+  const int len = s.prompt_len_ + config.gen_length + static_cast<int>(suffix.size());
   s.canvas_.assign(prompt.begin(), prompt.end());
-  s.canvas_.resize(len, special.mask);
+  s.canvas_.resize(s.prompt_len_ + config.gen_length, special.mask);
+  s.canvas_.insert(s.canvas_.end(), suffix.begin(), suffix.end());
   s.initial_canvas_ = s.canvas_;
   if (config.cfg_scale > 0) {
     // generate.py: prompt_index = (x != mask) on the initial canvas.
@@ -92,7 +95,9 @@ void DenoiseSampler::Plan() {
   for (int p = 0; p < len; ++p) n_masked += IsMasked(p) ? 1 : 0;
   // Nothing masked: every remaining step would commit nothing.
   if (n_masked == 0 ||
-      (config_.early_exit && EarlyExitReached(canvas_, prompt_len_, special_.mask, stop_ids_))) {
+      (config_.early_exit &&
+       EarlyExitReached(std::span<const int32_t>(canvas_).first(gen_end()), prompt_len_,
+                        special_.mask, stop_ids_))) {
     done_ = true;
     return;
   }
@@ -224,7 +229,8 @@ bool DenoiseSampler::exited_early() const {
   if (!done_ || !config_.early_exit) return false;
   const bool masks_left =
       std::find(canvas_.begin(), canvas_.end(), special_.mask) != canvas_.end();
-  return masks_left && EarlyExitReached(canvas_, prompt_len_, special_.mask, stop_ids_);
+  return masks_left && EarlyExitReached(std::span<const int32_t>(canvas_).first(gen_end()),
+                                        prompt_len_, special_.mask, stop_ids_);
 }
 
 StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const float> uncond) {
@@ -328,7 +334,7 @@ void DenoiseSampler::ApplyStep(std::span<const int32_t> positions,
 void DenoiseSampler::Commit(std::span<const int32_t> positions, std::span<const int32_t> tokens) {
   DLLM_CHECK(!done_);
   for (int32_t p : positions) {
-    DLLM_CHECK(p >= prompt_len_ && p < static_cast<int32_t>(canvas_.size()) && IsMasked(p));
+    DLLM_CHECK(p >= prompt_len_ && p < gen_end() && IsMasked(p));
   }
   for (int32_t t : tokens) DLLM_CHECK(t >= 0 && t < n_vocab_ && t != special_.mask);
   Write(positions, tokens);

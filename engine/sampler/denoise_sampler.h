@@ -64,10 +64,19 @@ class DenoiseSampler {
   // Validates `config` against the prompt and context and sizes every buffer.
   // `special.mask` is required; `special.eos` / `special.eot` (when >= 0)
   // are the stop tokens and the ids for LLaDA's EOS flags.
+  //
+  // Infill: a non-empty `suffix` follows the generated region on the canvas
+  // (prompt, gen_length masks, suffix), committed from the start as a
+  // client's Commit() before the first step would be, so the sampler fills
+  // only the region between. It is part of the initial canvas, so Restart()
+  // keeps it, and the unconditional canvas of CFG masks it with the prompt
+  // (generate.py's prompt_index is every token of the initial canvas that
+  // is not a mask).
   static absl::StatusOr<DenoiseSampler> Create(const SamplerConfig& config,
                                                const SpecialTokens& special,
                                                std::span<const int32_t> prompt, int n_vocab,
-                                               int64_t n_ctx);
+                                               int64_t n_ctx,
+                                               std::span<const int32_t> suffix = {});
 
   bool done() const { return done_; }
   // Done before the last scheduled step because early exit held (masks
@@ -76,6 +85,13 @@ class DenoiseSampler {
   int step() const { return step_; }  // Step() calls so far
   int block() const { return block_; }  // current block (0 for Dream's official one-block run)
   int prompt_len() const { return prompt_len_; }
+  // The canvas's end of the generated region: the suffix (infill) starts here.
+  int gen_end() const { return prompt_len_ + config_.gen_length; }
+  int suffix_len() const { return static_cast<int>(canvas_.size()) - gen_end(); }
+  // The generated region of the canvas (the suffix excluded).
+  std::span<const int32_t> generated() const {
+    return std::span<const int32_t>(canvas_).subspan(prompt_len_, config_.gen_length);
+  }
   int n_vocab() const { return n_vocab_; }
   const SamplerConfig& config() const { return config_; }
   std::span<const int32_t> canvas() const { return canvas_; }
@@ -139,7 +155,7 @@ class DenoiseSampler {
   SpecialTokens special_;
   int n_vocab_ = 0;
   int prompt_len_ = 0;
-  std::vector<int32_t> canvas_;         // (prompt_len + gen_length)
+  std::vector<int32_t> canvas_;         // (prompt_len + gen_length + suffix)
   std::vector<int32_t> initial_canvas_; // canvas_ at Create(), for Restart()
   std::vector<int32_t> uncond_canvas_;  // CFG only: canvas with prompt positions masked
   std::vector<int32_t> stop_ids_;

@@ -183,16 +183,18 @@ absl::Status SamplerConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx) const {
+absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx,
+                                              int suffix_len) const {
   if (absl::Status s = Validate(); !s.ok()) return s;
   if (prompt_len <= 0) {
     return Invalid("prompt", absl::StrCat("length ", prompt_len, " must be > 0"));
   }
-  if (static_cast<int64_t>(prompt_len) + gen_length > n_ctx) {
-    return absl::InvalidArgumentError(absl::StrCat("sampler: prompt length ", prompt_len,
-                                              " + gen_length ", gen_length, " = ",
-                                              static_cast<int64_t>(prompt_len) + gen_length,
-                                              " exceeds the model context ", n_ctx));
+  const int64_t canvas = static_cast<int64_t>(prompt_len) + gen_length + suffix_len;
+  if (canvas > n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sampler: prompt length ", prompt_len, " + gen_length ", gen_length,
+        suffix_len > 0 ? absl::StrCat(" + suffix length ", suffix_len) : "", " = ", canvas,
+        " exceeds the model context ", n_ctx));
   }
   return absl::OkStatus();
 }

@@ -95,8 +95,8 @@ struct SamplerConfig {
   // Self-consistency of the settings; errors name the field and its value.
   absl::Status Validate() const;
   // Validate() plus the canvas: a non-empty prompt and prompt_len +
-  // gen_length <= n_ctx (the model's context, e.g. 4096).
-  absl::Status ValidateForCanvas(int prompt_len, int64_t n_ctx) const;
+  // gen_length + suffix_len (infill) <= n_ctx (the model's context, e.g. 4096).
+  absl::Status ValidateForCanvas(int prompt_len, int64_t n_ctx, int suffix_len = 0) const;
 
   // gen_length when block_length is 0.
   int EffectiveBlockLength() const { return block_length == 0 ? gen_length : block_length; }

@@ -70,9 +70,9 @@ size_t DenoiseSession::MemoryBytes(const ModelConfig& model, const SamplerConfig
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
-    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input,
     ForwardPass* pass) {
-  return Build(SessionModel::Of(model->config()), config, std::move(prompt),
+  return Build(SessionModel::Of(model->config()), config, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  const ForwardLimits& has = pass->limits();
                  if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
@@ -86,8 +86,8 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
-    std::shared_ptr<const Model> model, const SamplerConfig& config, std::vector<int32_t> prompt) {
-  return Build(SessionModel::Of(model->config()), config, std::move(prompt),
+    std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input) {
+  return Build(SessionModel::Of(model->config()), config, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> pass,
                                        ForwardPass::Create(model, limits));
@@ -96,9 +96,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
-    const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    const SessionModel& model, const SamplerConfig& config, CanvasInput input,
     std::unique_ptr<LogitsSource> logits) {
-  return Build(model, config, std::move(prompt),
+  return Build(model, config, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  const ForwardLimits has = logits->limits();
                  if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
@@ -112,28 +112,33 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
-    const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+    const SessionModel& model, const SamplerConfig& config, CanvasInput input,
     const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
         make_source) {
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
-  for (size_t i = 0; i < prompt.size(); ++i) {
-    if (prompt[i] < 0 || prompt[i] >= model.n_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt token ", prompt[i], " at index ", i,
-                                                     " is outside the vocabulary of ", model.n_vocab));
-    }
-    // A mask in the prompt would be a position the sampler generates into
-    // (the official samplers take every mask on the canvas as one).
-    if (prompt[i] == model.tokens.mask) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("prompt token ", prompt[i], " at index ", i, " is the mask token"));
+  for (const auto& [what, tokens] : {std::pair<const char*, const std::vector<int32_t>&>(
+                                         "prompt", input.prompt),
+                                     {"suffix", input.suffix}}) {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i] < 0 || tokens[i] >= model.n_vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " token ", tokens[i], " at index ", i,
+                                                       " is outside the vocabulary of ",
+                                                       model.n_vocab));
+      }
+      // A mask there would be a position the sampler generates into (the
+      // official samplers take every mask on the canvas as one).
+      if (tokens[i] == model.tokens.mask) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " token ", tokens[i], " at index ", i, " is the mask token"));
+      }
     }
   }
   // The sampler validates the request before anything is allocated for it.
   DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,
-                        DenoiseSampler::Create(effective, model.tokens, prompt, model.n_vocab,
-                                               model.n_ctx));
+                        DenoiseSampler::Create(effective, model.tokens, input.prompt,
+                                               model.n_vocab, model.n_ctx, input.suffix));
   const int canvas = static_cast<int>(sampler.canvas().size());
   const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
@@ -176,7 +181,7 @@ absl::StatusOr<StepReport> DenoiseSession::AdvanceWith(std::span<const int32_t> 
   const std::span<const int32_t> canvas = sampler_.canvas();
   for (size_t i = 0; i < positions.size(); ++i) {
     const int32_t p = positions[i], t = tokens[i];
-    if (p < prompt_len() || p >= static_cast<int32_t>(canvas.size()) ||
+    if (p < prompt_len() || p >= sampler_.gen_end() ||
         canvas[p] != model_.tokens.mask || (i > 0 && p <= positions[i - 1])) {
       return absl::InvalidArgumentError(absl::StrCat(
           "advance with: canvas position ", p, " is not a masked generated position in order"));
@@ -280,9 +285,8 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
 }
 
 int DenoiseSession::masked_remaining() const {
-  const int32_t mask = model_.tokens.mask;
-  const std::span<const int32_t> canvas = sampler_.canvas();
-  return static_cast<int>(std::count(canvas.begin() + sampler_.prompt_len(), canvas.end(), mask));
+  const std::span<const int32_t> gen = sampler_.generated();
+  return static_cast<int>(std::count(gen.begin(), gen.end(), model_.tokens.mask));
 }
 
 void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
@@ -548,7 +552,8 @@ absl::Status DenoiseSession::Rewind(int to_step) {
 }
 
 std::span<const int32_t> DenoiseSession::OutputTokens() const {
-  return dllm::OutputTokens(sampler_.canvas(), sampler_.prompt_len(), sampler_.stop_ids());
+  return dllm::OutputTokens(sampler_.canvas().first(static_cast<size_t>(sampler_.gen_end())),
+                            sampler_.prompt_len(), sampler_.stop_ids());
 }
 
 bool DenoiseSession::exited_early() const { return sampler_.exited_early(); }

@@ -105,6 +105,16 @@ struct SessionModel {
   static SessionModel Of(const ModelConfig& config);
 };
 
+// The tokens a session's canvas starts with around its masks: the prompt
+// and, for infill, the suffix after the generated region (committed from
+// the start; DenoiseSampler::Create says how). A prompt alone converts.
+struct CanvasInput {
+  CanvasInput(std::vector<int32_t> prompt_tokens, std::vector<int32_t> suffix_tokens = {})
+      : prompt(std::move(prompt_tokens)), suffix(std::move(suffix_tokens)) {}
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> suffix;
+};
+
 // One thread at a time. The ForwardPass must have been created in the task
 // arena that Advance() runs in; Forward() and StepCandidates() run in it too.
 // A failed operation (any non-OK status except CANCELLED) changes nothing:
@@ -115,8 +125,7 @@ class DenoiseSession {
   // sizes the sampler, a ForwardPass for the canvas (two under CFG) and the
   // K/V caches when `config.cache` asks for them.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
-      std::shared_ptr<const Model> model, const SamplerConfig& config,
-      std::vector<int32_t> prompt);
+      std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input);
   // Bytes Create() allocates for a canvas of `canvas` positions under
   // `config`: the forward pass's activations, the K/V caches and the
   // logits (what admission reserves).
@@ -131,12 +140,12 @@ class DenoiseSession {
   // (the server's one pass for all requests) and outlives the session.
   // INVALID_ARGUMENT when the canvas needs more than the pass's limits.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
-      std::shared_ptr<const Model> model, const SamplerConfig& config,
-      std::vector<int32_t> prompt, ForwardPass* pass);
+      std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input,
+      ForwardPass* pass);
   // The same session over any logits source (tests script the logits); the
   // family and shift of `model` override the config's, as above.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
-      const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+      const SessionModel& model, const SamplerConfig& config, CanvasInput input,
       std::unique_ptr<LogitsSource> logits);
 
   bool done() const { return sampler_.done(); }
@@ -216,10 +225,15 @@ class DenoiseSession {
   // Masked positions in the generated region.
   int masked_remaining() const;
 
+  // The whole canvas: prompt, generated region, suffix (infill).
   std::span<const int32_t> canvas() const { return sampler_.canvas(); }
+  // The generated region alone (what API positions index).
+  std::span<const int32_t> generated() const { return sampler_.generated(); }
   int prompt_len() const { return sampler_.prompt_len(); }
+  int suffix_len() const { return sampler_.suffix_len(); }
   const DenoiseSampler& sampler() const { return sampler_; }
-  // Generated tokens up to the first stop token (EOS/EoT).
+  // Generated tokens up to the first stop token (EOS/EoT); under infill the
+  // end-of-text tokens that pad the region before the suffix are cut too.
   std::span<const int32_t> OutputTokens() const;
   // Whether the loop stopped before its last scheduled step (early exit).
   bool exited_early() const;
@@ -243,7 +257,7 @@ class DenoiseSession {
   // Validates and sizes the session; `make_source` gets the limits a
   // forward for this canvas needs.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Build(
-      const SessionModel& model, const SamplerConfig& config, std::vector<int32_t> prompt,
+      const SessionModel& model, const SamplerConfig& config, CanvasInput input,
       const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
           make_source);
 

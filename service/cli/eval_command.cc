@@ -214,30 +214,20 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
             absl::StrCat(where, ".infill: [", start, ", ", end, ") is not a span inside [1, ", n, ")"));
         return;
       }
+      // The engine's infill canvas: the window's tokens before the span,
+      // span masks, and the rest of the window as the suffix.
       SamplerConfig config = base;
-      config.gen_length = static_cast<int>(n - start);
-      config.block_length = 0;
       const int span = static_cast<int>(end - start);
-      config.steps = std::clamp(static_cast<int>(std::lround(span * steps_per_token)), 1,
-                                config.gen_length);
-      std::vector<int32_t> prompt(tokens->begin(), tokens->begin() + start);
+      config.gen_length = span;
+      config.block_length = 0;
+      config.steps = std::clamp(static_cast<int>(std::lround(span * steps_per_token)), 1, span);
+      CanvasInput input(std::vector<int32_t>(tokens->begin(), tokens->begin() + start),
+                        std::vector<int32_t>(tokens->begin() + end, tokens->end()));
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-          DenoiseSession::Create(model, config, std::move(prompt));
+          DenoiseSession::Create(model, config, std::move(input));
       if (!session.ok()) {
         status = session.status();
         return;
-      }
-      // The given suffix, in generated-region positions.
-      std::vector<int32_t> positions, given;
-      for (int64_t p = end; p < n; ++p) {
-        positions.push_back(static_cast<int32_t>(p - start));
-        given.push_back((*tokens)[static_cast<size_t>(p)]);
-      }
-      if (!positions.empty()) {
-        if (absl::Status s = (*session)->Commit(positions, given); !s.ok()) {
-          status = s;
-          return;
-        }
       }
       while (!(*session)->done()) {
         absl::StatusOr<StepReport> step = (*session)->Advance();

@@ -42,6 +42,12 @@ std::string BodyParam(const std::string& field, OpenAiEndpoint endpoint) {
   for (const auto& [proto, body] : kProtoToBody) {
     if (field == proto) return std::string(body);
   }
+  if (endpoint == OpenAiEndpoint::kInfill) {
+    if (field == "diffusion.gen_length") return "n_predict";
+    if (absl::StartsWith(field, "prompt.suffix")) return "input_suffix";
+    if (absl::StartsWith(field, "prompt.")) return "input_prefix";
+  }
+  if (absl::StartsWith(field, "prompt.suffix")) return "suffix";
   // The prompt as the gRPC validation names it: the chat endpoint's prompt
   // is its messages.
   if (absl::StartsWith(field, "prompt.")) {

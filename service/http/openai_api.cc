@@ -14,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "engine/base/status_macros.h"
+#include "service/http/embedded_files.h"
 #include "service/http/generation_relay.h"
 #include "service/http/openai_response.h"
 #include "service/http/stop_text.h"
@@ -270,7 +272,8 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
   };
   static constexpr Route kRoutes[] = {
       {"/health", "GET"},         {"/health/ready", "GET"},          {"/v1/models", "GET"},
-      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"},
+      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/infill", "POST"},
+      {"/", "GET"},               {"/canvas.css", "GET"},            {"/canvas.js", "GET"},
   };
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -312,6 +315,19 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
     }
     return;
   }
+  // The canvas page loads without a key: it asks for one when the API does.
+  for (const EmbeddedFile& file : kEmbeddedFiles) {
+    if (path != file.path) continue;
+    const char* type = absl::EndsWith(path, ".css")  ? "text/css; charset=utf-8"
+                       : absl::EndsWith(path, ".js") ? "text/javascript; charset=utf-8"
+                                                     : "text/html; charset=utf-8";
+    service_->metrics()->OnHttpResponse(path == "/" ? "/" : "other", 200);
+    out.Send(200, type, std::string(file.bytes),
+             {{"Content-Security-Policy", "default-src 'self'"},
+              {"X-Content-Type-Options", "nosniff"},
+              {"Cache-Control", "no-cache"}});
+    return;
+  }
   if (!Authorized(request)) {
     SendError(out, path,
               MakeApiError(401,
@@ -323,6 +339,8 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
   }
   if (path == "/v1/models") {
     Models(request, out);
+  } else if (path == "/infill") {
+    Infill(request, out);
   } else {
     Complete(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
                                        : OpenAiEndpoint::kChatCompletions,
@@ -333,6 +351,42 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
 void OpenAiApi::Models(const HttpRequest& request, HttpResponder& out) {
   Json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
   SendJson(out, request.path, 200, {{"object", "list"}, {"data", Json::array({model})}});
+}
+
+absl::StatusOr<absl::Status> OpenAiApi::Run(const v1::GenerateRequest& generate, RpcKind rpc,
+                                             HttpResponder& out, const RunHooks& hooks) {
+  GenerationRelay relay;
+  DLLM_ASSIGN_OR_RETURN(
+      AdmittedGeneration admitted,
+      service_->AdmitGeneration(generate, &relay, EngineClock::time_point::max(), rpc));
+  // However this function ends (an exception included), the job stops, the
+  // mailbox lets go of the relay and the drain stops waiting for the call.
+  struct CallEnd {
+    CallEnd(DiffusionLmService* s, AdmittedGeneration& a) : service(s), admitted(a) {}
+    CallEnd(const CallEnd&) = delete;
+    DiffusionLmService* service;
+    AdmittedGeneration& admitted;
+    ~CallEnd() {
+      admitted.job->Cancel(absl::CancelledError("the HTTP request ended"));
+      admitted.mailbox->Detach();
+      service->CallEnded();
+    }
+  };
+  CallEnd call_end(service_, admitted);
+  GenerateMailbox& mailbox = *admitted.mailbox;
+  EngineJob& job = *admitted.job;
+  bool go_on = hooks.admitted(mailbox.request_id());
+  for (;;) {
+    if (!go_on) job.Cancel(absl::CancelledError("the HTTP request ended (client gone, or its text complete)"));
+    std::optional<GenerationRelay::Item> item = relay.Next(kClientCheck);
+    if (!item) {
+      if (go_on && out.ClientGone()) go_on = false;
+      continue;
+    }
+    if (item->end) return *item->end;
+    go_on = go_on && hooks.on_event(*item->event);
+    mailbox.OnWriteDone(go_on);
+  }
 }
 
 void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out) {
@@ -358,44 +412,13 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
   api.generate.mutable_stream()->set_heartbeat_seconds(
       static_cast<uint32_t>(options_.heartbeat_seconds));
 
-  GenerationRelay relay;
-  absl::StatusOr<AdmittedGeneration> admitted =
-      service_->AdmitGeneration(api.generate, &relay, EngineClock::time_point::max(), rpc);
-  if (!admitted.ok()) {
-    SendError(out, path, ApiErrorFromStatus(admitted.status(), endpoint));
-    return;
-  }
-  GenerateMailbox& mailbox = *admitted->mailbox;
-  EngineJob& job = *admitted->job;
-  // However this function ends (an exception included), the job stops, the
-  // mailbox lets go of the relay and the drain stops waiting for the call.
-  struct CallEnd {
-    CallEnd(DiffusionLmService* s, AdmittedGeneration& a) : service(s), admitted(a) {}
-    CallEnd(const CallEnd&) = delete;
-    DiffusionLmService* service;
-    AdmittedGeneration& admitted;
-    ~CallEnd() {
-      admitted.job->Cancel(absl::CancelledError("the HTTP request ended"));
-      admitted.mailbox->Detach();
-      service->CallEnded();
-    }
-  };
-  std::optional<CallEnd> call_end;
-  call_end.emplace(service_, *admitted);
   CompletionHeader header;
   header.endpoint = endpoint;
-  header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-",
-                           mailbox.request_id());
   header.model = model_id_;
   header.created = static_cast<int64_t>(std::time(nullptr));
-  CompletionRun run(api, service_->model(), header);
+  std::optional<CompletionRun> run;
   const int32_t mask = service_->model().config().tokens.mask;
-
   bool client_ok = true;
-  if (api.stream) {
-    service_->metrics()->OnHttpResponse(path, 200);
-    client_ok = out.StartEvents({{"X-Request-Id", mailbox.request_id()}});
-  }
   bool first_delta = true;
   // Sends one chunk of a stream; a failed write cancels the request.
   const auto send = [&](const std::string& text) {
@@ -407,32 +430,37 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
     send(EventData(DeltaChunk(header, delta, first_delta)));
     first_delta = false;
   };
-  absl::Status end;
-  for (;;) {
-    std::optional<GenerationRelay::Item> item = relay.Next(kClientCheck);
-    if (!item) {
-      if (client_ok && out.ClientGone()) client_ok = false;
-      if (!client_ok) job.Cancel(absl::CancelledError("the HTTP client disconnected"));
-      continue;
+  std::string request_id;
+  RunHooks hooks;
+  hooks.admitted = [&](const std::string& id) {
+    request_id = id;
+    header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-",
+                             id);
+    run.emplace(api, service_->model(), header);
+    if (api.stream) {
+      service_->metrics()->OnHttpResponse(path, 200);
+      client_ok = out.StartEvents({{"X-Request-Id", id}});
     }
-    if (item->end) {
-      end = *item->end;
-      break;
-    }
-    const v1::GenerateEvent& event = *item->event;
+    return client_ok;
+  };
+  hooks.on_event = [&](const v1::GenerateEvent& event) {
     if (event.has_progress()) {
       // Comment lines keep proxies from closing a stream that waits.
       send(": ping\n\n");
     } else if (event.has_step()) {
       if (api.canvas) send(CanvasEvent(event.step(), mask));
-      send_delta(run.OnStep(event.step()));
+      send_delta(run->OnStep(event.step()));
     } else if (event.has_final()) {
-      send_delta(run.OnFinal(event.final()));
+      send_delta(run->OnFinal(event.final()));
     }
-    if (!client_ok) job.Cancel(absl::CancelledError("the HTTP client disconnected"));
-    mailbox.OnWriteDone(client_ok);
+    return client_ok;
+  };
+  absl::StatusOr<absl::Status> ran = Run(api.generate, rpc, out, hooks);
+  if (!ran.ok()) {
+    SendError(out, path, ApiErrorFromStatus(ran.status(), endpoint));
+    return;
   }
-  call_end.reset();
+  const absl::Status& end = *ran;
 
   if (!end.ok()) {
     const ApiError error = ApiErrorFromStatus(end, endpoint);
@@ -444,21 +472,21 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
     }
     return;
   }
-  Json extras = DllmExtras(run.final(), mailbox.request_id());
+  Json extras = DllmExtras(run->final(), request_id);
   if (api.stream) {
-    Json finish = FinishChunk(header, run.FinishReason(), run.Logprobs());
+    Json finish = FinishChunk(header, run->FinishReason(), run->Logprobs());
     finish["dllm"] = std::move(extras);
     if (api.include_usage) finish["usage"] = nullptr;
     send(EventData(finish));
-    if (api.include_usage) send(EventData(UsageChunk(header, run.final().usage())));
+    if (api.include_usage) send(EventData(UsageChunk(header, run->final().usage())));
     send("data: [DONE]\n\n");
     if (client_ok) out.EndEvents();
     return;
   }
-  Json whole = WholeResponse(header, run.text(), run.FinishReason(), run.Logprobs(),
-                             run.final().usage());
+  Json whole = WholeResponse(header, run->text(), run->FinishReason(), run->Logprobs(),
+                             run->final().usage());
   whole["dllm"] = std::move(extras);
-  SendJson(out, path, 200, whole, {{"X-Request-Id", mailbox.request_id()}});
+  SendJson(out, path, 200, whole, {{"X-Request-Id", request_id}});
 }
 
 }  // namespace dllm

@@ -10,6 +10,9 @@
 #define DLLM_SERVICE_HTTP_OPENAI_API_H_
 
 #include <cstdint>
+#include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,7 +54,21 @@ class OpenAiApi final : public HttpHandler {
  private:
   void Models(const HttpRequest& request, HttpResponder& out);
   void Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out);
+  void Infill(const HttpRequest& request, HttpResponder& out);
+  // One generation, admitted and relayed to this thread: `admitted` runs
+  // once it is in (with its request id), `on_event` for each of its events;
+  // either returns false to end the call early (the client went away, or
+  // the caller has what it needs), which cancels the job. The admission's
+  // error, or how the call ended (CANCELLED after an early end).
+  struct RunHooks {
+    std::function<bool(const std::string& request_id)> admitted;
+    std::function<bool(const v1::GenerateEvent& event)> on_event;
+  };
+  absl::StatusOr<absl::Status> Run(const v1::GenerateRequest& generate, RpcKind rpc,
+                                   HttpResponder& out, const RunHooks& hooks);
   bool Authorized(const HttpRequest& request) const;
+  // Logs the first time each field of `fields` is ignored on `path`.
+  void WarnIgnoredOnce(const char* path, const std::vector<std::string>& fields);
   // False after answering a request from where it may not come (a Host that
   // is not the loopback, an origin not allowed); true with `*cors` set for
   // an allowed cross-origin request.
@@ -65,6 +82,8 @@ class OpenAiApi final : public HttpHandler {
   const OpenAiApiOptions options_;
   const std::string model_id_;
   const int64_t created_;  // when the model was loaded (Unix seconds), for /v1/models
+  std::mutex warned_mu_;
+  std::set<std::string> warned_;  // "path field" already logged
 };
 
 }  // namespace dllm

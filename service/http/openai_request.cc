@@ -35,7 +35,7 @@ constexpr NeutralField kNeutralFields[] = {
 const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
   static const std::set<std::string, std::less<>> kCompletions = {
       "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "stop", "stream",
-      "stream_options", "user", "logprobs", "echo",
+      "stream_options", "user", "logprobs", "echo", "suffix",
       // Diffusion extras.
       "steps", "block_length", "algorithm", "threshold", "alg_temp", "cfg_scale", "eps", "top_k",
       "cache", "cache_refresh", "dllm_canvas"};
@@ -43,14 +43,15 @@ const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
     std::set<std::string, std::less<>> s = kCompletions;
     s.erase("prompt");
     s.erase("echo");
+    s.erase("suffix");
     s.insert({"messages", "max_completion_tokens", "top_logprobs"});
     return s;
   }();
   return endpoint == OpenAiEndpoint::kCompletions ? kCompletions : kChat;
 }
 
-// Typed readers: each names the field when the value has the wrong type or
-// range. They leave `out` alone when the field is absent or null.
+}  // namespace
+
 absl::Status ReadBool(const Json& body, const char* field, bool* out) {
   const Json* v = FindMember(body, field);
   if (v == nullptr || v->is_null()) return absl::OkStatus();
@@ -95,6 +96,8 @@ absl::Status ReadString(const Json& body, const char* field, std::string* out) {
   return absl::OkStatus();
 }
 
+namespace {
+
 absl::Status CheckFields(OpenAiEndpoint endpoint, const Json& body) {
   if (!body.is_object()) return Invalid("body", "must be a JSON object");
   const auto& known = KnownFields(endpoint);
@@ -113,8 +116,12 @@ absl::Status CheckFields(OpenAiEndpoint endpoint, const Json& body) {
   return absl::OkStatus();
 }
 
-// The completions prompt: a string, or an array of token ids.
+// The completions prompt: a string, or an array of token ids; and the
+// suffix to infill before (a string; empty or null: none).
 absl::Status ReadCompletionPrompt(const Json& body, v1::Prompt* prompt) {
+  std::string suffix;
+  DLLM_RETURN_IF_ERROR(ReadString(body, "suffix", &suffix));
+  if (!suffix.empty()) prompt->mutable_suffix()->set_text(std::move(suffix));
   const Json* v = FindMember(body, "prompt");
   if (v == nullptr || v->is_null()) return Invalid("prompt", "is required");
   if (v->is_string()) {
@@ -213,14 +220,16 @@ absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* pr
   return absl::OkStatus();
 }
 
-absl::Status ReadStop(const Json& body, std::vector<std::string>* stop) {
+}  // namespace
+
+absl::Status ReadStop(const Json& body, size_t max_strings, std::vector<std::string>* stop) {
   const Json* v = FindMember(body, "stop");
   if (v == nullptr || v->is_null()) return absl::OkStatus();
   if (v->is_string()) {
     stop->push_back(v->get<std::string>());
   } else if (v->is_array()) {
-    if (v->size() > static_cast<size_t>(kMaxStopStrings)) {
-      return Invalid("stop", absl::StrCat("at most ", kMaxStopStrings, " strings"));
+    if (v->size() > max_strings) {
+      return Invalid("stop", absl::StrCat("at most ", max_strings, " strings"));
     }
     for (const Json& s : *v) {
       if (!s.is_string()) return Invalid("stop", "must be a string or an array of strings");
@@ -234,6 +243,8 @@ absl::Status ReadStop(const Json& body, std::vector<std::string>* stop) {
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 // A proto enum by its value name, with or without `prefix`, in any case
 // ("entropy", "ALGORITHM_ENTROPY"); `names` lists the values for the error.
@@ -255,18 +266,26 @@ absl::Status ReadEnum(const Json& body, const char* field, absl::string_view pre
   return absl::OkStatus();
 }
 
-// The extra diffusion fields and the OpenAI sampling fields.
+// max_tokens, then ReadGenerationSettings.
 absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiRequest* out) {
   v1::DiffusionParams& d = *out->generate.mutable_diffusion();
-  v1::SamplingParams& s = *out->generate.mutable_sampling();
   std::optional<int64_t> i;
-  std::optional<double> x;
   const char* max_tokens = "max_tokens";
   if (endpoint == OpenAiEndpoint::kChatCompletions && FindMember(body, "max_completion_tokens")) {
     max_tokens = "max_completion_tokens";
   }
   DLLM_RETURN_IF_ERROR(ReadInteger(body, max_tokens, 1, 1 << 20, &i));
-  if (i) d.set_gen_length(static_cast<uint32_t>(*i)), i.reset();
+  if (i) d.set_gen_length(static_cast<uint32_t>(*i));
+  return ReadGenerationSettings(body, &out->generate);
+}
+
+}  // namespace
+
+absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* generate) {
+  v1::DiffusionParams& d = *generate->mutable_diffusion();
+  v1::SamplingParams& s = *generate->mutable_sampling();
+  std::optional<int64_t> i;
+  std::optional<double> x;
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "steps", 1, 1 << 20, &i));
   if (i) d.set_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "block_length", 1, 1 << 20, &i));
@@ -304,6 +323,8 @@ absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiReque
   if (i) s.set_seed(static_cast<uint64_t>(*i)), i.reset();
   return absl::OkStatus();
 }
+
+namespace {
 
 // logprobs: completions take an integer (top alternatives, 0..5 in OpenAI;
 // here up to kMaxTopCandidates), chat a boolean plus top_logprobs.
@@ -348,7 +369,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
                            ? ReadCompletionPrompt(body, &prompt)
                            : ReadChatPrompt(body, model, &prompt));
   DLLM_RETURN_IF_ERROR(ReadSettings(endpoint, body, &out));
-  DLLM_RETURN_IF_ERROR(ReadStop(body, &out.stop));
+  DLLM_RETURN_IF_ERROR(ReadStop(body, kMaxStopStrings, &out.stop));
   DLLM_RETURN_IF_ERROR(ReadBool(body, "stream", &out.stream));
   if (const Json* options = FindMember(body, "stream_options");
       options != nullptr && !options->is_null()) {

@@ -12,6 +12,7 @@
 #ifndef DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_
 #define DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,9 @@
 
 namespace dllm {
 
-enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+// kInfill: llama-server's /infill (infill_request.h), which shares the error
+// mapping.
+enum class OpenAiEndpoint { kCompletions, kChatCompletions, kInfill };
 
 // The most stop strings a request may give (OpenAI's limit).
 inline constexpr int kMaxStopStrings = 4;
@@ -47,6 +50,22 @@ struct OpenAiRequest {
 // rendered by the model's chat template and encoded here.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
                                                  const Model& model, absl::string_view model_path);
+
+// Typed readers of a body field, shared by the endpoints: each names the
+// field when the value has the wrong type or range, and leaves `out` alone
+// when the field is absent or null.
+absl::Status ReadBool(const Json& body, const char* field, bool* out);
+absl::Status ReadNumber(const Json& body, const char* field, double lo, double hi,
+                        std::optional<double>* out);
+absl::Status ReadInteger(const Json& body, const char* field, int64_t lo, int64_t hi,
+                         std::optional<int64_t>* out);
+absl::Status ReadString(const Json& body, const char* field, std::string* out);
+// `stop`: a string or an array of at most `max_strings` non-empty strings.
+absl::Status ReadStop(const Json& body, size_t max_strings, std::vector<std::string>* stop);
+// The diffusion extras (steps, block_length, algorithm, threshold, cache,
+// cache_refresh, eps, cfg_scale) and the sampling fields (temperature,
+// top_p, alg_temp, top_k, seed) into `generate`.
+absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* generate);
 
 // The id GET /v1/models reports and responses carry: the GGUF general.name,
 // or the file name without its directory and ".gguf".

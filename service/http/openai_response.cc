@@ -29,10 +29,12 @@ Json Bytes(const std::string& text) {
 }  // namespace
 
 Json UsageJson(const v1::Usage& usage) {
+  // The input is the prompt and, for infill, the suffix.
+  const uint32_t input = usage.prompt_tokens() + usage.suffix_tokens();
   Json u = Json::object();
-  u["prompt_tokens"] = usage.prompt_tokens();
+  u["prompt_tokens"] = input;
   u["completion_tokens"] = usage.generated_tokens();
-  u["total_tokens"] = usage.prompt_tokens() + usage.generated_tokens();
+  u["total_tokens"] = input + usage.generated_tokens();
   return u;
 }
 

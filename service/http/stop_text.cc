@@ -9,14 +9,37 @@ bool IsContinuationByte(char c) { return (static_cast<unsigned char>(c) & 0xC0) 
 
 }  // namespace
 
+size_t StopText::IndentCut(size_t fresh) {
+  if (min_indent_ <= 0) return std::string::npos;
+  for (size_t i = held_.size() - fresh; i < held_.size(); ++i) {
+    const char c = held_[i];
+    if (c == '\n') {
+      line_open_ = true;
+      indent_ = 0;
+    } else if (line_open_ && (c == ' ' || c == '\t')) {
+      ++indent_;
+    } else if (line_open_) {
+      line_open_ = false;
+      if (indent_ < min_indent_) return i;
+    }
+  }
+  return std::string::npos;
+}
+
 std::string StopText::Add(absl::string_view delta) {
   if (stopped_) return "";
   held_.append(delta.data(), delta.size());
-  // The earliest stop string in what is held ends the text there.
-  size_t cut = std::string::npos;
+  // The earliest stop string in what is held ends the text there, unless
+  // a line indented too little ends it before.
+  size_t cut = IndentCut(delta.size());
+  const std::string* word = nullptr;
   for (const std::string& stop : stops_) {
-    cut = std::min(cut, held_.find(stop));
+    if (const size_t at = held_.find(stop); at < cut) {
+      cut = at;
+      word = &stop;
+    }
   }
+  if (word != nullptr) stop_word_ = *word;
   size_t out = held_.size();
   if (cut != std::string::npos) {
     stopped_ = true;

@@ -1,5 +1,8 @@
 #include "service/json/json.h"
 
+#include "absl/strings/ascii.h"
+#include "engine/base/utf8.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -27,7 +30,36 @@ struct BoundCrossed {
 
 }  // namespace
 
+std::string KeyBefore(absl::string_view text, size_t offset) {
+  std::string key;
+  size_t i = 0;
+  while (i < offset && i < text.size()) {
+    if (text[i] != '"') {
+      ++i;
+      continue;
+    }
+    const size_t begin = ++i;
+    while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+    if (i >= offset) break;  // the string holding `offset`
+    const size_t end = i++;
+    size_t after = i;
+    while (after < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[after]))) {
+      ++after;
+    }
+    if (after < text.size() && text[after] == ':') key = std::string(text.substr(begin, end - begin));
+  }
+  return key;
+}
+
 absl::StatusOr<Json> ParseJson(absl::string_view text, const JsonLimits& limits) {
+  // JSON is UTF-8 (RFC 8259): name the member a bad byte is in, which the
+  // parser's own message does not.
+  if (const int64_t bad = FirstInvalidUtf8(text); bad >= 0) {
+    const std::string key = KeyBefore(text, static_cast<size_t>(bad));
+    return absl::InvalidArgumentError(absl::StrCat(
+        key.empty() ? "" : absl::StrCat(key.size() > 64 ? key.substr(0, 64) : key, ": "),
+        "invalid UTF-8 at byte ", bad, " of the body"));
+  }
   int depth = 0;
   size_t values = 0;
   // One pass: the callback sees each value as it is read, before anything

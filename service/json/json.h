@@ -37,8 +37,15 @@ struct JsonLimits {
 };
 
 // As above, refusing (INVALID_ARGUMENT, saying which bound and where) a
-// document deeper or larger than `limits`.
+// document deeper or larger than `limits`, and one that is not UTF-8
+// ("input_suffix: invalid UTF-8 at byte 40 of the body", naming the member
+// whose value holds the byte).
 absl::StatusOr<Json> ParseJson(absl::string_view text, const JsonLimits& limits);
+
+// The name of the last object member whose key ends before byte `offset`
+// of the JSON `text` (the member a byte inside a value belongs to); empty
+// when there is none.
+std::string KeyBefore(absl::string_view text, size_t offset);
 
 // Reads and parses a JSON file; errors name the file.
 absl::StatusOr<Json> ReadJsonFile(const std::string& path);

@@ -49,11 +49,12 @@ const Histogram::BucketBoundaries kCanvasBuckets = {16,   32,   64,   128,  256,
 
 // Label values, indexed by the enums of service_metrics.h.
 // RpcKind order; "Unary": GetModelInfo, GetServerInfo and Tokenize together.
-constexpr std::array<const char*, 5> kRpcNames = {"Generate", "Step", "Unary",
-                                                  "/v1/completions", "/v1/chat/completions"};
+constexpr std::array<const char*, 6> kRpcNames = {
+    "Generate", "Step", "Unary", "/v1/completions", "/v1/chat/completions", "/infill"};
 // The HTTP paths dllm_http_responses_total tells apart.
-constexpr std::array<const char*, 6> kHttpPaths = {
-    "/v1/completions", "/v1/chat/completions", "/v1/models", "/health", "/health/ready", "other"};
+constexpr std::array<const char*, 8> kHttpPaths = {
+    "/v1/completions", "/v1/chat/completions", "/infill", "/v1/models", "/health", "/health/ready",
+    "/", "other"};
 constexpr std::array<const char*, 7> kRejectNames = {
     "queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready", "malformed"};
 constexpr std::array<const char*, 7> kFinishNames = {

@@ -41,9 +41,10 @@ struct MetricsOptions {
 
 // Closed label sets, so series never explode.
 // kOther: the unary RPCs (GetModelInfo, GetServerInfo, Tokenize).
-// kHttpCompletions / kHttpChat: the OpenAI-compatible HTTP endpoints, whose
-// requests run as Generate requests do.
-enum class RpcKind { kGenerate, kStep, kOther, kHttpCompletions, kHttpChat };
+// kHttpCompletions / kHttpChat: the OpenAI-compatible HTTP endpoints, and
+// kHttpInfill llama-server's /infill, whose requests run as Generate
+// requests do.
+enum class RpcKind { kGenerate, kStep, kOther, kHttpCompletions, kHttpChat, kHttpInfill };
 // kMalformed: request bytes that do not parse as the method's message.
 enum class RejectReason {
   kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady, kMalformed

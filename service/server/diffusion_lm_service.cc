@@ -177,7 +177,7 @@ absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
     return spec.status();
   }
   const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model_->config(), spec->sampler, static_cast<int>(spec->prompt.size()));
+      model_->config(), spec->sampler, spec->canvas_tokens());
   AdmittedGeneration out;
   out.mailbox = std::make_shared<GenerateMailbox>(spec->request_id, spec->stream.heartbeat_seconds,
                                                   sink, metrics_, rpc);

@@ -187,8 +187,7 @@ void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute
 
 EngineWorker::Reservation EngineWorker::ReservationFor(const ModelConfig& model,
                                                        const SamplerConfig& config,
-                                                       int prompt_len) {
-  const int canvas = prompt_len + config.gen_length;
+                                                       int canvas) {
   return {DenoiseSession::StateBytes(model, config, canvas),
           DenoiseSession::Limits(config, canvas).max_rows};
 }

@@ -226,13 +226,14 @@ class EngineWorker {
 
   // What a generation reserves at admission: the bytes its DenoiseSession
   // keeps beside the engine's pass (DenoiseSession::StateBytes: K/V caches,
-  // logits), and the rows one of its steps computes at most.
+  // logits), and the rows one of its steps computes at most, for a canvas
+  // of `canvas_tokens` (GenerationSpec::canvas_tokens).
   struct Reservation {
     uint64_t bytes = 0;
     int rows = 0;
   };
   static Reservation ReservationFor(const ModelConfig& model, const SamplerConfig& config,
-                                    int prompt_len);
+                                    int canvas_tokens);
   // Bytes the engine's pass takes for a batch of `max_batch_rows` rows
   // (reserved from the budget at start).
   static uint64_t PassBytes(const ModelConfig& model, int max_batch_rows);

@@ -30,12 +30,11 @@ int GenerateJob::planned_steps() const { return spec_.sampler.PlannedSteps(); }
 absl::Status GenerateJob::Begin(ForwardPass* pass) {
   first_run_ = EngineClock::now();
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(model_, spec_.sampler, spec_.prompt, pass);
+      DenoiseSession::Create(model_, spec_.sampler, CanvasInput(spec_.prompt, spec_.suffix), pass);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
-  const int prompt_len = static_cast<int>(spec_.prompt.size());
-  metrics_->OnStarted(queue_seconds(), prompt_len,
-                                        prompt_len + spec_.sampler.gen_length);
+  metrics_->OnStarted(queue_seconds(), static_cast<int>(spec_.prompt.size()),
+                      spec_.canvas_tokens());
   mailbox_->SetProgress(0, planned_steps(), spec_.sampler.gen_length);
   mailbox_->PostStarted(MakeStarted(spec_, *model_, queue_seconds()));
   return absl::OkStatus();

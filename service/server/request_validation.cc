@@ -84,6 +84,26 @@ absl::Status ValidateModelField(absl::string_view name, const Model& model,
                                           model.config().name, "')"));
 }
 
+// Token ids a client puts on the canvas as they are: each in the
+// vocabulary and not the mask; errors name `field`.ids[i].
+absl::StatusOr<std::vector<int32_t>> CanvasIds(const v1::TokenIds& ids, absl::string_view field,
+                                               const ModelConfig& c) {
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(ids.ids_size()));
+  for (int i = 0; i < ids.ids_size(); ++i) {
+    const uint32_t id = ids.ids(i);
+    if (id >= static_cast<uint64_t>(c.n_vocab)) {
+      return Invalid(absl::StrCat(field, ".ids[", i, "]"),
+                     absl::StrCat(id, " is outside the vocabulary of ", c.n_vocab));
+    }
+    if (static_cast<int32_t>(id) == c.tokens.mask) {
+      return Invalid(absl::StrCat(field, ".ids[", i, "]"), absl::StrCat(id, " is the mask token"));
+    }
+    out.push_back(static_cast<int32_t>(id));
+  }
+  return out;
+}
+
 absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id, absl::string_view model_name,
                                               const v1::Prompt& prompt,
                                               const v1::DiffusionParams& diffusion,
@@ -96,16 +116,25 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id, absl
   absl::StatusOr<std::vector<int32_t>> ids = ValidatePrompt(prompt, model);
   if (!ids.ok()) return ids.status();
   spec.prompt = std::move(*ids);
+  DLLM_ASSIGN_OR_RETURN(spec.suffix, ValidateSuffix(prompt, model));
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromProto(diffusion, sampling, model.config());
   if (!config.ok()) return config.status();
   spec.sampler = *config;
   const int64_t n_ctx = model.config().n_ctx_train;
-  const int64_t canvas = static_cast<int64_t>(spec.prompt.size()) + spec.sampler.gen_length;
-  if (canvas > n_ctx) {
+  const int64_t fixed = static_cast<int64_t>(spec.prompt.size() + spec.suffix.size());
+  if (!spec.suffix.empty() && fixed >= n_ctx) {
+    return Invalid("prompt.suffix",
+                   absl::StrCat("prompt ", spec.prompt.size(), " + suffix ", spec.suffix.size(),
+                                " tokens leave no room for a span in the model's context of ",
+                                n_ctx));
+  }
+  if (const int64_t canvas = fixed + spec.sampler.gen_length; canvas > n_ctx) {
     return Invalid("diffusion.gen_length",
                    absl::StrCat("prompt ", spec.prompt.size(), " + gen_length ",
-                                spec.sampler.gen_length, " = ", canvas,
-                                " tokens exceed the model's context of ", n_ctx));
+                                spec.sampler.gen_length,
+                                spec.suffix.empty() ? ""
+                                                    : absl::StrCat(" + suffix ", spec.suffix.size()),
+                                " = ", canvas, " tokens exceed the model's context of ", n_ctx));
   }
   spec.seed_was_set = sampling.has_seed();
   spec.sampler.seed = sampling.has_seed() ? sampling.seed() : NewSeed();
@@ -219,25 +248,43 @@ absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, co
       if (!prompt.chat_template().empty()) {
         return Invalid("prompt.chat_template", "applies to prompt.text only");
       }
-      std::vector<int32_t> out;
-      out.reserve(ids.size());
-      for (int i = 0; i < ids.size(); ++i) {
-        const uint32_t id = ids[i];
-        const std::string field = absl::StrCat("prompt.token_ids.ids[", i, "]");
-        if (id >= static_cast<uint64_t>(c.n_vocab)) {
-          return Invalid(field, absl::StrCat(id, " is outside the vocabulary of ", c.n_vocab));
-        }
-        if (static_cast<int32_t>(id) == c.tokens.mask) {
-          return Invalid(field, absl::StrCat(id, " is the mask token"));
-        }
-        out.push_back(static_cast<int32_t>(id));
-      }
-      return out;
+      return CanvasIds(prompt.token_ids(), "prompt.token_ids", c);
     }
     case v1::Prompt::INPUT_NOT_SET:
       break;
   }
   return Invalid("prompt", "empty (set prompt.text or prompt.token_ids)");
+}
+
+absl::StatusOr<std::vector<int32_t>> ValidateSuffix(const v1::Prompt& prompt, const Model& model) {
+  const ModelConfig& c = model.config();
+  const v1::Suffix& suffix = prompt.suffix();
+  if (!prompt.has_suffix() || suffix.input_case() == v1::Suffix::INPUT_NOT_SET) {
+    return std::vector<int32_t>();
+  }
+  if (prompt.apply_chat_template()) {
+    return Invalid("prompt.suffix",
+                   "infill takes a plain prompt; it cannot follow a chat template's assistant turn");
+  }
+  std::vector<int32_t> out;
+  if (suffix.input_case() == v1::Suffix::kText) {
+    if (suffix.text().empty()) return Invalid("prompt.suffix.text", "empty");
+    const size_t max_bytes = static_cast<size_t>(c.n_ctx_train) * model.tokenizer().max_token_bytes();
+    if (suffix.text().size() > max_bytes) {
+      return Invalid("prompt.suffix.text",
+                     absl::StrCat(suffix.text().size(), " bytes cannot fit the model's context of ",
+                                  c.n_ctx_train, " tokens"));
+    }
+    if (const int64_t bad = FirstInvalidUtf8(suffix.text()); bad >= 0) {
+      return Invalid("prompt.suffix.text", absl::StrCat("invalid UTF-8 at byte ", bad));
+    }
+    // Special-token texts stay text, so no mask (or end-of-text) can hide in it.
+    out = model.tokenizer().Encode(suffix.text(), /*add_special=*/false, /*parse_special=*/false);
+    if (out.empty()) return Invalid("prompt.suffix.text", "tokenizes to no tokens");
+    return out;
+  }
+  if (suffix.token_ids().ids().empty()) return Invalid("prompt.suffix.token_ids", "empty");
+  return CanvasIds(suffix.token_ids(), "prompt.suffix.token_ids", c);
 }
 
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& d,

@@ -42,8 +42,14 @@ struct GenerationSpec {
   std::string request_id;       // client's, or a generated one
   SamplerConfig sampler;        // resolved defaults, family = the model's
   std::vector<int32_t> prompt;  // token ids after tokenizer / chat template
+  std::vector<int32_t> suffix;  // infill: after the generated span (Prompt.suffix)
   StreamSettings stream;
   bool seed_was_set = false;    // false: sampler.seed was drawn by the server
+
+  // Tokens on the canvas: prompt, generated span, suffix.
+  int canvas_tokens() const {
+    return static_cast<int>(prompt.size() + suffix.size()) + sampler.gen_length;
+  }
 };
 
 // Fresh request id ("req-" + 16 hex digits) and seed, from a process-wide
@@ -66,6 +72,8 @@ absl::StatusOr<ChatTemplate> RequestChatTemplate(absl::string_view name, const M
 
 // Prompt, DiffusionParams and SamplingParams of GenerateRequest and Open.
 absl::StatusOr<std::vector<int32_t>> ValidatePrompt(const v1::Prompt& prompt, const Model& model);
+// Prompt.suffix (infill): its ids, empty when none is set.
+absl::StatusOr<std::vector<int32_t>> ValidateSuffix(const v1::Prompt& prompt, const Model& model);
 
 // A text to encode as Generate, Open and Tokenize take it: the encoding
 // options (how.chat is the request's apply_chat_template) and the name of a

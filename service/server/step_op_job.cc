@@ -65,7 +65,8 @@ absl::StatusOr<bool> StepOpJob::FinishStep(const ForwardStats& forward, double f
 bool StepOpJob::RunOpen(ForwardPass* pass) {
   StepSessionState& s = *state_;
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(s.model, s.spec.sampler, s.spec.prompt, pass);
+      DenoiseSession::Create(s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix),
+                             pass);
   if (!session.ok()) {
     s.lease.reset();
     Error(session.status());
@@ -74,9 +75,8 @@ bool StepOpJob::RunOpen(ForwardPass* pass) {
   s.session = std::move(*session);
   s.text.Reset();
   s.open = true;
-  const int prompt_len = static_cast<int>(s.spec.prompt.size());
-  s.metrics->OnStarted(queue_seconds(), prompt_len,
-                                         prompt_len + s.spec.sampler.gen_length);
+  s.metrics->OnStarted(queue_seconds(), static_cast<int>(s.spec.prompt.size()),
+                       s.spec.canvas_tokens());
   v1::StepResponse r;
   r.mutable_opened()->set_session_id(s.session_id);
   *r.mutable_opened()->mutable_started() = MakeStarted(s.spec, *s.model, queue_seconds());

@@ -130,7 +130,7 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
     return;
   }
   const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model.config(), spec->sampler, static_cast<int>(spec->prompt.size()));
+      model.config(), spec->sampler, spec->canvas_tokens());
   absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
       service_->worker()->OpenSession(reservation);
   if (!lease.ok()) {

@@ -88,6 +88,7 @@ v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double q
   started.set_queue_seconds(queue_seconds);
   started.set_seed(spec.sampler.seed);
   started.set_algorithm(AlgorithmToProto(spec.sampler.algorithm));
+  started.set_suffix_tokens(static_cast<uint32_t>(spec.suffix.size()));
   return started;
 }
 
@@ -103,7 +104,8 @@ v1::Final MakeFinal(const DenoiseSession& session, const GenerationSpec& spec,
   v1::Usage* u = f.mutable_usage();
   u->set_prompt_tokens(prompt_len);
   u->set_generated_tokens(static_cast<uint32_t>(output.size()));
-  u->set_canvas_tokens(prompt_len + spec.sampler.gen_length);
+  u->set_canvas_tokens(spec.canvas_tokens());
+  u->set_suffix_tokens(static_cast<uint32_t>(spec.suffix.size()));
   u->set_steps(session.sampler().step());
   u->set_forward_passes(session.forward_passes());
   f.set_seed(spec.sampler.seed);

@@ -3,6 +3,7 @@
 // (replaying a history reproduces every state).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -15,7 +16,9 @@ namespace {
 
 using ::dllm::testing::IsOk;
 using ::dllm::testing::toy::kVocab;
+using ::dllm::testing::toy::kEos;
 using ::dllm::testing::toy::kMask;
+using ::dllm::testing::toy::Dream;
 using ::dllm::testing::toy::kPrompt;
 using ::dllm::testing::toy::Special;
 using ::dllm::testing::toy::Llada;
@@ -143,6 +146,66 @@ TEST(DenoiseSamplerCommitTest, RestartAndReplayReproduceEveryState) {
     }
     EXPECT_TRUE(s->done());
   }
+}
+
+
+// Infill: the suffix after the span is the same thing as a client's Commit
+// of those tokens before the first step, over a canvas that generates them
+// too; the sampler then fills only the span.
+TEST(DenoiseSamplerCommitTest, ASuffixIsACommitBeforeTheFirstStep) {
+  const std::vector<int32_t> suffix = {5, 6, 4};
+  for (SamplerConfig span_config : {Dream(6, 4), Llada(6, 3, 6)}) {
+    span_config.threshold.reset();
+    SamplerConfig whole_config = span_config;
+    whole_config.gen_length = 6 + static_cast<int>(suffix.size());
+    if (whole_config.family == SamplerFamily::kLlada) whole_config.block_length = 0;
+    auto infill = DenoiseSampler::Create(span_config, Special(), kPrompt, kVocab, 64, suffix);
+    auto committed = DenoiseSampler::Create(whole_config, Special(), kPrompt, kVocab, 64);
+    ASSERT_THAT(infill.status(), IsOk());
+    ASSERT_THAT(committed.status(), IsOk());
+    committed->Commit(std::vector<int32_t>{9, 10, 11}, suffix);
+    EXPECT_EQ(infill->gen_end(), 9);
+    EXPECT_EQ(infill->suffix_len(), 3);
+    EXPECT_EQ(Vec(infill->canvas()), Vec(committed->canvas()));
+    while (!infill->done()) {
+      ASSERT_FALSE(committed->done());
+      ASSERT_EQ(Vec(infill->rows()), Vec(committed->rows()));
+      for (int32_t row : infill->rows()) EXPECT_LT(row, infill->gen_end());
+      infill->Step(Logits(infill->rows()));
+      committed->Step(Logits(committed->rows()));
+      EXPECT_EQ(Vec(infill->canvas()), Vec(committed->canvas()));
+    }
+    EXPECT_TRUE(committed->done());
+    EXPECT_EQ(Vec(infill->canvas().subspan(9)), suffix);
+    EXPECT_EQ(infill->generated().size(), 6u);
+    // Restart keeps the suffix: it is part of the initial canvas.
+    infill->Restart();
+    EXPECT_EQ(Vec(infill->canvas().subspan(9)), suffix);
+    EXPECT_EQ(std::count(infill->canvas().begin(), infill->canvas().end(), kMask), 6);
+  }
+}
+
+TEST(DenoiseSamplerCommitTest, ASuffixEndsNoRunAndIsNoOutput) {
+  // An end-of-text in the suffix neither exits early nor is output: only
+  // the span is the answer.
+  SamplerConfig c = Dream(4, 4);
+  const std::vector<int32_t> suffix = {kEos, 2};
+  auto s = DenoiseSampler::Create(c, Special(), kPrompt, kVocab, 64, suffix);
+  ASSERT_THAT(s.status(), IsOk());
+  EXPECT_FALSE(s->done());
+  while (!s->done()) s->Step(Logits(s->rows()));
+  EXPECT_FALSE(s->exited_early());
+  const std::span<const int32_t> span = s->canvas().first(static_cast<size_t>(s->gen_end()));
+  EXPECT_EQ(OutputTokens(span, s->prompt_len(), s->stop_ids()).size(), 4u);
+  // CFG's unconditional canvas masks the suffix with the prompt.
+  SamplerConfig cfg = Llada(4, 4, 4);
+  cfg.cfg_scale = 1.0f;
+  auto guided = DenoiseSampler::Create(cfg, Special(), kPrompt, kVocab, 64, suffix);
+  ASSERT_THAT(guided.status(), IsOk());
+  for (int32_t t : guided->unconditional_canvas()) EXPECT_EQ(t, kMask);
+  // The context holds prompt, span and suffix.
+  EXPECT_THAT(DenoiseSampler::Create(c, Special(), kPrompt, kVocab, 8, suffix).status(),
+              ::dllm::testing::StatusIs(absl::StatusCode::kInvalidArgument, "suffix length 2"));
 }
 
 }  // namespace

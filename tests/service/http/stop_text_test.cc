@@ -73,5 +73,29 @@ TEST(StopTextTest, AnySplitGivesTheWholeText) {
   }
 }
 
+
+// llama-server's n_indent: the text ends at the first non-blank character
+// of a later line indented less; the newline and the blanks stay, and the
+// deltas need not hold anything back for it.
+TEST(StopTextTest, NIndentCutsAtALineIndentedTooLittle) {
+  const std::string text = "x + 1\n    y = 2\n\n  z\nw";
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    StopText stop({}, 4);
+    std::string out = stop.Add(text.substr(0, cut));
+    out += stop.Add(text.substr(cut));
+    out += stop.Finish();
+    EXPECT_EQ(out, "x + 1\n    y = 2\n\n  ") << cut;
+    EXPECT_TRUE(stop.stopped());
+    EXPECT_EQ(stop.stop_word(), "");
+  }
+  // The first line is never cut; a stop string before the cut wins.
+  StopText first({}, 4);
+  EXPECT_EQ(first.Add("a\n        b"), "a\n        b");
+  EXPECT_FALSE(first.stopped());
+  StopText word({"= 2"}, 4);
+  EXPECT_EQ(word.Add(text) + word.Finish(), "x + 1\n    y ");
+  EXPECT_EQ(word.stop_word(), "= 2");
+}
+
 }  // namespace
 }  // namespace dllm

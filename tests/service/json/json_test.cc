@@ -80,5 +80,15 @@ TEST(JsonTest, FindMember) {
   EXPECT_EQ(FindMember(Json::array(), "a"), nullptr);
 }
 
+
+TEST(JsonTest, InvalidUtf8IsRefusedNamingTheMember) {
+  const std::string body = "{\"a\": \"ok\", \"input_suffix\": \"x\xff\"}";
+  absl::StatusOr<Json> parsed = ParseJson(body, JsonLimits{});
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().message(), "input_suffix: invalid UTF-8 at byte 30 of the body");
+  EXPECT_EQ(KeyBefore("{\"k\\\"\": [\"v\"]}", 12), "k\\\"");
+  EXPECT_EQ(KeyBefore("[\"x\"]", 3), "");
+}
+
 }  // namespace
 }  // namespace dllm

@@ -243,7 +243,8 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   for (size_t i : order) {
     const RequestCase& c = cases[i];
     const EngineWorker::Reservation r =
-        EngineWorker::ReservationFor(model->config(), c.config, static_cast<int>(c.prompt.size()));
+        EngineWorker::ReservationFor(model->config(), c.config,
+                                     static_cast<int>(c.prompt.size()) + c.config.gen_length);
     EXPECT_TRUE(worker.Submit(jobs[i], r).ok()) << c.name;
   }
   std::thread canceller;

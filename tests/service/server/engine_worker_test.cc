@@ -432,7 +432,7 @@ TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
   SamplerConfig c;
   c.gen_length = 64;
   // A request reserves its logits (and caches); the pass is the engine's.
-  const EngineWorker::Reservation r = EngineWorker::ReservationFor((*model)->config(), c, 10);
+  const EngineWorker::Reservation r = EngineWorker::ReservationFor((*model)->config(), c, 10 + 64);
   EXPECT_EQ(r.bytes, static_cast<uint64_t>(74) * (*model)->config().n_vocab * 4);
   EXPECT_EQ(r.rows, 74);
   EXPECT_GE(w.load().reserved_bytes,

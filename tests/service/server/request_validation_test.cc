@@ -287,5 +287,54 @@ TEST_F(RequestValidationTest, OpenUsesTheSameRules) {
   EXPECT_EQ(spec->sampler.gen_length, 32);
 }
 
+
+TEST_F(RequestValidationTest, SuffixIsTheInfillTail) {
+  v1::GenerateRequest r = Text("def f(x):");
+  r.mutable_prompt()->mutable_suffix()->set_text("\nprint(f(1))\n");
+  r.mutable_diffusion()->set_gen_length(16);
+  absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r, dream(), *dream_path_);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // No BOS, special-token texts kept as text.
+  EXPECT_EQ(spec->suffix, dream().tokenizer().Encode("\nprint(f(1))\n", false, false));
+  EXPECT_EQ(spec->canvas_tokens(),
+            static_cast<int>(spec->prompt.size() + spec->suffix.size()) + 16);
+  r.mutable_prompt()->mutable_suffix()->mutable_token_ids()->add_ids(5);
+  spec = ValidateGenerateRequest(r, dream(), *dream_path_);
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->suffix, std::vector<int32_t>{5});
+
+  const int64_t n_ctx = dream().config().n_ctx_train;
+  const int32_t mask = dream().config().tokens.mask;
+  const std::pair<std::function<void(v1::Prompt*)>, std::string> bad[] = {
+      {[](v1::Prompt* p) { p->mutable_suffix()->set_text("ok\xff"); },
+       "prompt.suffix.text: invalid UTF-8 at byte 2"},
+      {[](v1::Prompt* p) { p->mutable_suffix()->set_text(""); }, "prompt.suffix.text: empty"},
+      {[](v1::Prompt* p) { p->mutable_suffix()->mutable_token_ids(); },
+       "prompt.suffix.token_ids: empty"},
+      {[mask](v1::Prompt* p) { p->mutable_suffix()->mutable_token_ids()->add_ids(mask); },
+       "prompt.suffix.token_ids.ids[0]: " + std::to_string(mask) + " is the mask token"},
+      {[n_ctx](v1::Prompt* p) {
+         for (int64_t i = 0; i < n_ctx; ++i) p->mutable_suffix()->mutable_token_ids()->add_ids(5);
+       },
+       "prompt.suffix: prompt"},
+      {[](v1::Prompt* p) {
+         p->set_apply_chat_template(true);
+         p->mutable_suffix()->set_text("x");
+       },
+       "prompt.suffix: infill takes a plain prompt"},
+  };
+  for (const auto& [edit, message] : bad) {
+    v1::GenerateRequest b = Text("def f(x):");
+    edit(b.mutable_prompt());
+    EXPECT_THAT(Dream(b), testing::StatusIs(absl::StatusCode::kInvalidArgument, message));
+  }
+  // The span that does not fit beside prompt and suffix is gen_length's fault.
+  v1::GenerateRequest big = Text("def f(x):");
+  for (int i = 0; i < 100; ++i) big.mutable_prompt()->mutable_suffix()->mutable_token_ids()->add_ids(5);
+  big.mutable_diffusion()->set_gen_length(static_cast<uint32_t>(n_ctx - 100));
+  EXPECT_THAT(Dream(big), testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                                            "diffusion.gen_length: prompt"));
+}
+
 }  // namespace
 }  // namespace dllm

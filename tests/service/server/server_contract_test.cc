@@ -462,7 +462,7 @@ TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   const EngineWorker::Reservation one = EngineWorker::ReservationFor(
       (*model_)->config(), *SamplerConfigFromProto(req.diffusion(), req.sampling(),
                                                     (*model_)->config()),
-      static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()));
+      static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()) + 32);
   EngineOptions engine;
   engine.max_running = 1;
   engine.max_queue = 0;

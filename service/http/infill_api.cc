@@ -1,0 +1,297 @@
+// POST /infill: llama-server's infill endpoint on the one engine path of
+// Prompt.suffix (infill_request.h says what is read and how the canvas is
+// built). Replies in llama-server's shapes: one compact JSON object (an
+// array of them for n_cmpl > 1), or server-sent events of {content, stop:
+// false} chunks ending with the whole object with stop: true and no
+// [DONE]; errors as {"error": {"code", "message", "type"}}.
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_join.h"
+#include "service/http/infill_request.h"
+#include "service/http/openai_api.h"
+#include "service/http/openai_response.h"
+#include "service/http/stop_text.h"
+
+namespace dllm {
+namespace {
+
+constexpr const char* kPath = "/infill";
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// llama-server's error body: {"error": {"code", "message", "type"}}.
+Json InfillErrorBody(const ApiError& e) {
+  std::string type = e.type;
+  if (e.status == 404) type = "not_found_error";
+  if (e.status == 501) type = "not_supported_error";
+  if (e.status == 503) type = "unavailable_error";
+  return {{"error", {{"code", e.status}, {"message", e.message}, {"type", type}}}};
+}
+
+// Whether the completions of one request can differ: only when something
+// draws from the seed.
+bool SeedMatters(const v1::GenerateRequest& r) {
+  const v1::Algorithm a = r.diffusion().algorithm();
+  return r.sampling().temperature() > 0 || r.sampling().alg_temp() > 0 ||
+         a == v1::ALGORITHM_RANDOM || a == v1::ALGORITHM_ORIGIN;
+}
+
+// One completion's text and how it ended, from its events.
+struct InfillRun {
+  explicit InfillRun(const InfillRequest& request)
+      : stop(request.stop, request.n_indent), t_max_ms(request.t_max_predict_ms) {}
+
+  // The text to send for a StepEvent; sets `ended_early` when the text is
+  // complete before the canvas is (a stop string, n_indent, the time limit).
+  std::string OnStep(const v1::StepEvent& step) {
+    if (!first_step) first_step = Clock::now();
+    stable_tokens = static_cast<int>(step.stable_length());
+    raw += step.text_delta();
+    std::string ready = stop.Add(step.text_delta());
+    // llama-server's t_max_predict_ms: once a line is complete and the time
+    // since the first token is over the limit.
+    if (!stop.stopped() && t_max_ms > 0 && absl::StrContains(stop.text(), '\n') &&
+        MsBetween(*first_step, Clock::now()) > t_max_ms) {
+      timed_out = true;
+    }
+    if (stop.stopped() || timed_out) ready += Finish();
+    return ready;
+  }
+  std::string OnFinal(const v1::Final& f) {
+    final = f;
+    std::string rest;
+    if (absl::StartsWith(f.text(), raw)) rest = stop.Add(absl::string_view(f.text()).substr(raw.size()));
+    return rest + Finish();
+  }
+  std::string Finish() {
+    end = Clock::now();
+    return stop.Finish();
+  }
+  bool ended_early() const { return stop.stopped() || timed_out; }
+  const char* StopType() const {
+    if (!stop.stop_word().empty()) return "word";
+    if (stop.stopped() || timed_out) return "limit";
+    if (final && final->finish_reason() == v1::FINISH_REASON_EOS) return "eos";
+    return "limit";
+  }
+  int TokensPredicted() const {
+    return final ? static_cast<int>(final->usage().generated_tokens()) : stable_tokens;
+  }
+
+  StopText stop;
+  const int t_max_ms;
+  std::string raw;  // the text deltas before the stop handling
+  bool timed_out = false;
+  int stable_tokens = 0;
+  std::optional<v1::Final> final;
+  std::string request_id;
+  uint64_t seed = 0;
+  Clock::time_point admitted;
+  std::optional<Clock::time_point> first_step;
+  Clock::time_point end;
+};
+
+}  // namespace
+
+void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
+  const auto fail = [&](const ApiError& e) {
+    service_->metrics()->OnHttpResponse(kPath, e.status);
+    HttpHeaders headers;
+    if (e.status == 429 || e.status == 503) headers.emplace_back("Retry-After", "1");
+    out.Send(e.status, "application/json", DumpJson(InfillErrorBody(e)), headers);
+  };
+  absl::StatusOr<Json> body = ParseJson(request.body, JsonLimits{});
+  if (!body.ok()) {
+    service_->metrics()->OnRejected(RpcKind::kHttpInfill, RejectReason::kMalformed,
+                                    absl::StatusCode::kInvalidArgument);
+    fail(MakeApiError(400, absl::StrCat("the body is not JSON: ", body.status().message()),
+                      "invalid_json"));
+    return;
+  }
+  absl::StatusOr<InfillRequest> parsed = ParseInfillRequest(*body, service_->model());
+  if (!parsed.ok()) {
+    service_->metrics()->OnRejected(RpcKind::kHttpInfill, RejectReason::kInvalid,
+                                    parsed.status().code());
+    ApiError e = ApiErrorFromStatus(parsed.status(), OpenAiEndpoint::kInfill);
+    if (parsed.status().code() == absl::StatusCode::kOutOfRange) e.type = "exceed_context_size_error";
+    fail(e);
+    return;
+  }
+  const InfillRequest& infill = *parsed;
+  WarnIgnoredOnce(kPath, infill.ignored);
+  const ModelConfig& c = service_->model().config();
+  // llama-server's `prompt`: the canvas's text before the span.
+  const std::vector<int32_t> prompt_ids(infill.generate.prompt().token_ids().ids().begin(),
+                                        infill.generate.prompt().token_ids().ids().end());
+  const std::string prompt_text = service_->model().tokenizer().Decode(prompt_ids).value_or("");
+  const int tokens_evaluated =
+      infill.generate.prompt().token_ids().ids_size() +
+      infill.generate.prompt().suffix().token_ids().ids_size();
+
+  // The whole object of one completion, in llama-server's key order.
+  const auto whole = [&](int index, const InfillRun* run, const std::string& content) {
+    const double prompt_ms = run && run->first_step ? MsBetween(run->admitted, *run->first_step) : 0;
+    const double predicted_ms = run && run->first_step ? MsBetween(*run->first_step, run->end) : 0;
+    const int predicted = run ? run->TokensPredicted() : 0;
+    const auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
+    const auto per_second = [](double ms, int n) { return ms > 0 ? 1e3 * n / ms : 0.0; };
+    Json o = Json::object();
+    o["index"] = index;
+    o["content"] = content;
+    o["tokens"] = Json::array();
+    o["id_slot"] = infill.id_slot;
+    o["stop"] = true;
+    o["model"] = model_id_;
+    o["tokens_predicted"] = predicted;
+    o["tokens_evaluated"] = tokens_evaluated;
+    const v1::SamplingParams& s = infill.generate.sampling();
+    o["generation_settings"] = {
+        {"n_predict", infill.n_predict},  {"seed", run ? run->seed : s.seed()},
+        {"temperature", s.temperature()}, {"top_k", s.top_k()},
+        {"top_p", s.top_p() == 0 ? 1.0f : s.top_p()},
+        {"stop", infill.stop},            {"n_indent", infill.n_indent},
+        {"t_max_predict_ms", infill.t_max_predict_ms},
+        {"stream", infill.stream},        {"samplers", infill.samplers},
+        {"n_ctx", c.n_ctx_train}};
+    o["prompt"] = prompt_text;
+    o["has_new_line"] = absl::StrContains(content, '\n');
+    o["truncated"] = infill.trimmed.any();
+    o["stop_type"] = run ? run->StopType() : "limit";
+    o["stopping_word"] = run ? run->stop.stop_word() : "";
+    // Nothing stays cached between requests: every step computes the canvas.
+    o["tokens_cached"] = 0;
+    o["timings"] = {{"cache_n", 0},
+                    {"prompt_n", tokens_evaluated},
+                    {"prompt_ms", prompt_ms},
+                    {"prompt_per_token_ms", per_token(prompt_ms, tokens_evaluated)},
+                    {"prompt_per_second", per_second(prompt_ms, tokens_evaluated)},
+                    {"predicted_n", predicted},
+                    {"predicted_ms", predicted_ms},
+                    {"predicted_per_token_ms", per_token(predicted_ms, predicted)},
+                    {"predicted_per_second", per_second(predicted_ms, predicted)}};
+    Json extras = run && run->final ? DllmExtras(*run->final, run->request_id)
+                                    : Json({{"request_id", run ? run->request_id : ""}});
+    extras["span"] = infill.n_predict;
+    extras["suffix_tokens"] = infill.generate.prompt().suffix().token_ids().ids_size();
+    extras["trimmed"] = {{"prefix_tokens", infill.trimmed.prefix},
+                         {"suffix_tokens", infill.trimmed.suffix},
+                         {"extra_tokens", infill.trimmed.extra}};
+    o["dllm"] = std::move(extras);
+    return infill.select_fields ? SelectResponseFields(o, infill.response_fields) : o;
+  };
+
+  // llama-server's warm-up (n_predict 0) fills its KV cache for the next
+  // request; here there is nothing to keep, so it is answered at once.
+  if (infill.warm_up) {
+    service_->metrics()->OnHttpResponse(kPath, 200);
+    out.Send(200, "application/json", DumpJson(whole(0, nullptr, "")), {});
+    return;
+  }
+
+  bool client_ok = true;
+  const auto send = [&](const Json& chunk) {
+    if (client_ok) client_ok = out.SendEvents(absl::StrCat("data: ", DumpJson(chunk), "\n\n"));
+  };
+  Json results = Json::array();
+  const bool seed_matters = SeedMatters(infill.generate);
+  for (int k = 0; k < infill.n_cmpl; ++k) {
+    // A deterministic request's completions are one run, repeated.
+    if (k > 0 && !seed_matters) {
+      Json again = results[0];
+      if (again.is_object() && again.contains("index")) again["index"] = k;
+      results.push_back(std::move(again));
+      continue;
+    }
+    v1::GenerateRequest generate = infill.generate;
+    if (k > 0 && generate.sampling().has_seed()) {
+      generate.mutable_sampling()->set_seed(generate.sampling().seed() + k);
+    }
+    InfillRun run(infill);
+    run.admitted = Clock::now();
+    RunHooks hooks;
+    hooks.admitted = [&](const std::string& id) {
+      run.request_id = id;
+      if (infill.stream) {
+        service_->metrics()->OnHttpResponse(kPath, 200);
+        client_ok = out.StartEvents({{"X-Request-Id", id}});
+      }
+      return client_ok;
+    };
+    hooks.on_event = [&](const v1::GenerateEvent& event) {
+      std::string delta;
+      if (event.has_started()) run.seed = event.started().seed();
+      if (event.has_progress() && infill.stream && client_ok) {
+        client_ok = out.SendEvents(": ping\n\n");
+      }
+      if (event.has_step()) delta = run.OnStep(event.step());
+      if (event.has_final()) delta = run.OnFinal(event.final());
+      if (infill.stream && !delta.empty()) {
+        send({{"index", 0},
+              {"content", delta},
+              {"tokens", Json::array()},
+              {"stop", false},
+              {"id_slot", infill.id_slot},
+              {"tokens_predicted", run.stable_tokens},
+              {"tokens_evaluated", tokens_evaluated}});
+      }
+      // The text is complete: the rest of the canvas is not needed.
+      return client_ok && !run.ended_early();
+    };
+    absl::StatusOr<absl::Status> ran = Run(generate, RpcKind::kHttpInfill, out, hooks);
+    if (!ran.ok()) {
+      fail(ApiErrorFromStatus(ran.status(), OpenAiEndpoint::kInfill));
+      return;
+    }
+    if (!ran->ok() && !run.ended_early()) {
+      const ApiError e = ApiErrorFromStatus(*ran, OpenAiEndpoint::kInfill);
+      if (!infill.stream) {
+        fail(e);
+      } else if (client_ok) {
+        send(InfillErrorBody(e));
+        out.EndEvents();
+      }
+      return;
+    }
+    if (infill.stream) {
+      send(whole(0, &run, ""));
+      if (client_ok) out.EndEvents();
+      return;
+    }
+    results.push_back(whole(k, &run, run.stop.text()));
+  }
+  service_->metrics()->OnHttpResponse(kPath, 200);
+  out.Send(200, "application/json", DumpJson(infill.n_cmpl == 1 ? results[0] : results), {});
+}
+
+void OpenAiApi::WarnIgnoredOnce(const char* path, const std::vector<std::string>& fields) {
+  // Field names come from clients: escaped, cut short, and the set of
+  // names warned about is bounded.
+  constexpr size_t kMaxWarned = 256, kMaxName = 64;
+  std::vector<std::string> fresh;
+  {
+    std::lock_guard<std::mutex> lock(warned_mu_);
+    for (const std::string& f : fields) {
+      const std::string name = absl::CHexEscape(f.substr(0, kMaxName));
+      if (warned_.size() < kMaxWarned && warned_.insert(absl::StrCat(path, " ", name)).second) {
+        fresh.push_back(name);
+      }
+    }
+  }
+  if (fresh.empty()) return;
+  std::fprintf(stderr,
+               "dllm-server: warning: %s: ignoring %s (accepted for llama-server's clients; "
+               "no effect on a diffusion canvas; said once per field)\n",
+               path, absl::StrJoin(fresh, ", ").c_str());
+}
+
+}  // namespace dllm

@@ -1,0 +1,336 @@
+#include "service/http/infill_request.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/base/status_macros.h"
+#include "engine/sampler/sampler_config.h"
+#include "service/http/openai_request.h"
+
+namespace dllm {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
+}
+
+// What /infill does with each field llama-server reads.
+enum class Use {
+  kRead,     // parsed below
+  kSettings, // ReadGenerationSettings (diffusion extras and sampling)
+  kNoEffect, // accepted: it cannot change the text here (warned about)
+};
+struct Field {
+  const char* name;
+  Use use;
+};
+constexpr Field kFields[] = {
+    {"input_prefix", Use::kRead},    {"input_suffix", Use::kRead},
+    {"input_extra", Use::kRead},     {"prompt", Use::kRead},
+    {"n_predict", Use::kRead},       {"max_tokens", Use::kRead},
+    {"max_completion_tokens", Use::kRead}, {"n_indent", Use::kRead},
+    {"t_max_predict_ms", Use::kRead}, {"n_cmpl", Use::kRead},
+    {"n", Use::kRead},               {"id_slot", Use::kRead},
+    {"stream", Use::kRead},          {"stop", Use::kRead},
+    {"response_fields", Use::kRead}, {"samplers", Use::kRead},
+    {"seed", Use::kRead},            {"temperature", Use::kSettings},
+    {"top_k", Use::kSettings},       {"top_p", Use::kSettings},
+    {"steps", Use::kSettings},       {"block_length", Use::kSettings},
+    {"algorithm", Use::kSettings},   {"threshold", Use::kSettings},
+    {"alg_temp", Use::kSettings},    {"cfg_scale", Use::kSettings},
+    {"eps", Use::kSettings},         {"cache", Use::kSettings},
+    {"cache_refresh", Use::kSettings},
+    // The KV cache between requests, slot choice, a time limit llama-server
+    // itself does not apply, and (single-model server) the model name.
+    {"cache_prompt", Use::kNoEffect}, {"t_max_prompt_ms", Use::kNoEffect},
+    {"model", Use::kNoEffect},
+};
+
+// llama-server's token samplers and options that have no counterpart in the
+// official diffusion samplers: refused unless absent, null or neutral.
+struct NeutralField {
+  const char* name;
+  double neutral;
+};
+constexpr NeutralField kNeutralNumbers[] = {
+    {"min_p", 0},          {"typical_p", 1},          {"repeat_penalty", 1},
+    {"presence_penalty", 0}, {"frequency_penalty", 0}, {"dry_multiplier", 0},
+    {"xtc_probability", 0}, {"mirostat", 0},           {"dynatemp_range", 0},
+    {"n_probs", 0},        {"top_n_sigma", -1},
+};
+// Refused unless absent, null, false or empty.
+constexpr const char* kNeutralEmpty[] = {"grammar", "json_schema", "lora", "logit_bias",
+                                         "ignore_eos"};
+
+bool IsEmptyValue(const Json& v) {
+  return v.is_null() || (v.is_boolean() && !v.get<bool>()) || (v.is_string() && v.empty()) ||
+         (v.is_array() && v.empty()) || (v.is_object() && v.empty());
+}
+
+// Sorts the body's fields into read / settings / no effect / refused /
+// ignored (llama-server ignores what it does not know).
+absl::Status CheckFields(const Json& body, InfillRequest* out) {
+  if (!body.is_object()) return Invalid("body", "must be a JSON object");
+  for (const auto& [key, value] : body.items()) {
+    const Field* known = nullptr;
+    for (const Field& f : kFields) {
+      if (key == f.name) known = &f;
+    }
+    if (known != nullptr) {
+      if (known->use == Use::kNoEffect) out->ignored.push_back(key);
+      continue;
+    }
+    bool handled = false;
+    for (const NeutralField& f : kNeutralNumbers) {
+      if (key != f.name) continue;
+      handled = true;
+      if (!value.is_null() && !(value.is_number() && value.get<double>() == f.neutral)) {
+        return Invalid(key, absl::StrCat("only ", f.neutral,
+                                         " is supported (the diffusion samplers have no such "
+                                         "option)"));
+      }
+    }
+    for (const char* name : kNeutralEmpty) {
+      if (key != name) continue;
+      handled = true;
+      if (!IsEmptyValue(value)) return Invalid(key, "is not supported");
+    }
+    if (!handled) out->ignored.push_back(key);
+  }
+  return absl::OkStatus();
+}
+
+// input_prefix / input_suffix as llama-server's tokenize_mixed takes them: a
+// string, or an array of strings and token ids. Special-token texts stay
+// text.
+absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* field,
+                                                 const Model& model) {
+  const Json* v = FindMember(body, field);
+  if (v == nullptr || v->is_null()) return Invalid(field, "is required");
+  const ModelConfig& c = model.config();
+  std::vector<int32_t> out;
+  const auto add_text = [&](const std::string& text) {
+    const std::vector<int32_t> ids = model.tokenizer().Encode(text, false, false);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  if (v->is_string()) {
+    add_text(v->get<std::string>());
+    return out;
+  }
+  if (!v->is_array()) return Invalid(field, "must be a string or an array of strings and token ids");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& part = (*v)[i];
+    if (part.is_string()) {
+      add_text(part.get<std::string>());
+    } else if (part.is_number_integer() && part.get<int64_t>() >= 0 &&
+               part.get<int64_t>() < c.n_vocab &&
+               static_cast<int32_t>(part.get<int64_t>()) != c.tokens.mask) {
+      out.push_back(static_cast<int32_t>(part.get<int64_t>()));
+    } else {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat("must be a string or a token id below ", c.n_vocab,
+                                  " that is not the mask"));
+    }
+  }
+  return out;
+}
+
+// input_extra as one token stream, llama-server's repo-level layout: with
+// the vocabulary's file-separator token, [<|repo_name|>]myproject\n then
+// <|file_sep|>filename\ntext per chunk and <|file_sep|>filename\n for the
+// file being edited; without it, "\n\n--- snippet ---\n\n" before each text.
+absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& model) {
+  const Json* v = FindMember(body, "input_extra");
+  if (v == nullptr || v->is_null()) return std::vector<int32_t>();
+  if (!v->is_array()) {
+    return Invalid("input_extra", "must be an array of {\"filename\": string, \"text\": string}");
+  }
+  std::vector<int32_t> out;
+  if (v->empty()) return out;
+  const BpeTokenizer& tok = model.tokenizer();
+  const auto append = [&](absl::string_view text) {
+    const std::vector<int32_t> ids = tok.Encode(text, false, false);
+    out.insert(out.end(), ids.begin(), ids.end());
+  };
+  int32_t repo = tok.FindToken("<|repo_name|>");
+  if (repo < 0) repo = tok.FindToken("<|fim_repo|>");
+  const int32_t sep = tok.FindToken("<|file_sep|>");
+  if (repo >= 0 && sep >= 0) {
+    out.push_back(repo);
+    append("myproject\n");
+  }
+  for (size_t i = 0; i < v->size(); ++i) {
+    const Json& chunk = (*v)[i];
+    const std::string where = absl::StrCat("input_extra[", i, "]");
+    if (!chunk.is_object()) return Invalid(where, "must be an object {\"filename\", \"text\"}");
+    const Json* text = FindMember(chunk, "text");
+    if (text == nullptr || !text->is_string()) return Invalid(where + ".text", "must be a string");
+    std::string filename = "tmp";
+    if (const Json* name = FindMember(chunk, "filename"); name != nullptr && !name->is_null()) {
+      if (!name->is_string()) return Invalid(where + ".filename", "must be a string");
+      filename = name->get<std::string>();
+    }
+    if (sep >= 0) {
+      out.push_back(sep);
+      append(filename + "\n");
+    } else {
+      append("\n\n--- snippet ---\n\n");
+    }
+    append(text->get<std::string>());
+  }
+  if (sep >= 0) {
+    out.push_back(sep);
+    append("filename\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& model) {
+  InfillRequest out;
+  DLLM_RETURN_IF_ERROR(CheckFields(body, &out));
+  const ModelConfig& c = model.config();
+  const int64_t n_ctx = c.n_ctx_train;
+  std::optional<int64_t> i;
+
+  // n_predict (llama-server's aliases: max_tokens, max_completion_tokens):
+  // the span; -1 (llama-server's "until done") is dllm's default length.
+  const char* span_field = "n_predict";
+  for (const char* alias : {"max_tokens", "max_completion_tokens"}) {
+    if (FindMember(body, span_field) == nullptr && FindMember(body, alias) != nullptr) {
+      span_field = alias;
+    }
+  }
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, span_field, -1, 1 << 30, &i));
+  int64_t span = i.value_or(-1);
+  if (span == -1) span = std::min<int64_t>(kDefaultGenLength, n_ctx / 2);
+  if (span > n_ctx - 1) {
+    return Invalid(span_field, absl::StrCat(span, " exceeds the limit of ", n_ctx - 1,
+                                            " (the model's context less one prompt token)"));
+  }
+  out.n_predict = static_cast<int>(span);
+  out.warm_up = span == 0;
+  i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "n_indent", 0, 1 << 20, &i));
+  out.n_indent = static_cast<int>(i.value_or(0));
+  i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "t_max_predict_ms", -1, 1LL << 31, &i));
+  out.t_max_predict_ms = static_cast<int>(std::min<int64_t>(i.value_or(0), 1 << 30));
+  i.reset();
+  const char* n_field = FindMember(body, "n_cmpl") != nullptr ? "n_cmpl" : "n";
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, n_field, 1, kMaxInfillCompletions, &i));
+  out.n_cmpl = static_cast<int>(i.value_or(1));
+  i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "id_slot", -1, 1 << 20, &i));
+  out.id_slot = static_cast<int>(i.value_or(-1));
+  i.reset();
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "stream", &out.stream));
+  if (out.stream && out.n_cmpl > 1) {
+    return Invalid(n_field, "more than one completion only without stream");
+  }
+  DLLM_RETURN_IF_ERROR(ReadStop(body, kMaxInfillStopStrings, &out.stop));
+  if (const Json* fields = FindMember(body, "response_fields");
+      fields != nullptr && fields->is_array() &&
+      std::all_of(fields->begin(), fields->end(), [](const Json& f) { return f.is_string(); })) {
+    // As llama-server: any other shape means the whole response.
+    for (const Json& f : *fields) out.response_fields.push_back(f.get<std::string>());
+    out.select_fields = true;
+  }
+  if (const Json* samplers = FindMember(body, "samplers"); samplers != nullptr) {
+    if (samplers->is_array()) {
+      for (const Json& s : *samplers) {
+        if (s.is_string()) out.samplers.push_back(s.get<std::string>());
+      }
+    }
+    out.ignored.push_back("samplers");
+  }
+
+  // Sampling and diffusion settings; llama-server's seed -1 is "any seed".
+  Json settings = body;
+  if (const Json* seed = FindMember(body, "seed");
+      seed != nullptr && seed->is_number_integer() && seed->get<int64_t>() == -1) {
+    settings.erase("seed");
+  }
+  DLLM_RETURN_IF_ERROR(ReadGenerationSettings(settings, &out.generate));
+  v1::SamplingParams& sampling = *out.generate.mutable_sampling();
+  if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
+    // The plugins always send top_k and top_p; LLaDA's official sampler has
+    // neither, and takes its candidates from its own rule.
+    if (sampling.top_k() != 0) out.ignored.push_back("top_k");
+    if (sampling.top_p() != 0) out.ignored.push_back("top_p");
+    sampling.set_top_k(0);
+    sampling.set_top_p(0);
+  }
+  out.generate.mutable_diffusion()->set_gen_length(static_cast<uint32_t>(std::max(span, int64_t{1})));
+
+  // The canvas's parts.
+  const Json* prompt_json = FindMember(body, "prompt");
+  std::string prompt_text;
+  if (prompt_json != nullptr && !prompt_json->is_null()) {
+    if (!prompt_json->is_string()) return Invalid("prompt", "must be a string");
+    prompt_text = prompt_json->get<std::string>();
+  }
+  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, MixedTokens(body, "input_prefix", model));
+  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> suffix, MixedTokens(body, "input_suffix", model));
+  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> extra, ExtraTokens(body, model));
+  // llama-server parses special-token texts in `prompt` (not in the prefix).
+  const std::vector<int32_t> prompt = model.tokenizer().Encode(prompt_text, false, true);
+  if (std::find(prompt.begin(), prompt.end(), c.tokens.mask) != prompt.end()) {
+    return Invalid("prompt", "contains the mask token's text; a prompt cannot hold masks");
+  }
+  const bool bos = c.tokens.add_bos && c.tokens.bos >= 0;
+
+  // What fits: the span first, then BOS and the prompt (the cursor's line),
+  // then the prefix and the suffix (the prefix keeps at least three
+  // quarters of the room when both need more), then the extra context.
+  int64_t room = n_ctx - span - (bos ? 1 : 0) - static_cast<int64_t>(prompt.size());
+  if (room < 0) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "prompt: ", prompt.size(), " tokens and a span of ", span,
+        " exceed the model's context of ", n_ctx));
+  }
+  const int64_t n_prefix = static_cast<int64_t>(prefix.size());
+  const int64_t n_suffix = static_cast<int64_t>(suffix.size());
+  const int64_t prefix_take = std::min(n_prefix, std::max(room * 3 / 4, room - n_suffix));
+  const int64_t suffix_take = std::min(n_suffix, room - prefix_take);
+  const int64_t extra_take =
+      std::min(static_cast<int64_t>(extra.size()), room - prefix_take - suffix_take);
+  out.trimmed.prefix = static_cast<int>(n_prefix - prefix_take);
+  out.trimmed.suffix = static_cast<int>(n_suffix - suffix_take);
+  out.trimmed.extra = static_cast<int>(static_cast<int64_t>(extra.size()) - extra_take);
+
+  v1::TokenIds& ids = *out.generate.mutable_prompt()->mutable_token_ids();
+  for (auto it = extra.end() - extra_take; it != extra.end(); ++it) ids.add_ids(*it);
+  if (bos) ids.add_ids(c.tokens.bos);
+  for (auto it = prefix.end() - prefix_take; it != prefix.end(); ++it) ids.add_ids(*it);
+  for (int32_t id : prompt) ids.add_ids(id);
+  if (suffix_take > 0) {
+    v1::TokenIds& tail = *out.generate.mutable_prompt()->mutable_suffix()->mutable_token_ids();
+    for (int64_t k = 0; k < suffix_take; ++k) tail.add_ids(suffix[k]);
+  }
+  if (ids.ids_size() == 0 && !out.warm_up) {
+    return Invalid("input_prefix", "empty, as is prompt: the span needs a token before it");
+  }
+  // Token-level detail llama-server streams; the text deltas carry it here.
+  out.generate.mutable_stream()->set_detail(v1::DETAIL_TEXT);
+  return out;
+}
+
+Json SelectResponseFields(const Json& whole, const std::vector<std::string>& paths) {
+  Json out = Json::object();
+  for (const std::string& path : paths) {
+    const Json* at = &whole;
+    for (absl::string_view key : absl::StrSplit(path, '/')) {
+      at = FindMember(*at, key);
+      if (at == nullptr) break;
+    }
+    if (at != nullptr) out[path] = *at;
+  }
+  return out;
+}
+
+}  // namespace dllm

@@ -1,0 +1,190 @@
+// ParseInfillRequest: llama-server's /infill body turned into the canvas
+// (prompt ids, suffix ids, span), trimmed to the context at the far ends,
+// with every refusal naming its field; and response_fields' selection.
+#include "service/http/infill_request.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "service/http/api_error.h"
+#include "tests/testing/test_paths.h"
+
+namespace dllm {
+namespace {
+
+using ::testing::ElementsAre;
+
+class InfillRequestTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = Model::Load(testing::TestDataDir() + "/models/tinycode-dream-q4_k_m.gguf",
+                             {IsaLevel::kScalar});
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = new std::shared_ptr<const Model>(*model);
+  }
+  static const Model& model() { return **model_; }
+  static absl::StatusOr<InfillRequest> Parse(const Json& body) {
+    return ParseInfillRequest(body, model());
+  }
+  static std::vector<int32_t> Encode(const std::string& text) {
+    return model().tokenizer().Encode(text, false, false);
+  }
+  static std::vector<int32_t> Ids(const v1::TokenIds& ids) {
+    return {ids.ids().begin(), ids.ids().end()};
+  }
+  // The refusal's message (it starts with the body field).
+  static std::string ErrorOf(const Json& body) {
+    absl::StatusOr<InfillRequest> r = Parse(body);
+    EXPECT_FALSE(r.ok()) << body.dump();
+    return r.ok() ? "" : ApiErrorFromStatus(r.status(), OpenAiEndpoint::kInfill).message;
+  }
+  static std::shared_ptr<const Model>* model_;
+};
+std::shared_ptr<const Model>* InfillRequestTest::model_ = nullptr;
+
+TEST_F(InfillRequestTest, TheCanvasIsPrefixPromptSpanSuffix) {
+  auto r = Parse({{"input_prefix", "def f(x):\n"},
+                  {"input_suffix", "\nprint(f(2))\n"},
+                  {"prompt", "    return "},
+                  {"n_predict", 12},
+                  {"temperature", 0.5},
+                  {"seed", 3},
+                  {"steps", 6},
+                  {"stop", {"\n\n"}},
+                  {"n_indent", 4},
+                  {"cache_prompt", true},
+                  {"some_new_field", 1}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int32_t> prompt = Encode("def f(x):\n");
+  const std::vector<int32_t> line = model().tokenizer().Encode("    return ", false, true);
+  prompt.insert(prompt.end(), line.begin(), line.end());
+  EXPECT_EQ(Ids(r->generate.prompt().token_ids()), prompt);
+  EXPECT_EQ(Ids(r->generate.prompt().suffix().token_ids()), Encode("\nprint(f(2))\n"));
+  EXPECT_EQ(r->generate.diffusion().gen_length(), 12u);
+  EXPECT_EQ(r->generate.diffusion().steps(), 6u);
+  EXPECT_EQ(r->generate.sampling().seed(), 3u);
+  EXPECT_FLOAT_EQ(r->generate.sampling().temperature(), 0.5f);
+  EXPECT_EQ(r->stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(r->n_indent, 4);
+  EXPECT_FALSE(r->trimmed.any());
+  // Accepted without effect, or unknown to llama-server too: named for the log.
+  EXPECT_THAT(r->ignored, ::testing::UnorderedElementsAre("cache_prompt", "some_new_field"));
+}
+
+TEST_F(InfillRequestTest, NPredictIsTheSpanAndZeroIsAWarmUp) {
+  auto warm = Parse({{"input_prefix", ""}, {"input_suffix", ""}, {"n_predict", 0}});
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_TRUE(warm->warm_up);
+  // -1 (llama-server's "until done") is dllm's default span.
+  auto unlimited = Parse({{"input_prefix", "x"}, {"input_suffix", ""}, {"n_predict", -1}});
+  ASSERT_TRUE(unlimited.ok()) << unlimited.status();
+  EXPECT_EQ(unlimited->n_predict, 128);
+  EXPECT_FALSE(unlimited->generate.prompt().has_suffix());
+  // max_tokens is n_predict's alias.
+  auto alias = Parse({{"input_prefix", "x"}, {"input_suffix", "y"}, {"max_tokens", 5}});
+  ASSERT_TRUE(alias.ok());
+  EXPECT_EQ(alias->n_predict, 5);
+  const int64_t n_ctx = model().config().n_ctx_train;
+  EXPECT_THAT(ErrorOf({{"input_prefix", "x"}, {"input_suffix", ""}, {"n_predict", n_ctx}}),
+              ::testing::StartsWith("n_predict: 1024 exceeds the limit of 1023"));
+  EXPECT_THAT(ErrorOf({{"input_prefix", ""}, {"input_suffix", "y"}, {"n_predict", 4}}),
+              ::testing::StartsWith("input_prefix:"));
+}
+
+TEST_F(InfillRequestTest, WhatDoesNotFitIsTrimmedAtTheFarEnds) {
+  std::string prefix, suffix;
+  for (int i = 0; i < 600; ++i) prefix += "a" + std::to_string(i) + " = 1\n";
+  for (int i = 0; i < 600; ++i) suffix += "b" + std::to_string(i) + " = 2\n";
+  auto r = Parse({{"input_prefix", prefix},
+                  {"input_suffix", suffix},
+                  {"n_predict", 24},
+                  {"input_extra", {{{"text", "import os\n"}, {"filename", "u.py"}}}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<int32_t> p = Encode(prefix), s = Encode(suffix);
+  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt().token_ids());
+  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt().suffix().token_ids());
+  // The canvas fills the context exactly: room 1000, the prefix's share 3/4.
+  EXPECT_EQ(kept_prompt.size() + kept_suffix.size() + 24, 1024u);
+  EXPECT_EQ(kept_prompt.size(), 750u);
+  // The prefix keeps its end (next to the span), the suffix its start.
+  EXPECT_TRUE(std::equal(kept_prompt.begin(), kept_prompt.end(), p.end() - 750));
+  EXPECT_TRUE(std::equal(kept_suffix.begin(), kept_suffix.end(), s.begin()));
+  EXPECT_EQ(r->trimmed.prefix, static_cast<int>(p.size()) - 750);
+  EXPECT_EQ(r->trimmed.suffix, static_cast<int>(s.size() - kept_suffix.size()));
+  EXPECT_GT(r->trimmed.extra, 0);  // no room was left for the context chunk
+  // A short suffix lets the prefix take the rest.
+  auto short_suffix = Parse({{"input_prefix", prefix}, {"input_suffix", "x\n"}, {"n_predict", 24}});
+  ASSERT_TRUE(short_suffix.ok());
+  EXPECT_EQ(short_suffix->generate.prompt().token_ids().ids_size() +
+                short_suffix->generate.prompt().suffix().token_ids().ids_size(),
+            1000);
+  EXPECT_EQ(short_suffix->trimmed.suffix, 0);
+}
+
+TEST_F(InfillRequestTest, ExtraContextComesFirstInTheRepoLayout) {
+  // tinycode's (Qwen2) vocabulary has the repo-level tokens: llama-server's
+  // layout, [<|repo_name|>]myproject\n, <|file_sep|>name\ntext per chunk,
+  // <|file_sep|>filename\n for the file being edited.
+  const int32_t sep = model().tokenizer().FindToken("<|file_sep|>");
+  const int32_t repo = model().tokenizer().FindToken("<|repo_name|>");
+  ASSERT_GE(sep, 0);
+  auto r = Parse({{"input_prefix", "x = "},
+                  {"input_suffix", ""},
+                  {"n_predict", 4},
+                  {"input_extra", {{{"text", "y = 1\n"}, {"time", 5}}}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<int32_t> want;
+  const auto add = [&](const std::vector<int32_t>& ids) { want.insert(want.end(), ids.begin(), ids.end()); };
+  if (repo >= 0) {
+    want.push_back(repo);
+    add(Encode("myproject\n"));
+  }
+  want.push_back(sep);
+  add(Encode("tmp\n"));  // no filename: llama-server's "tmp"
+  add(Encode("y = 1\n"));
+  want.push_back(sep);
+  add(Encode("filename\n"));
+  add(Encode("x = "));
+  EXPECT_EQ(Ids(r->generate.prompt().token_ids()), want);
+}
+
+TEST_F(InfillRequestTest, BadFieldsAreNamed) {
+  const Json base = {{"input_prefix", "x"}, {"input_suffix", "y"}, {"n_predict", 4}};
+  const std::pair<Json, std::string> cases[] = {
+      {{{"input_extra", "x"}}, "input_extra:"},
+      {{{"input_extra", {1}}}, "input_extra[0]:"},
+      {{{"input_extra", {{{"filename", "a"}}}}}, "input_extra[0].text:"},
+      {{{"input_extra", {{{"text", "a"}, {"filename", 2}}}}}, "input_extra[0].filename:"},
+      {{{"input_suffix", {1, -2}}}, "input_suffix[1]:"},
+      {{{"input_prefix", 2}}, "input_prefix:"},
+      {{{"prompt", 2}}, "prompt:"},
+      {{{"n_indent", -1}}, "n_indent:"},
+      {{{"n_cmpl", 5}}, "n_cmpl:"},
+      {{{"n_cmpl", 2}, {"stream", true}}, "n_cmpl:"},
+      {{{"stop", {1}}}, "stop:"},
+      {{{"min_p", 0.05}}, "min_p:"},
+      {{{"grammar", "root ::= x"}}, "grammar:"},
+      {{{"temperature", -1}}, "temperature:"},
+  };
+  for (const auto& [extra, field] : cases) {
+    Json body = base;
+    for (const auto& [k, v] : extra.items()) body[k] = v;
+    EXPECT_THAT(ErrorOf(body), ::testing::StartsWith(field)) << body.dump();
+  }
+  // Missing parts: llama-server needs both.
+  EXPECT_THAT(ErrorOf({{"input_suffix", "y"}}), ::testing::StartsWith("input_prefix: is required"));
+  // Neutral values of unsupported samplers pass.
+  Json neutral = base;
+  neutral["min_p"] = 0;
+  neutral["lora"] = Json::array();
+  EXPECT_TRUE(Parse(neutral).ok());
+}
+
+TEST(SelectResponseFieldsTest, PathsBecomeFlatKeysInTheOrderAsked) {
+  const Json whole = {{"content", "x"}, {"timings", {{"prompt_n", 3}, {"predicted_n", 2}}}};
+  const Json picked = SelectResponseFields(whole, {"timings/predicted_n", "content", "nope", ""});
+  EXPECT_EQ(picked.dump(), R"({"timings/predicted_n":2,"content":"x"})");
+}
+
+}  // namespace
+}  // namespace dllm
