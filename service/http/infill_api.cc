@@ -244,8 +244,9 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
               {"tokens_predicted", run.stable_tokens},
               {"tokens_evaluated", tokens_evaluated}});
       }
+      if (!client_ok) return Verdict::kClientGone;
       // The text is complete: the rest of the canvas is not needed.
-      return client_ok && !run.ended_early();
+      return run.ended_early() ? Verdict::kTextComplete : Verdict::kGoOn;
     };
     absl::StatusOr<absl::Status> ran = Run(generate, RpcKind::kHttpInfill, out, hooks);
     if (!ran.ok()) {

@@ -375,17 +375,21 @@ absl::StatusOr<absl::Status> OpenAiApi::Run(const v1::GenerateRequest& generate,
   CallEnd call_end(service_, admitted);
   GenerateMailbox& mailbox = *admitted.mailbox;
   EngineJob& job = *admitted.job;
-  bool go_on = hooks.admitted(mailbox.request_id());
+  Verdict verdict = hooks.admitted(mailbox.request_id()) ? Verdict::kGoOn : Verdict::kClientGone;
   for (;;) {
-    if (!go_on) job.Cancel(absl::CancelledError("the HTTP request ended (client gone, or its text complete)"));
+    if (verdict == Verdict::kClientGone) {
+      job.Cancel(absl::CancelledError("the HTTP client disconnected"));
+    } else if (verdict == Verdict::kTextComplete) {
+      job.Cancel(TextCompleteStatus("the text is complete"));
+    }
     std::optional<GenerationRelay::Item> item = relay.Next(kClientCheck);
     if (!item) {
-      if (go_on && out.ClientGone()) go_on = false;
+      if (verdict == Verdict::kGoOn && out.ClientGone()) verdict = Verdict::kClientGone;
       continue;
     }
     if (item->end) return *item->end;
-    go_on = go_on && hooks.on_event(*item->event);
-    mailbox.OnWriteDone(go_on);
+    if (verdict == Verdict::kGoOn) verdict = hooks.on_event(*item->event);
+    mailbox.OnWriteDone(verdict != Verdict::kClientGone);
   }
 }
 
@@ -453,7 +457,7 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
     } else if (event.has_final()) {
       send_delta(run->OnFinal(event.final()));
     }
-    return client_ok;
+    return client_ok ? Verdict::kGoOn : Verdict::kClientGone;
   };
   absl::StatusOr<absl::Status> ran = Run(api.generate, rpc, out, hooks);
   if (!ran.ok()) {

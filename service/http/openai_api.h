@@ -56,13 +56,14 @@ class OpenAiApi final : public HttpHandler {
   void Complete(OpenAiEndpoint endpoint, const HttpRequest& request, HttpResponder& out);
   void Infill(const HttpRequest& request, HttpResponder& out);
   // One generation, admitted and relayed to this thread: `admitted` runs
-  // once it is in (with its request id), `on_event` for each of its events;
-  // either returns false to end the call early (the client went away, or
-  // the caller has what it needs), which cancels the job. The admission's
-  // error, or how the call ended (CANCELLED after an early end).
+  // once it is in (with its request id; false: the client is gone),
+  // `on_event` for each of its events. A call ended early (the client went
+  // away, or the caller has all the text it needs) cancels the job. The
+  // admission's error, or how the call ended (CANCELLED after an early end).
+  enum class Verdict { kGoOn, kClientGone, kTextComplete };
   struct RunHooks {
     std::function<bool(const std::string& request_id)> admitted;
-    std::function<bool(const v1::GenerateEvent& event)> on_event;
+    std::function<Verdict(const v1::GenerateEvent& event)> on_event;
   };
   absl::StatusOr<absl::Status> Run(const v1::GenerateRequest& generate, RpcKind rpc,
                                    HttpResponder& out, const RunHooks& hooks);

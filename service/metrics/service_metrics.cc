@@ -57,8 +57,8 @@ constexpr std::array<const char*, 8> kHttpPaths = {
     "/", "other"};
 constexpr std::array<const char*, 7> kRejectNames = {
     "queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready", "malformed"};
-constexpr std::array<const char*, 7> kFinishNames = {
-    "eos", "length", "cancelled", "deadline", "error", "closed", "unavailable"};
+constexpr std::array<const char*, 8> kFinishNames = {
+    "eos", "length", "cancelled", "deadline", "error", "closed", "unavailable", "stop"};
 // gRPC status code names, in code order (google.rpc.Code).
 constexpr std::array<const char*, 17> kGrpcCodes = {
     "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/string_view.h"
 #include "engine/model/forward.h"
 #include "engine/session/denoise_session.h"
@@ -52,7 +53,19 @@ enum class RejectReason {
 // How a request ended (dllm_requests_finished_total{finish_reason}). kClosed:
 // a Step session the client closed (or half-closed) before its canvas was
 // complete; kUnavailable: ended by the server shutting down.
-enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError, kClosed, kUnavailable };
+// kStop: the client stopped it because its text was complete (an /infill
+// stop string, n_indent or time limit), with TextCompleteStatus().
+enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError, kClosed, kUnavailable, kStop };
+
+// The payload that tells a stop for a complete text from a cancel.
+inline constexpr absl::string_view kTextCompletePayload = "dllm.dev/text-complete";
+// The status a job is stopped with when its text is complete: CANCELLED
+// (the engine lets go of it as of any cancel), counted as kStop.
+inline absl::Status TextCompleteStatus(absl::string_view why) {
+  absl::Status s = absl::CancelledError(why);
+  s.SetPayload(kTextCompletePayload, absl::Cord("1"));
+  return s;
+}
 
 // The dllm_requests_finished_total reason for how a Generate request or Step
 // session ended; `eos` tells an OK end by end-of-text from a full canvas.
@@ -61,7 +74,8 @@ inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
     case absl::StatusCode::kOk:
       return eos ? FinishKind::kEos : FinishKind::kLength;
     case absl::StatusCode::kCancelled:
-      return FinishKind::kCancelled;
+      return status.GetPayload(kTextCompletePayload).has_value() ? FinishKind::kStop
+                                                                  : FinishKind::kCancelled;
     case absl::StatusCode::kDeadlineExceeded:
       return FinishKind::kDeadline;
     case absl::StatusCode::kUnavailable:

@@ -174,6 +174,33 @@ class PluginRequestsTest(unittest.TestCase):
                 self.assertEqual(chunks[-1]["content"], "")
                 self.assertEqual("".join(c["content"] for c in chunks), whole["content"])
 
+    def test_a_stop_string_ends_the_text_and_is_no_cancel(self):
+        body = {"input_prefix": "def add(a, b):\n", "input_suffix": "\n\nprint(add(1, 2))\n",
+                "prompt": "    return ", "n_predict": 24}
+        status, _, text = post(self.port, "/infill", body)
+        self.assertEqual(status, 200, text)
+        whole = json.loads(text)["content"]
+        self.assertGreaterEqual(len(whole), 4, whole)
+        stop = whole[len(whole) // 2:len(whole) // 2 + 2]
+        replica = Server.get()
+
+        def finished():
+            m = replica.metrics()
+            return {reason: dllm_ops.metric_sum(m, "dllm_requests_finished_total",
+                                                finish_reason=reason)
+                    for reason in ("eos", "length", "cancelled", "stop", "error")}
+
+        before = finished()
+        status, _, text = post(self.port, "/infill", dict(body, stop=[stop]))
+        self.assertEqual(status, 200, text)
+        reply = json.loads(text)
+        self.assertEqual(reply["content"], whole[:whole.index(stop)])
+        self.assertEqual((reply["stop_type"], reply["stopping_word"]), ("word", stop))
+        after = finished()
+        # Ended early for a complete text, or run to the end: never a cancel.
+        self.assertEqual(after.get("cancelled", 0), before.get("cancelled", 0))
+        self.assertEqual(sum(after.values()), sum(before.values()) + 1)
+
     def test_n_cmpl_with_stream_is_refused(self):
         body = self.request("llama.vscode fim")
         body["stream"] = True
