@@ -356,5 +356,40 @@ TEST_F(SessionOpsTest, ClientCommitsCanFinishABlockAndTheCanvas) {
   });
 }
 
+
+// Infill on a real model: the suffix stays as given through a run, a
+// rewind to the start and a replay; the session's positions, masks, output
+// and candidates are the span's; committing into the suffix is refused.
+TEST(SessionInfillTest, TheSuffixIsFixedAndOutsideTheSpan) {
+  for (const char* name : {"tiny-llada-k-q4_k_m.gguf", "tiny-dream-k-q4_k_m.gguf"}) {
+    SCOPED_TRACE(name);
+    std::shared_ptr<const Model> model = LoadModel(name);
+    ASSERT_NE(model, nullptr);
+    SamplerConfig c = Config(*model, Setting{name, 0.9f});
+    const std::vector<int32_t> suffix = {318, 4881, 286};
+    auto session = DenoiseSession::Create(model, c, CanvasInput(kPrompt, suffix));
+    ASSERT_THAT(session.status(), IsOk());
+    DenoiseSession& s = **session;
+    EXPECT_EQ(s.suffix_len(), 3);
+    EXPECT_EQ(s.generated().size(), 16u);
+    EXPECT_EQ(s.masked_remaining(), 16);
+    const auto tail = [&] { return Canvas(s.canvas().end() - 3, s.canvas().end()); };
+    // Position 16 would be the suffix's first token: not a span position.
+    EXPECT_THAT(s.Commit(std::vector<int32_t>{16}, std::vector<int32_t>{5}),
+                StatusIs(absl::StatusCode::kInvalidArgument, "outside the generated region"));
+    EXPECT_THAT(s.Forward(std::vector<int32_t>{16}, 3).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument, "outside the generated region"));
+    const std::vector<Canvas> first = RunToEnd(s);
+    ASSERT_FALSE(first.empty());
+    EXPECT_EQ(tail(), suffix);
+    EXPECT_EQ(s.masked_remaining(), 0);
+    EXPECT_LE(s.OutputTokens().size(), 16u);
+    ASSERT_THAT(s.Rewind(0), IsOk());
+    EXPECT_EQ(tail(), suffix);
+    EXPECT_EQ(s.masked_remaining(), 16);
+    EXPECT_EQ(RunToEnd(s), first);  // the replay is the same run
+  }
+}
+
 }  // namespace
 }  // namespace dllm

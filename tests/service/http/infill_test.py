@@ -298,6 +298,24 @@ class SameTokensTest(unittest.TestCase):
                                     max_tokens=24))
         self.assertNotEqual(json.loads(text)["dllm"]["token_ids"], grpc_ids)
 
+    def test_threshold_decoding_and_caches_work_on_a_span(self):
+        for extra in ({"threshold": 0.05, "algorithm": "maskgit_plus"},
+                      {"cache": "dual", "block_length": 8}):
+            with self.subTest(extra=extra):
+                body = dict(extra, seed=1, input_prefix=self.PREFIX, input_suffix=self.SUFFIX,
+                            n_predict=32)
+                status, _, text = post(self.server.http_port, "/infill", body)
+                self.assertEqual(status, 200, text)
+                infill = json.loads(text)
+                status, _, text = post(self.server.http_port, "/v1/completions",
+                                       dict(extra, seed=1, prompt=self.PREFIX, suffix=self.SUFFIX,
+                                            max_tokens=32))
+                self.assertEqual(status, 200, text)
+                openai = json.loads(text)
+                self.assertEqual(infill["dllm"]["token_ids"], openai["dllm"]["token_ids"])
+                if "threshold" in extra:  # several tokens a step: fewer steps than positions
+                    self.assertLess(openai["dllm"]["steps"], 32)
+
     def test_events_cover_the_span_alone(self):
         status, _, text = post(self.server.http_port, "/v1/completions",
                                {"prompt": self.PREFIX, "suffix": self.SUFFIX, "max_tokens": 16,
