@@ -23,7 +23,7 @@ namespace {
 const std::set<std::string> kValueFlags = {
     "model", "prompt", "tokens", "gen-length", "steps", "block-length", "alg", "temperature",
     "top-p", "top-k", "cfg", "threshold", "seed", "threads", "cpu-policy", "isa", "eps",
-    "alg-temp", "chat-template", "cache", "cache-refresh"};
+    "alg-temp", "chat-template", "cache", "cache-refresh", "suffix", "suffix-tokens"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -35,6 +35,8 @@ constexpr const char* kUsage =
     "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n"
     "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe] (with --chat)\n"
     "         [--cache none|prefix|dual] [--cache-refresh R]\n"
+    "         [--suffix TEXT | --suffix-tokens 4,5] (infill: the gen-length span between\n"
+    "          the prompt and this suffix, which is committed from the start)\n"
     "  --cache: approximate K/V caches (Fast-dLLM; the default none is exact): a block's\n"
     "  first step computes the whole canvas, its later steps only the block and what\n"
     "  follows (prefix) or the block alone (dual); --cache-refresh R recomputes the\n"
@@ -194,6 +196,20 @@ absl::StatusOr<std::vector<int32_t>> PromptIds(const ParsedFlags& flags, const M
   return EncodePrompt(model.tokenizer(), model.chat_template(), flags.Get("prompt"), how);
 }
 
+// --suffix-tokens as given, or --suffix encoded as llama-server encodes an
+// infill suffix (no BOS, special-token texts kept as text); empty without.
+absl::StatusOr<std::vector<int32_t>> SuffixIds(const ParsedFlags& flags, const Model& model) {
+  if (flags.Has("suffix") && flags.Has("suffix-tokens")) {
+    return absl::InvalidArgumentError("give --suffix or --suffix-tokens, not both");
+  }
+  if ((flags.Has("suffix") || flags.Has("suffix-tokens")) && flags.Has("chat")) {
+    return absl::InvalidArgumentError("--suffix: infill takes a plain prompt, not --chat");
+  }
+  if (flags.Has("suffix-tokens")) return ParseIdList(flags.Get("suffix-tokens"), "--suffix-tokens");
+  if (!flags.Has("suffix")) return std::vector<int32_t>();
+  return model.tokenizer().Encode(flags.Get("suffix"), false, false);
+}
+
 // What a run measured.
 struct RunTotals {
   double load_seconds = 0;
@@ -232,7 +248,8 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
   out["mask_id"] = mc.tokens.mask;
   out["canvas_len"] = static_cast<int64_t>(canvas.size());
   out["final_canvas"] = IdsJson(canvas);
-  out["generated"] = IdsJson(canvas.subspan(prompt.size()));
+  out["generated"] = IdsJson(session.generated());
+  out["suffix_ids"] = IdsJson(canvas.subspan(prompt.size() + session.generated().size()));
   out["output_ids"] = IdsJson(session.OutputTokens());
   out["text"] = text;
   out["n_forward"] = session.forward_passes();
@@ -313,11 +330,14 @@ int RunGenerate(int argc, char** argv) {
   if (!config.ok()) return Fail(config.status());
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*flags, **model);
   if (!prompt.ok()) return Fail(prompt.status());
+  absl::StatusOr<std::vector<int32_t>> suffix = SuffixIds(*flags, **model);
+  if (!suffix.ok()) return Fail(suffix.status());
 
   const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));
   std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
-  arena->execute([&] { session = DenoiseSession::Create(*model, *config, *prompt); });
+  arena->execute(
+      [&] { session = DenoiseSession::Create(*model, *config, CanvasInput(*prompt, *suffix)); });
   if (!session.ok()) return Fail(session.status());
 
   const bool json = flags->Has("json");

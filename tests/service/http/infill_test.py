@@ -292,6 +292,13 @@ class SameTokensTest(unittest.TestCase):
         self.assertEqual(openai["dllm"]["token_ids"], grpc_ids)
         self.assertEqual(infill["content"], openai["choices"][0]["text"])
         self.assertEqual(openai["choices"][0]["text"], final.get("text", ""))
+        # And the CLI, in process: `dllm generate --suffix`.
+        out = subprocess.run([ARGS.dllm, "generate", "--model", ARGS.model, "--json",
+                              "--gen-length", "24", "--steps", "24", "--temperature", "0.7",
+                              "--seed", "11", "--threads", "1", "--prompt", self.PREFIX,
+                              "--suffix", self.SUFFIX],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertEqual(json.loads(out)["output_ids"], grpc_ids)
         # A different seed draws differently (the seed is really used).
         status, _, text = post(self.server.http_port, "/v1/completions",
                                dict(settings, seed=12, prompt=self.PREFIX, suffix=self.SUFFIX,
