@@ -9,6 +9,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "engine/base/status_macros.h"
 #include "engine/tokenizer/unicode.h"
 
@@ -86,6 +88,13 @@ void CleanSpaces(std::string* text) {
   t.resize(total);
 }
 
+// The length a UTF-8 lead byte declares, as llama.cpp's unicode_len_utf8
+// counts it (a stray continuation byte is 1).
+size_t Utf8SequenceLength(char lead) {
+  static constexpr size_t kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  return kByHighNibble[static_cast<unsigned char>(lead) >> 4];
+}
+
 absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat("tokenizer: ", key, ": ", why));
 }
@@ -95,11 +104,17 @@ absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
 absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
   BpeTokenizer t;
   DLLM_ASSIGN_OR_RETURN(absl::string_view model, file.GetString("tokenizer.ggml.model"));
-  if (model != "gpt2") {
+  if (model != "gpt2" && model != "gemma4") {
     return absl::UnimplementedError(absl::StrCat(
-        "tokenizer: tokenizer.ggml.model '", model, "' is not supported (only gpt2, byte-level BPE)"));
+        "tokenizer: tokenizer.ggml.model '", model,
+        "' is not supported (gpt2: byte-level BPE; gemma4: SentencePiece-style BPE)"));
   }
-  DLLM_ASSIGN_OR_RETURN(absl::string_view pre, file.GetStringOr("tokenizer.ggml.pre", ""));
+  t.spm_style_ = model == "gemma4";
+  // llama.cpp gives Gemma 4's vocabulary its own pre-tokenizer, whatever
+  // tokenizer.ggml.pre says.
+  DLLM_ASSIGN_OR_RETURN(absl::string_view pre,
+                        t.spm_style_ ? absl::StatusOr<absl::string_view>("gemma4")
+                                     : file.GetStringOr("tokenizer.ggml.pre", ""));
   if (pre.empty()) {
     return absl::UnimplementedError(
         "tokenizer: tokenizer.ggml.pre is missing (llama.cpp would use its multi-regex "
@@ -178,6 +193,10 @@ void BpeTokenizer::BuildPieces() {
     std::string& piece = pieces_[i];
     switch (types_[i]) {
       case TokenType::kNormal:
+        if (spm_style_) {  // U+2581 stands for a space
+          piece = absl::StrReplaceAll(text, {{"\xe2\x96\x81", " "}});
+          break;
+        }
         for (size_t pos = 0; pos < text.size();) {
           const Utf8Char c = DecodeUtf8At(text, pos);
           auto it = cp_to_byte.find(c.cp);
@@ -275,18 +294,54 @@ void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out)
       return;
     }
   }
-  // One symbol per byte, in a linked list; merged-away symbols get kDead.
-  constexpr int32_t kDead = -2;
-  struct Symbol {
-    int32_t id;
-    int32_t prev;
-    int32_t next;
-  };
+  // One symbol per byte, in a linked list.
   const int32_t n = static_cast<int32_t>(word.size());
   std::vector<Symbol> syms(n);
   for (int32_t i = 0; i < n; ++i) {
-    syms[i] = {byte_token_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+    syms[i] = {byte_token_[static_cast<unsigned char>(word[i])], i - 1, i + 1 < n ? i + 1 : -1,
+               static_cast<uint32_t>(i), 1};
   }
+  MergeSymbols(syms);
+  // Bytes whose character is missing from the vocabulary are dropped, as
+  // llama.cpp drops them.
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = syms[i].next) {
+    if (syms[i].id >= 0) out->push_back(syms[i].id);
+  }
+}
+
+void BpeTokenizer::EncodeSpmWord(absl::string_view word, std::vector<int32_t>* out) const {
+  // A run of newlines that is a token is taken whole (llama.cpp's Gemma 4 rule).
+  if (word.find_first_not_of('\n') == absl::string_view::npos) {
+    if (int32_t id = FindToken(word); id >= 0) {
+      out->push_back(id);
+      return;
+    }
+  }
+  std::vector<Symbol> syms;
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t len = std::min(word.size() - pos, Utf8SequenceLength(word[pos]));
+    const int32_t index = static_cast<int32_t>(syms.size());
+    syms.push_back({FindToken(word.substr(pos, len)), index - 1, -1, static_cast<uint32_t>(pos),
+                    static_cast<uint32_t>(len)});
+    if (index > 0) syms[index - 1].next = index;
+    pos += len;
+  }
+  MergeSymbols(syms);
+  for (int32_t i = syms.empty() ? -1 : 0; i >= 0; i = syms[i].next) {
+    if (syms[i].id >= 0) {
+      out->push_back(syms[i].id);
+      continue;
+    }
+    for (size_t k = syms[i].begin; k < syms[i].begin + syms[i].len; ++k) {
+      const int32_t id = FindToken(absl::StrFormat("<0x%02X>", static_cast<unsigned char>(word[k])));
+      if (id >= 0) out->push_back(id);
+    }
+  }
+}
+
+void BpeTokenizer::MergeSymbols(std::vector<Symbol>& syms) const {
+  constexpr int32_t kDead = -2;  // merged away
+  const int32_t n = static_cast<int32_t>(syms.size());
   struct Candidate {
     int32_t rank;
     int32_t left;
@@ -317,21 +372,24 @@ void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out)
     Symbol& r = syms[c.right];
     if (l.id != c.left_id || r.id != c.right_id || l.next != c.right) continue;  // stale
     l.id = c.result;
+    l.len += r.len;
     l.next = r.next;
     if (r.next >= 0) syms[r.next].prev = c.left;
     r.id = kDead;
     consider(l.prev, c.left);
     consider(c.left, l.next);
   }
-  // Bytes whose character is missing from the vocabulary are dropped, as
-  // llama.cpp drops them.
-  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = syms[i].next) {
-    if (syms[i].id >= 0) out->push_back(syms[i].id);
-  }
 }
 
 void BpeTokenizer::EncodeText(absl::string_view text, std::vector<int32_t>* out) const {
   std::vector<absl::string_view> words;
+  if (spm_style_) {
+    // Spaces become U+2581 before the split, as SentencePiece's normaliser does.
+    const std::string escaped = absl::StrReplaceAll(text, {{" ", "\xe2\x96\x81"}});
+    SplitWords(pre_, escaped, &words);
+    for (absl::string_view w : words) EncodeSpmWord(w, out);
+    return;
+  }
   SplitWords(pre_, text, &words);
   for (absl::string_view w : words) EncodeWord(w, out);
 }

@@ -109,6 +109,19 @@ class BpeTokenizer {
   };
   BpeTokenizer() = default;
   void EncodeWord(absl::string_view word, std::vector<int32_t>* out) const;
+  // Gemma 4's word: one symbol per UTF-8 character (its token, or none),
+  // merged by rank; a symbol that is no token becomes its <0xXX> byte
+  // tokens (dropped where the vocabulary has none).
+  void EncodeSpmWord(absl::string_view word, std::vector<int32_t>* out) const;
+  // BPE over a word's symbols (linked in order; id -1 never merges), then
+  // their ids, or `fallback`'s output for a symbol that is no token.
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t begin, len;  // bytes of the word
+  };
+  void MergeSymbols(std::vector<Symbol>& syms) const;
   void EncodeText(absl::string_view text, std::vector<int32_t>* out) const;
 
   std::vector<std::string> tokens_;  // (n_vocab) GGUF texts
@@ -124,6 +137,9 @@ class BpeTokenizer {
   PreTokenizer pre_ = PreTokenizer::kGpt2;
   bool ignore_merges_ = false;  // llama3: a word that is a token is emitted whole
   bool clean_spaces_ = false;   // the vocabulary asks for clean_spaces
+  // tokenizer.ggml.model "gemma4": SentencePiece-style BPE on raw UTF-8
+  // (spaces written U+2581, <0xXX> byte tokens) instead of GPT-2's byte map.
+  bool spm_style_ = false;
   SpecialTokens special_ids_;  // bos, eos, ... from the file
 };
 

@@ -112,6 +112,7 @@ absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre) {
   if (pre == "bailingmoe" || pre == "bailingmoe2" || pre == "llada-moe") {
     return PreTokenizer::kBailingMoe;
   }
+  if (pre == "gemma4") return PreTokenizer::kGemma4;
   if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" ||
       pre == "pixtral") {
     return PreTokenizer::kLlama3;
@@ -119,7 +120,7 @@ absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre) {
   return absl::UnimplementedError(absl::StrCat(
       "tokenizer: pre-tokenizer '", pre,
       "' (tokenizer.ggml.pre) is not supported; supported: gpt-2, qwen2, llama3 (llama-bpe), ",
-      "bailingmoe (llada-moe)"));
+      "bailingmoe (llada-moe), gemma4"));
 }
 
 absl::string_view PreTokenizerName(PreTokenizer pre) {
@@ -132,6 +133,8 @@ absl::string_view PreTokenizerName(PreTokenizer pre) {
       return "llama3";
     case PreTokenizer::kBailingMoe:
       return "bailingmoe";
+    case PreTokenizer::kGemma4:
+      return "gemma4";
   }
   return "?";
 }
@@ -151,6 +154,12 @@ void SplitWords(PreTokenizer pre, absl::string_view text, std::vector<absl::stri
       case PreTokenizer::kLlama3:
         n = MatchQwen2(s, i, 3);
         break;
+      case PreTokenizer::kGemma4: {
+        const bool newline = s.cp[i] == '\n';
+        n = 1;
+        while (i + n < s.size() && (s.cp[i + n] == '\n') == newline) ++n;
+        break;
+      }
     }
     if (n == 0) n = 1;  // unreachable: every class has an alternative
     words->push_back(text.substr(s.offset[i], s.offset[i + n] - s.offset[i]));

@@ -27,12 +27,15 @@ enum class PreTokenizer {
   // from kQwen2 only in `\s*[\r\n]` for `\s*[\r\n]+`, and the two split
   // alike: `\s*` backtracks to the run's last newline either way.
   kBailingMoe,
+  // [^\n]+|[\n]+ : Gemma 4's (and DiffusionGemma's) SentencePiece-style BPE,
+  // which splits only at newline runs (spaces are already U+2581).
+  kGemma4,
 };
 
 // Maps a `tokenizer.ggml.pre` value as llama.cpp does: "gpt-2"; "qwen2",
 // "qwen2.5", "qwen-2.5", "deepseek-r1-qwen", "megrez"; "llama3", "llama-v3",
 // "llama-bpe", "falcon3", "pixtral"; "bailingmoe", "bailingmoe2",
-// "llada-moe". Anything else (llama.cpp knows many more, and an empty value
+// "llada-moe"; "gemma4". Anything else (llama.cpp knows many more, and an empty value
 // selects its multi-regex "default") is UNIMPLEMENTED, naming it.
 absl::StatusOr<PreTokenizer> ParsePreTokenizer(absl::string_view pre);
 absl::string_view PreTokenizerName(PreTokenizer pre);  // "gpt-2", "qwen2", "llama3", "bailingmoe"

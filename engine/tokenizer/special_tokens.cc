@@ -45,6 +45,9 @@ absl::StatusOr<SpecialTokens> ReadSpecialTokens(const GgufFile& file, int64_t n_
   const absl::StatusOr<PreTokenizer> parsed = ParsePreTokenizer(pre);
   const bool llama3 = parsed.ok() && *parsed == PreTokenizer::kLlama3;
   DLLM_ASSIGN_OR_RETURN(t.add_bos, file.GetBoolOr("tokenizer.ggml.add_bos_token", llama3));
+  // llama.cpp adds BOS for Gemma 4's vocabulary whatever the key says.
+  DLLM_ASSIGN_OR_RETURN(absl::string_view model, file.GetStringOr("tokenizer.ggml.model", ""));
+  if (model == "gemma4") t.add_bos = true;
   DLLM_ASSIGN_OR_RETURN(t.add_eos, file.GetBoolOr("tokenizer.ggml.add_eos_token", false));
   if (t.add_bos && t.bos < 0) {
     return InvalidKey("tokenizer.ggml.add_bos_token", "true, but there is no bos_token_id");

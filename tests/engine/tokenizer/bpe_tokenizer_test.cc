@@ -409,5 +409,34 @@ TEST(BpeTokenizerTest, RejectsMalformedTokenizerSections) {
   EXPECT_THAT(LoadStatus(no_pre), StatusIs(StatusCode::kUnimplemented, "tokenizer.ggml.pre"));
 }
 
+
+// Gemma 4's SentencePiece-style BPE (DiffusionGemma's vocabulary, issue
+// #27) on the reference's tiny diffusion-gemma file: every encoding the
+// pinned llama.cpp made of these texts (tests/data/logits-dg/tokenizer.json:
+// spaces as U+2581, splits at newline runs only, BOS always, characters
+// without a token dropped when there are no byte tokens).
+TEST(BpeTokenizerTest, Gemma4EncodesAsTheReference) {
+  const std::string dir = testing::TestDataDir() + "/logits-dg";
+  absl::StatusOr<GgufFile> file = GgufFile::Open(dir + "/tiny-diffusion-gemma-f16.gguf");
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<BpeTokenizer> tok = BpeTokenizer::FromGguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(tok->pre_tokenizer(), PreTokenizer::kGemma4);
+  absl::StatusOr<Json> cases = ReadJsonFile(dir + "/tokenizer.json");
+  ASSERT_TRUE(cases.ok()) << cases.status();
+  ASSERT_GE(cases->size(), 20u);
+  for (const Json& c : *cases) {
+    const std::string text = c["text"].get<std::string>();
+    const bool special = c["add_special"].get<bool>();
+    SCOPED_TRACE(absl::CEscape(text) + (special ? " (special)" : ""));
+    const std::vector<int32_t> ids = tok->Encode(text, special, c["parse_special"].get<bool>());
+    EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>());
+  }
+  // Pieces render U+2581 as a space: text made of known characters comes back.
+  for (const char* text : {"the cat sat on", "a\n\nb", "sat\n\n\n  on", "The Cat Sat On The Mat."}) {
+    EXPECT_EQ(*tok->Decode(tok->Encode(text, false, false)), text);
+  }
+}
+
 }  // namespace
 }  // namespace dllm

@@ -46,7 +46,7 @@ def main():
                "http://127.0.0.1:%d" % server.http_port,
                args.screenshot or os.path.join(work, "page.png"),
                "http://127.0.0.1:%d/metrics" % server.metrics_port]
-        result = subprocess.run(cmd, env=env, timeout=300)
+        result = subprocess.run(cmd, env=env, timeout=500)
         if result.returncode != 0:
             print("--- server log ---\n" + server.read_log())
         return result.returncode
