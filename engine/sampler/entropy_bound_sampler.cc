@@ -58,6 +58,7 @@ absl::StatusOr<EntropyBoundSampler> EntropyBoundSampler::Create(const EntropyBou
   s.entropy_.resize(c);
   s.uniform_.resize(c);
   s.accepted_.resize(c);
+  s.weights_ = PerThread<std::vector<float>>(static_cast<size_t>(n_vocab));
   return s;
 }
 
@@ -89,14 +90,19 @@ EntropyBoundStep EntropyBoundSampler::Step(std::span<const float> logits) {
       const float z = row[i] * inv;
       if (z > m) m = z, best = static_cast<int32_t>(i);
     }
+    // Each weight once (the reference computes it twice, to the same bits).
+    std::vector<float>& w = weights_.Local();
     float z_sum = 0.0f;
-    for (size_t i = 0; i < v; ++i) z_sum += std::exp(row[i] * inv - m);
+    for (size_t i = 0; i < v; ++i) {
+      w[i] = std::exp(row[i] * inv - m);
+      z_sum += w[i];
+    }
     const float target = uniform_[p] * z_sum;
     float cum = 0.0f, h = 0.0f;
     int32_t sample = n_vocab_ - 1;
     bool picked = false;
     for (size_t i = 0; i < v; ++i) {
-      const float e = std::exp(row[i] * inv - m);
+      const float e = w[i];
       const float q = e / z_sum;
       if (q > 0.0f) h -= q * std::log(q);
       cum += e;

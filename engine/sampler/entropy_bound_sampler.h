@@ -32,8 +32,9 @@
 //   }
 //   output = s.output();
 //
-// Thread-safety: one thread at a time; Step() scores positions in parallel
-// (each independently, so the result does not depend on the thread count).
+// Thread-safety: one thread at a time, inside the task arena it was created
+// in (per-thread scratch); Step() scores positions in parallel (each
+// independently, so the result does not depend on the thread count).
 #ifndef DLLM_ENGINE_SAMPLER_ENTROPY_BOUND_SAMPLER_H_
 #define DLLM_ENGINE_SAMPLER_ENTROPY_BOUND_SAMPLER_H_
 
@@ -43,6 +44,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/parallel/per_thread.h"
 
 namespace dllm {
 
@@ -108,6 +110,7 @@ class EntropyBoundSampler {
   std::vector<int32_t> canvas_, argmax_, prev_argmax_, sampled_, renoise_, order_;
   std::vector<float> entropy_, uniform_;
   std::vector<uint8_t> accepted_;
+  PerThread<std::vector<float>> weights_;  // (n_vocab) exp(z - max) of the row being scored
   float prev_temp_inv_ = 1.0f;
   int held_ = 0;
   int step_ = 0;

@@ -118,23 +118,25 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
-  for (const auto& [what, tokens] : {std::pair<const char*, const std::vector<int32_t>&>(
-                                         "prompt", input.prompt),
-                                     {"suffix", input.suffix}}) {
+  // Every fixed token is in the vocabulary and not the mask: a mask would be
+  // a position the sampler generates into (the official samplers take every
+  // mask on the canvas as one).
+  const auto check = [&](const char* what, const std::vector<int32_t>& tokens) -> absl::Status {
     for (size_t i = 0; i < tokens.size(); ++i) {
       if (tokens[i] < 0 || tokens[i] >= model.n_vocab) {
         return absl::InvalidArgumentError(absl::StrCat(what, " token ", tokens[i], " at index ", i,
                                                        " is outside the vocabulary of ",
                                                        model.n_vocab));
       }
-      // A mask there would be a position the sampler generates into (the
-      // official samplers take every mask on the canvas as one).
       if (tokens[i] == model.tokens.mask) {
         return absl::InvalidArgumentError(
             absl::StrCat(what, " token ", tokens[i], " at index ", i, " is the mask token"));
       }
     }
-  }
+    return absl::OkStatus();
+  };
+  DLLM_RETURN_IF_ERROR(check("prompt", input.prompt));
+  DLLM_RETURN_IF_ERROR(check("suffix", input.suffix));
   // The sampler validates the request before anything is allocated for it.
   DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,
                         DenoiseSampler::Create(effective, model.tokens, input.prompt,

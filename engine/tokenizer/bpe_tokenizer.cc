@@ -184,7 +184,8 @@ void BpeTokenizer::BuildPieces() {
   for (int b = 0; b < 256; ++b) {
     std::string ch;
     AppendUtf8(byte_cp[b], &ch);
-    byte_token_[b] = FindToken(ch);
+    // SentencePiece-style vocabularies spell bytes <0xXX>, GPT-2's as a character.
+    byte_token_[b] = FindToken(spm_style_ ? absl::StrFormat("<0x%02X>", b) : ch);
     cp_to_byte[byte_cp[b]] = static_cast<uint8_t>(b);
   }
   pieces_.resize(n);
@@ -333,7 +334,7 @@ void BpeTokenizer::EncodeSpmWord(absl::string_view word, std::vector<int32_t>* o
       continue;
     }
     for (size_t k = syms[i].begin; k < syms[i].begin + syms[i].len; ++k) {
-      const int32_t id = FindToken(absl::StrFormat("<0x%02X>", static_cast<unsigned char>(word[k])));
+      const int32_t id = byte_token_[static_cast<unsigned char>(word[k])];
       if (id >= 0) out->push_back(id);
     }
   }

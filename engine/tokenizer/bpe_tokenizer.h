@@ -113,14 +113,15 @@ class BpeTokenizer {
   // merged by rank; a symbol that is no token becomes its <0xXX> byte
   // tokens (dropped where the vocabulary has none).
   void EncodeSpmWord(absl::string_view word, std::vector<int32_t>* out) const;
-  // BPE over a word's symbols (linked in order; id -1 never merges), then
-  // their ids, or `fallback`'s output for a symbol that is no token.
+  // A symbol of a word during BPE: its token (-1: none; such a symbol never
+  // merges), its neighbours in the linked list, and the word's bytes it covers.
   struct Symbol {
     int32_t id;
     int32_t prev;
     int32_t next;
     uint32_t begin, len;  // bytes of the word
   };
+  // Applies the merges to `syms` by rank (leftmost first among equals).
   void MergeSymbols(std::vector<Symbol>& syms) const;
   void EncodeText(absl::string_view text, std::vector<int32_t>* out) const;
 
@@ -130,7 +131,8 @@ class BpeTokenizer {
   absl::flat_hash_map<absl::string_view, int32_t> text_to_id_;  // views into tokens_
   // Keyed by (left id << 32 | right id).
   absl::flat_hash_map<uint64_t, Merge> merges_;
-  std::array<int32_t, 256> byte_token_{};  // id of each byte's character, or -1
+  // Each byte's token, or -1: its GPT-2 character, or (spm_style_) <0xXX>.
+  std::array<int32_t, 256> byte_token_{};
   std::vector<int32_t> special_;  // matched before BPE, longest text first
 
   size_t max_token_bytes_ = 1;

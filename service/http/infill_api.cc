@@ -104,12 +104,7 @@ struct InfillRun {
 }  // namespace
 
 void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
-  const auto fail = [&](const ApiError& e) {
-    service_->metrics()->OnHttpResponse(kPath, e.status);
-    HttpHeaders headers;
-    if (e.status == 429 || e.status == 503) headers.emplace_back("Retry-After", "1");
-    out.Send(e.status, "application/json", DumpJson(InfillErrorBody(e)), headers);
-  };
+  const auto fail = [&](const ApiError& e) { SendError(out, kPath, e, InfillErrorBody(e)); };
   absl::StatusOr<Json> body = ParseJson(request.body, JsonLimits{});
   if (!body.ok()) {
     service_->metrics()->OnRejected(RpcKind::kHttpInfill, RejectReason::kMalformed,
@@ -193,8 +188,7 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
   // llama-server's warm-up (n_predict 0) fills its KV cache for the next
   // request; here there is nothing to keep, so it is answered at once.
   if (infill.warm_up) {
-    service_->metrics()->OnHttpResponse(kPath, 200);
-    out.Send(200, "application/json", DumpJson(whole(0, nullptr, "")), {});
+    SendJson(out, kPath, 200, whole(0, nullptr, ""));
     return;
   }
 
@@ -270,8 +264,7 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     }
     results.push_back(whole(k, &run, run.stop.text()));
   }
-  service_->metrics()->OnHttpResponse(kPath, 200);
-  out.Send(200, "application/json", DumpJson(infill.n_cmpl == 1 ? results[0] : results), {});
+  SendJson(out, kPath, 200, infill.n_cmpl == 1 ? results[0] : results);
 }
 
 void OpenAiApi::WarnIgnoredOnce(const char* path, const std::vector<std::string>& fields) {

@@ -51,10 +51,6 @@ constexpr Field kFields[] = {
 
 // llama-server's token samplers and options that have no counterpart in the
 // official diffusion samplers: refused unless absent, null or neutral.
-struct NeutralField {
-  const char* name;
-  double neutral;
-};
 constexpr NeutralField kNeutralNumbers[] = {
     {"min_p", 0},          {"typical_p", 1},          {"repeat_penalty", 1},
     {"presence_penalty", 0}, {"frequency_penalty", 0}, {"dry_multiplier", 0},
@@ -84,15 +80,8 @@ absl::Status CheckFields(const Json& body, InfillRequest* out) {
       continue;
     }
     bool handled = false;
-    for (const NeutralField& f : kNeutralNumbers) {
-      if (key != f.name) continue;
-      handled = true;
-      if (!value.is_null() && !(value.is_number() && value.get<double>() == f.neutral)) {
-        return Invalid(key, absl::StrCat("only ", f.neutral,
-                                         " is supported (the diffusion samplers have no such "
-                                         "option)"));
-      }
-    }
+    DLLM_RETURN_IF_ERROR(CheckNeutral(kNeutralNumbers, key, value,
+                                      " (the diffusion samplers have no such option)", &handled));
     for (const char* name : kNeutralEmpty) {
       if (key != name) continue;
       handled = true;
@@ -218,8 +207,8 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "n_indent", 0, 1 << 20, &i));
   out.n_indent = static_cast<int>(i.value_or(0));
   i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "t_max_predict_ms", -1, 1LL << 31, &i));
-  out.t_max_predict_ms = static_cast<int>(std::min<int64_t>(i.value_or(0), 1 << 30));
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "t_max_predict_ms", -1, 1 << 30, &i));
+  out.t_max_predict_ms = static_cast<int>(i.value_or(0));
   i.reset();
   const char* n_field = FindMember(body, "n_cmpl") != nullptr ? "n_cmpl" : "n";
   DLLM_RETURN_IF_ERROR(ReadInteger(body, n_field, 1, kMaxInfillCompletions, &i));

@@ -152,12 +152,13 @@ void OpenAiApi::SendJson(HttpResponder& out, const std::string& path, int status
   out.Send(status, kJson, DumpJson(body), headers);
 }
 
-void OpenAiApi::SendError(HttpResponder& out, const std::string& path, const ApiError& error) {
+void OpenAiApi::SendError(HttpResponder& out, const std::string& path, const ApiError& error,
+                          const Json& body) {
   HttpHeaders headers;
   // As gRPC's retry-after-ms: when to try again after a refusal for load.
   if (error.status == 429 || error.status == 503) headers.emplace_back("Retry-After", "1");
   if (error.status == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
-  SendJson(out, path, error.status, ApiErrorBody(error), headers);
+  SendJson(out, path, error.status, body.is_null() ? ApiErrorBody(error) : body, headers);
 }
 
 bool OpenAiApi::Authorized(const HttpRequest& request) const {

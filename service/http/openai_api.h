@@ -77,7 +77,10 @@ class OpenAiApi final : public HttpHandler {
 
   void SendJson(HttpResponder& out, const std::string& path, int status, const Json& body,
                 const HttpHeaders& headers = {});
-  void SendError(HttpResponder& out, const std::string& path, const ApiError& error);
+  // `body`: the error in another API's shape (llama-server's for /infill);
+  // null: OpenAI's.
+  void SendError(HttpResponder& out, const std::string& path, const ApiError& error,
+                 const Json& body = nullptr);
 
   DiffusionLmService* const service_;
   const OpenAiApiOptions options_;

@@ -23,10 +23,6 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 // OpenAI fields dllm takes only at their neutral value: anything else would
 // be silently ignored, so it is refused instead.
-struct NeutralField {
-  const char* name;
-  double neutral;
-};
 constexpr NeutralField kNeutralFields[] = {
     {"frequency_penalty", 0}, {"presence_penalty", 0}, {"n", 1}, {"best_of", 1},
 };
@@ -51,6 +47,19 @@ const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
 }
 
 }  // namespace
+
+absl::Status CheckNeutral(std::span<const NeutralField> fields, const std::string& key,
+                          const Json& value, absl::string_view why, bool* listed) {
+  *listed = false;
+  for (const NeutralField& f : fields) {
+    if (key != f.name) continue;
+    *listed = true;
+    if (!value.is_null() && !(value.is_number() && value.get<double>() == f.neutral)) {
+      return Invalid(key, absl::StrCat("only ", f.neutral, " is supported", why));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status ReadBool(const Json& body, const char* field, bool* out) {
   const Json* v = FindMember(body, field);
@@ -104,13 +113,7 @@ absl::Status CheckFields(OpenAiEndpoint endpoint, const Json& body) {
   for (const auto& [key, value] : body.items()) {
     if (known.count(key) > 0) continue;
     bool neutral_field = false;
-    for (const NeutralField& f : kNeutralFields) {
-      if (key != f.name) continue;
-      neutral_field = true;
-      if (!value.is_null() && !(value.is_number() && value.get<double>() == f.neutral)) {
-        return Invalid(key, absl::StrCat("only ", f.neutral, " is supported"));
-      }
-    }
+    DLLM_RETURN_IF_ERROR(CheckNeutral(kNeutralFields, key, value, "", &neutral_field));
     if (!neutral_field) return Invalid(key, "unknown field");
   }
   return absl::OkStatus();

@@ -13,6 +13,7 @@
 #define DLLM_SERVICE_HTTP_OPENAI_REQUEST_H_
 
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,17 @@ struct OpenAiRequest {
 // rendered by the model's chat template and encoded here.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const Json& body,
                                                  const Model& model, absl::string_view model_path);
+
+// A field taken only at its neutral value (OpenAI's penalties, llama-server's
+// token samplers): `listed` says whether `key` is one of `fields`; when it
+// is, a value other than null or the neutral number is INVALID_ARGUMENT
+// naming it ("only 0 is supported" + `why`).
+struct NeutralField {
+  const char* name;
+  double neutral;
+};
+absl::Status CheckNeutral(std::span<const NeutralField> fields, const std::string& key,
+                          const Json& value, absl::string_view why, bool* listed);
 
 // Typed readers of a body field, shared by the endpoints: each names the
 // field when the value has the wrong type or range, and leaves `out` alone
