@@ -5,6 +5,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -20,12 +21,68 @@ absl::StatusOr<Json> ParseJson(absl::string_view text) {
   }
 }
 
+
 namespace {
 
-// Thrown from the parser's callback at the first bound crossed; the tree
-// built so far is within the bounds, so what it cost is bounded too.
-struct BoundCrossed {
-  std::string what;
+// The SAX side of ParseJson(text, limits): counts as it reads and stops at
+// the first bound crossed (or the first syntax error), holding no values.
+class BoundsCheck final : public nlohmann::json_sax<Json> {
+ public:
+  explicit BoundsCheck(const JsonLimits& limits) : limits_(limits) {}
+  std::string error;  // empty while the document is within bounds
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Open(); }
+  bool start_array(std::size_t) override { return Open(); }
+  bool end_object() override { return Close(); }
+  bool end_array() override { return Close(); }
+  // An object's members are kept in insertion order and looked up by a
+  // linear scan as they are inserted: bounding them keeps the tree's
+  // build linear in the body too.
+  bool key(string_t&) override {
+    if (++members_.back() > limits_.max_object_members) {
+      return Fail(absl::StrCat("JSON: an object with more than ", limits_.max_object_members,
+                               " members (the server's limit)"));
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    return Fail(absl::StrCat("JSON: ", e.what()));
+  }
+
+ private:
+  bool Value() {
+    if (++values_ > limits_.max_values) {
+      return Fail(absl::StrCat("JSON: more than ", limits_.max_values, " values (the server's limit)"));
+    }
+    return true;
+  }
+  bool Open() {
+    if (static_cast<int>(members_.size()) >= limits_.max_depth) {
+      return Fail(absl::StrCat("JSON: arrays and objects nested deeper than ", limits_.max_depth,
+                               " (the server's limit)"));
+    }
+    members_.push_back(0);
+    return Value();  // a container counts as a value
+  }
+  bool Close() {
+    members_.pop_back();
+    return true;
+  }
+  bool Fail(std::string what) {
+    error = std::move(what);
+    return false;
+  }
+
+  const JsonLimits& limits_;
+  size_t values_ = 0;
+  std::vector<size_t> members_;  // of each open container (arrays count none)
 };
 
 }  // namespace
@@ -60,42 +117,18 @@ absl::StatusOr<Json> ParseJson(absl::string_view text, const JsonLimits& limits)
         key.empty() ? "" : absl::StrCat(key.size() > 64 ? key.substr(0, 64) : key, ": "),
         "invalid UTF-8 at byte ", bad, " of the body"));
   }
-  int depth = 0;
-  size_t values = 0;
-  // One pass: the callback sees each value as it is read, before anything
-  // deeper or later is built.
-  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json&) {
-    using Event = Json::parse_event_t;
-    switch (event) {
-      case Event::key:
-        return true;
-      case Event::object_end:
-      case Event::array_end:
-        --depth;
-        return true;
-      case Event::object_start:
-      case Event::array_start:
-        if (++depth > limits.max_depth) {
-          throw BoundCrossed{absl::StrCat("JSON: arrays and objects nested deeper than ",
-                                          limits.max_depth, " (the server's limit)")};
-        }
-        [[fallthrough]];
-      case Event::value:  // a scalar (containers are counted at their start)
-        if (++values > limits.max_values) {
-          throw BoundCrossed{absl::StrCat("JSON: more than ", limits.max_values,
-                                          " values (the server's limit)")};
-        }
-        return true;
-    }
-    return true;
-  };
+  // Two linear passes: the bounds are checked by a SAX pass that builds
+  // nothing, then the tree is built without a callback. (nlohmann's
+  // callback parser rescans the parent container at every object's end,
+  // which made `[{},{},...]` quadratic: issue #34 R1.)
+  BoundsCheck check(limits);
   try {
-    return Json::parse(text.begin(), text.end(), check);
-  } catch (const BoundCrossed& b) {
-    return absl::InvalidArgumentError(b.what);
+    Json::sax_parse(text.begin(), text.end(), &check);
   } catch (const Json::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("JSON: ", e.what()));
   }
+  if (!check.error.empty()) return absl::InvalidArgumentError(check.error);
+  return ParseJson(text);
 }
 
 absl::StatusOr<Json> ReadJsonFile(const std::string& path) {

@@ -27,13 +27,14 @@ using Json = nlohmann::ordered_json;
 // Parses `text`; errors say where (line and column) and what.
 absl::StatusOr<Json> ParseJson(absl::string_view text);
 
-// Bounds on a document from an untrusted client, checked as it is parsed,
-// so the tree never grows past them: a 4 MiB body of "[" built whole costs
-// ~330 MB (issue #25 N1); within these bounds a body's tree stays within a
-// few times its size.
+// Bounds on a document from an untrusted client, checked before any of it
+// is built, so the tree never grows past them: a 4 MiB body of "[" built
+// whole costs ~330 MB (issue #25 N1); within these bounds a body's tree
+// stays within a few times its size, and parsing is linear in its bytes.
 struct JsonLimits {
   int max_depth = 32;           // nested arrays and objects
   size_t max_values = 1 << 17;  // scalars, arrays and objects together
+  size_t max_object_members = 1024;  // in any one object
 };
 
 // As above, refusing (INVALID_ARGUMENT, saying which bound and where) a

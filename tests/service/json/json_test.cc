@@ -51,6 +51,26 @@ TEST(JsonTest, BoundedParseRefusesDeepOrLargeDocumentsBeforeBuildingThem) {
   EXPECT_TRUE(ParseJson(ids, JsonLimits{}).ok());
 }
 
+// Issue #34 R1: an object's members are bounded too (they are inserted by a
+// linear scan), and a body of many small containers parses in one linear
+// pass (HttpApi times it by the server's CPU).
+TEST(JsonTest, BoundedParseBoundsAnObjectsMembers) {
+  const JsonLimits limits{.max_object_members = 3};
+  EXPECT_TRUE(ParseJson(R"({"a": 1, "b": {"c": 2, "d": 3, "e": 4}, "f": [5, 6, 7, 8]})", limits).ok());
+  absl::StatusOr<Json> j = ParseJson(R"({"x": {"a": 1, "b": 2, "c": 3, "d": 4}})", limits);
+  ASSERT_FALSE(j.ok());
+  EXPECT_NE(j.status().message().find("more than 3 members"), absl::string_view::npos) << j.status();
+  // Duplicate keys count as members: each one is a scan.
+  EXPECT_FALSE(ParseJson(R"({"a": 1, "a": 2, "a": 3, "a": 4})", limits).ok());
+
+  std::string objects = "[{}";
+  for (int i = 1; i < 131000; ++i) objects += ",{}";
+  objects += "]";
+  absl::StatusOr<Json> many = ParseJson(objects, JsonLimits{});
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_EQ(many->size(), 131000u);
+}
+
 TEST(JsonTest, ReadJsonFileNamesTheFile) {
   absl::StatusOr<Json> j = ReadJsonFile("/nonexistent/x.json");
   ASSERT_FALSE(j.ok());
