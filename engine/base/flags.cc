@@ -41,7 +41,12 @@ absl::StatusOr<double> ParsedFlags::GetDouble(const std::string& name, double fa
 absl::StatusOr<int64_t> ParsedFlags::GetIntInRange(const std::string& name, int64_t fallback,
                                                    int64_t min, int64_t max) const {
   absl::StatusOr<int64_t> v = GetInt(name, fallback);
-  if (!v.ok()) return v.status();
+  if (!v.ok()) {
+    // Say the flag's own range, not int64's.
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
+                                                   "' is not a whole number in [", min, ", ", max,
+                                                   "]"));
+  }
   if (*v < min || *v > max) {
     return absl::InvalidArgumentError(
         absl::StrCat("--", name, " ", *v, " is outside [", min, ", ", max, "]"));

@@ -52,6 +52,14 @@ TEST(FlagsTest, NumbersAreCheckedAgainstTheirType) {
   EXPECT_EQ(*f->GetInt("name", 5), 5);  // absent: the fallback
   EXPECT_THAT(std::string(f->GetIntInRange("steps", 1, 1, 64).status().message()),
               HasSubstr("--steps 3000000000 is outside [1, 64]"));
+  // Not a number, or beyond int64: the flag's own range, not int64's
+  // (issue #34 R11).
+  auto g = Parse({"--steps", "99999999999999999999", "--name", "abc"});
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(std::string(g->GetIntInRange("steps", 1, 1, 64).status().message()),
+            "--steps: '99999999999999999999' is not a whole number in [1, 64]");
+  EXPECT_EQ(std::string(g->GetIntInRange("name", 0, 0, 1000).status().message()),
+            "--name: 'abc' is not a whole number in [0, 1000]");
 }
 
 TEST(FlagsTest, CheckOnlyRefusesFlagsOfOtherCommands) {
