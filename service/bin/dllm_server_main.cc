@@ -4,6 +4,7 @@
 // UNAVAILABLE, in-flight streams finish for up to --drain-seconds, exit 0.
 // Signals are taken by sigwait on the main thread (blocked everywhere else
 // before any thread starts), so no work happens in a signal handler.
+#include <malloc.h>
 #include <signal.h>
 
 #include <sys/resource.h>
@@ -22,6 +23,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/isa_option.h"
@@ -233,9 +235,11 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
   return setup;
 }
 
-// Loads the model and says what was loaded and how it will be served.
-absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup) {
-  const ServerOptions& options = setup.options;
+// Loads the model and says what was loaded and how it will be served; sets
+// the engine's row budget when --max-batch-rows did not (it depends on the
+// model).
+absl::StatusOr<std::shared_ptr<const Model>> LoadModel(ServerSetup& setup) {
+  ServerOptions& options = setup.options;
   std::fprintf(stderr, "dllm-server: loading %s\n", options.model_path.c_str());
   const Stopwatch load_time;
   DLLM_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
@@ -251,11 +255,22 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(const ServerSetup& setup)
   std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
                IsaLevelName(setup.isa), options.plan.threads, options.plan.why.c_str(),
                CpuPolicyName(setup.policy));
+  std::string rows_from = "--max-batch-rows";
+  if (options.engine.max_batch_rows == 0) {
+    options.engine.max_batch_rows = DefaultMaxBatchRows(mc, options.engine.memory_budget_bytes);
+    const int unbudgeted = DefaultMaxBatchRows(mc, 0);
+    rows_from = absl::StrCat("the model's context of ", mc.n_ctx_train, ", twice for CFG");
+    if (options.engine.max_batch_rows < unbudgeted) {
+      // Said out loud: it also caps the longest canvas a request may ask for.
+      options.engine.max_batch_rows_set_by = "--memory-budget-mb";
+      rows_from = absl::StrCat("lowered from ", unbudgeted, " by --memory-budget-mb");
+    }
+  }
   std::fprintf(stderr,
                "dllm-server: max running %d, max queue %d, max sessions %d, batches of up to %d "
-               "requests, memory budget %llu MiB\n",
+               "requests and %d rows a step (%s), memory budget %llu MiB\n",
                options.engine.max_running, options.engine.max_queue, options.engine.max_sessions,
-               options.engine.max_batch_requests,
+               options.engine.max_batch_requests, options.engine.max_batch_rows, rows_from.c_str(),
                static_cast<unsigned long long>(options.engine.memory_budget_bytes >> 20));
   return model;
 }
@@ -314,12 +329,17 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
     // The bytes reach the file at close: a full disk shows there, not at <<.
     out.close();
     if (!out) {
+      const int error = errno;
+      std::remove(tmp.c_str());  // nothing half-written left behind
       return absl::InternalError(
-          absl::StrCat("--port-file: cannot write ", tmp, ": ", std::strerror(errno)));
+          absl::StrCat("--port-file: cannot write ", tmp, ": ", std::strerror(error)));
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("--port-file: cannot write ", path));
+    const int error = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("--port-file: cannot write ", path, ": ", std::strerror(error)));
   }
   return absl::OkStatus();
 }
@@ -335,6 +355,11 @@ int Run(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  // glibc gives each thread that allocates an arena of its own, up to 8 per
+  // core, and keeps their freed pages: with a thread per HTTP request, large
+  // bodies one after another left the RSS at several times what one needs
+  // (issue #34 R6). Two arenas per core keep allocation uncontended.
+  mallopt(M_ARENA_MAX, 2 * static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   // Every thread started from here on inherits the blocked set; one thread
   // takes the signals from the start, so that SIGTERM works while the model
   // loads (a slow disk, a huge file) as well as while serving.
@@ -369,9 +394,12 @@ int Run(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
   if (!server.ok()) return Fail(server.status());
+  // Said once the warm-up step has run: a configuration that cannot run a
+  // step (--max-batch-rows 1) fails before anything claims to listen.
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  std::fprintf(stderr, "dllm-server: listening on %s:%d (%s)\n", host.c_str(), (*server)->port(),
-               options.tls_cert_file.empty() ? "plaintext" : "TLS");
+  std::string listening = absl::StrFormat("dllm-server: listening on %s:%d (%s)\n", host,
+                                          (*server)->port(),
+                                          options.tls_cert_file.empty() ? "plaintext" : "TLS");
   // The HTTP API starts with the gRPC server (both share its service), so
   // that /health/ready answers 503 during the warm-up.
   std::unique_ptr<OpenAiApi> api;
@@ -385,9 +413,9 @@ int Run(int argc, char** argv) {
     }
     http = std::move(*started);
     const std::string& listen = setup->http.listen;
-    std::fprintf(stderr, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
-                 http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')).c_str(),
-                 http->port(), setup->api.api_key.empty() ? "no API key" : "API key required");
+    absl::StrAppendFormat(&listening, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
+                          http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')),
+                          http->port(), setup->api.api_key.empty() ? "no API key" : "API key required");
     if (!setup->api.loopback_host_only && setup->api.api_key.empty()) {
       std::fprintf(stderr,
                    "dllm-server: warning: the HTTP API listens beyond loopback without an API "
@@ -400,6 +428,7 @@ int Run(int argc, char** argv) {
     (*server)->Shutdown();
     return Fail(ready);
   }
+  std::fputs(listening.c_str(), stderr);
   std::fprintf(stderr, "dllm-server: ready (warm-up step done)\n");
   if (flags->Has("port-file")) {
     if (absl::Status s = WritePortFile(flags->Get("port-file"), (*server)->port(), metrics_port,

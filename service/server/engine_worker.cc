@@ -165,7 +165,10 @@ absl::Status EngineWorker::CreatePass() {
       return absl::ResourceExhaustedError(absl::StrCat(
           "the engine's forward for a batch of ", options_.max_batch_rows, " rows needs ",
           BytesText(bytes), " of activations, more than the memory budget of ",
-          BytesText(options_.memory_budget_bytes), ": lower --max-batch-rows"));
+          BytesText(options_.memory_budget_bytes),
+          options_.max_batch_rows_set_by == "--memory-budget-mb"
+              ? ": raise --memory-budget-mb (it set the row budget) or lower --max-batch-rows"
+              : ": lower --max-batch-rows"));
     }
     reserved_bytes_ += bytes;
     pass_bytes_ = bytes;
@@ -196,7 +199,27 @@ absl::Status EngineWorker::CheckRows(int rows) const {
   if (rows <= options_.max_batch_rows) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "the request's canvas needs ", rows, " rows a step (twice the canvas under CFG), more than "
-      "the engine's batch of ", options_.max_batch_rows, " rows (--max-batch-rows)"));
+      "the engine's batch of ", options_.max_batch_rows, " rows (",
+      options_.max_batch_rows_set_by.empty() ? "--max-batch-rows" : options_.max_batch_rows_set_by,
+      ")"));
+}
+
+absl::Status EngineWorker::CheckCanEverFit(uint64_t bytes) const {
+  if (options_.memory_budget_bytes == 0) return absl::OkStatus();
+  uint64_t pass_bytes;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pass_bytes = pass_bytes_;
+  }
+  const uint64_t most = options_.memory_budget_bytes - std::min(pass_bytes, options_.memory_budget_bytes);
+  if (bytes <= most) return absl::OkStatus();
+  // Permanent: no amount of waiting frees more than the whole budget, so
+  // this is no 429 to retry.
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the request needs ", BytesText(bytes), " of activations and logits, more than the ",
+      BytesText(most), " the memory budget of ", BytesText(options_.memory_budget_bytes),
+      " (--memory-budget-mb) can ever hold beside the engine's forward pass; ask for a shorter "
+      "canvas"));
 }
 
 bool EngineWorker::FitsLocked(uint64_t bytes) const {
@@ -236,9 +259,11 @@ void EngineWorker::Detach(EngineJob* job) {
 }
 
 absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, Reservation reservation) {
-  if (absl::Status rows = CheckRows(reservation.rows); !rows.ok()) {
-    metrics_->OnRejected(job->rpc(), RejectReason::kInvalid, rows.code());
-    return rows;
+  for (absl::Status fits : {CheckRows(reservation.rows), CheckCanEverFit(reservation.bytes)}) {
+    if (!fits.ok()) {
+      metrics_->OnRejected(job->rpc(), RejectReason::kInvalid, fits.code());
+      return fits;
+    }
   }
   Attach(job.get(), reservation.bytes, /*is_request=*/true);
   return Admit(std::move(job), reservation.bytes);
@@ -280,9 +305,11 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
 
 absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSession(
     Reservation reservation) {
-  if (absl::Status rows = CheckRows(reservation.rows); !rows.ok()) {
-    metrics_->OnRejected(RpcKind::kStep, RejectReason::kInvalid, rows.code());
-    return rows;
+  for (absl::Status fits : {CheckRows(reservation.rows), CheckCanEverFit(reservation.bytes)}) {
+    if (!fits.ok()) {
+      metrics_->OnRejected(RpcKind::kStep, RejectReason::kInvalid, fits.code());
+      return fits;
+    }
   }
   const uint64_t reserved_bytes = reservation.bytes;
   std::lock_guard<std::mutex> lock(mu_);
@@ -414,7 +441,9 @@ void EngineWorker::FinishJob(const std::shared_ptr<EngineJob>& job, const absl::
     if (job->is_request_) --running_requests_;
   }
   ReleaseLocked(job->reserved_bytes_);
-  if (job->stop_latency_seconds_ >= 0) {
+  // A stop because the text is complete (a stop string) is the client's
+  // success, not a cancel: dllm_cancellation_latency_seconds leaves it out.
+  if (job->stop_latency_seconds_ >= 0 && !status.GetPayload(kTextCompletePayload).has_value()) {
     last_cancel_latency_ = job->stop_latency_seconds_;
     metrics_->OnCancelled(last_cancel_latency_);
   }

@@ -56,6 +56,9 @@ struct EngineOptions {
   // DefaultMaxBatchRows(). A request must fit the rows alone.
   int max_batch_requests = 8;
   int max_batch_rows = 0;
+  // The flag that set max_batch_rows, for refusals ("--memory-budget-mb"
+  // when the budget lowered the default); empty: "--max-batch-rows".
+  std::string max_batch_rows_set_by;
   int max_queue = 8;     // requests admitted and waiting for a running slot
   int max_sessions = 4;  // open Step sessions
   // Activation + logits bytes all admitted work may reserve together, e.g.
@@ -292,6 +295,9 @@ class EngineWorker {
   absl::Status Admit(std::shared_ptr<EngineJob> job, uint64_t reserved_bytes);
   // INVALID_ARGUMENT when one step of `rows` rows cannot fit the pass.
   absl::Status CheckRows(int rows) const;
+  // FAILED_PRECONDITION when `bytes` exceed what the memory budget holds
+  // beside the pass even with nothing else admitted.
+  absl::Status CheckCanEverFit(uint64_t bytes) const;
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);

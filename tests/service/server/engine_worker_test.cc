@@ -214,8 +214,12 @@ TEST_F(EngineWorkerTest, RefusalsReportBytesUnderAMiB) {
   EngineOptions o;
   o.memory_budget_bytes = 1 << 20;
   auto w = Start(o);
+  // More than the whole budget can ever hold: a permanent refusal, not a
+  // 429 to retry (issue #34 R7).
   EXPECT_THAT(w->Submit(Job("big", 1), {(1 << 20) + 1, 1}),
-              StatusIs(absl::StatusCode::kResourceExhausted, "needs 1 MiB"));
+              StatusIs(absl::StatusCode::kFailedPrecondition, "can ever hold"));
+  EXPECT_THAT(w->OpenSession({(1 << 20) + 1, 1}).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "--memory-budget-mb"));
   auto held = Job("held", 1);
   held->hold = true;
   ASSERT_THAT(w->Submit(held, {1000000, 1}), IsOk());
@@ -389,6 +393,18 @@ TEST_F(EngineWorkerTest, RequestsLargerThanTheBatchAreRefused) {
   EXPECT_THAT(w->OpenSession({0, 101}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, "--max-batch-rows"));
   EXPECT_THAT(w->Submit(Job("fits", 1), {0, 100}), IsOk());
+}
+
+// A row budget that the memory budget lowered is blamed on the memory
+// budget, the flag to change (issue #34 R8).
+TEST_F(EngineWorkerTest, ARowBudgetSetByTheMemoryBudgetNamesIt) {
+  EngineOptions o;
+  o.max_batch_rows = 100;
+  o.max_batch_rows_set_by = "--memory-budget-mb";
+  auto w = Start(o);
+  absl::Status refused = w->Submit(Job("big", 1), {0, 101});
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, "(--memory-budget-mb)"));
+  EXPECT_EQ(std::string(refused.message()).find("--max-batch-rows"), std::string::npos) << refused;
 }
 
 TEST_F(EngineWorkerTest, RefusesWorkUntilReady) {

@@ -449,8 +449,12 @@ TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
   ASSERT_NE(server, nullptr);
   auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
   const CallResult r = Generate(*stub, Request("hello", 32, 32, 32));
-  EXPECT_EQ(r.status.error_code(), grpc::RESOURCE_EXHAUSTED);
-  EXPECT_NE(r.status.error_message().find("memory"), std::string::npos) << r.status.error_message();
+  // It could never fit, even alone: a permanent error, with no retry-after
+  // to suggest otherwise (issue #34 R7).
+  EXPECT_EQ(r.status.error_code(), grpc::FAILED_PRECONDITION);
+  EXPECT_NE(r.status.error_message().find("--memory-budget-mb"), std::string::npos)
+      << r.status.error_message();
+  EXPECT_EQ(r.trailers.count("retry-after-ms"), 0u);
   EXPECT_TRUE(r.events.empty());
 }
 
