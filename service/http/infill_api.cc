@@ -180,7 +180,10 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     extras["suffix_tokens"] = infill.generate.prompt().suffix().token_ids().ids_size();
     extras["trimmed"] = {{"prefix_tokens", infill.trimmed.prefix},
                          {"suffix_tokens", infill.trimmed.suffix},
-                         {"extra_tokens", infill.trimmed.extra}};
+                         {"extra_tokens", infill.trimmed.extra},
+                         {"prefix_bytes", infill.trimmed.prefix_bytes},
+                         {"suffix_bytes", infill.trimmed.suffix_bytes},
+                         {"extra_bytes", infill.trimmed.extra_bytes}};
     o["dllm"] = std::move(extras);
     return infill.select_fields ? SelectResponseFields(o, infill.response_fields) : o;
   };
@@ -272,14 +275,24 @@ void OpenAiApi::WarnIgnoredOnce(const char* path, const std::vector<std::string>
   // names warned about is bounded.
   constexpr size_t kMaxWarned = 256, kMaxName = 64;
   std::vector<std::string> fresh;
+  bool now_full = false;  // this call filled the set: said once, then silence
   {
     std::lock_guard<std::mutex> lock(warned_mu_);
     for (const std::string& f : fields) {
       const std::string name = absl::CHexEscape(f.substr(0, kMaxName));
-      if (warned_.size() < kMaxWarned && warned_.insert(absl::StrCat(path, " ", name)).second) {
-        fresh.push_back(name);
+      const std::string key = absl::StrCat(path, " ", name);
+      if (warned_.size() < kMaxWarned) {
+        if (warned_.insert(key).second) fresh.push_back(name);
+      } else if (!warned_full_ && !warned_.contains(key)) {
+        warned_full_ = now_full = true;
       }
     }
+  }
+  if (now_full) {
+    std::fprintf(stderr,
+                 "dllm-server: warning: %zu distinct ignored fields named; further ones are "
+                 "accepted as before but no longer named in the log\n",
+                 kMaxWarned);
   }
   if (fresh.empty()) return;
   std::fprintf(stderr,

@@ -92,38 +92,90 @@ absl::Status CheckFields(const Json& body, InfillRequest* out) {
   return absl::OkStatus();
 }
 
+// Which end of a text the context trim keeps: the prefix and the extra
+// context keep their ends (nearest the cursor, newest), the suffix its start.
+enum class Keep { kStart, kEnd };
+
+// What of the texts of one canvas part, `budget` bytes in all, is worth
+// tokenizing: the trim keeps at most n_ctx tokens of it, and no token covers
+// more than max_token_bytes bytes, so text beyond twice that (the second
+// half for the pre-token that straddles the cut) is trimmed whatever it
+// encodes to. Cutting first bounds the tokenizer's work by the context, not
+// by the body (issue #34 R5). The cut falls on a UTF-8 character boundary;
+// `*dropped` counts the bytes cut.
+class ByteBudget {
+ public:
+  ByteBudget(const Model& model, Keep keep)
+      : left_(2 * static_cast<size_t>(model.config().n_ctx_train) *
+              model.tokenizer().max_token_bytes()),
+        keep_(keep) {}
+  // The part of `text` kept, after the texts taken before it (nearer the
+  // kept end); empty once the budget is spent.
+  absl::string_view Take(absl::string_view text, int64_t* dropped) {
+    size_t n = std::min(text.size(), left_);
+    if (n < text.size()) {
+      // Onto a character boundary: never start or end inside one.
+      const auto continuation = [&](size_t at) {
+        return at < text.size() && (static_cast<unsigned char>(text[at]) & 0xC0) == 0x80;
+      };
+      if (keep_ == Keep::kEnd) {
+        while (n > 0 && continuation(text.size() - n)) --n;
+      } else {
+        while (n > 0 && continuation(n)) --n;
+      }
+    }
+    *dropped += static_cast<int64_t>(text.size() - n);
+    left_ -= n;
+    return keep_ == Keep::kEnd ? text.substr(text.size() - n) : text.substr(0, n);
+  }
+  bool spent() const { return left_ == 0; }
+  // Spends the budget on one token id (it stands for at most this many bytes).
+  void TakeToken(const Model& model) {
+    left_ -= std::min(left_, model.tokenizer().max_token_bytes());
+  }
+
+ private:
+  size_t left_;
+  const Keep keep_;
+};
+
 // input_prefix / input_suffix as llama-server's tokenize_mixed takes them: a
 // string, or an array of strings and token ids. Special-token texts stay
-// text.
+// text. Text beyond what the trim could keep (ByteBudget, from the `keep`
+// end) is cut before tokenizing; `*dropped` counts its bytes.
 absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* field,
-                                                 const Model& model) {
+                                                 const Model& model, Keep keep,
+                                                 int64_t* dropped) {
   const Json* v = FindMember(body, field);
   if (v == nullptr || v->is_null()) return Invalid(field, "is required");
   const ModelConfig& c = model.config();
-  std::vector<int32_t> out;
-  const auto add_text = [&](const std::string& text) {
-    const std::vector<int32_t> ids = model.tokenizer().Encode(text, false, false);
-    out.insert(out.end(), ids.begin(), ids.end());
-  };
+  ByteBudget budget(model, keep);
   if (v->is_string()) {
-    add_text(v->get<std::string>());
-    return out;
+    return model.tokenizer().Encode(budget.Take(v->get_ref<const std::string&>(), dropped), false,
+                                    false);
   }
   if (!v->is_array()) return Invalid(field, "must be a string or an array of strings and token ids");
-  for (size_t i = 0; i < v->size(); ++i) {
+  // Each part's tokens, taken from the kept end; in order at the end.
+  std::vector<std::vector<int32_t>> parts(v->size());
+  for (size_t k = 0; k < v->size(); ++k) {
+    const size_t i = keep == Keep::kEnd ? v->size() - 1 - k : k;
     const Json& part = (*v)[i];
     if (part.is_string()) {
-      add_text(part.get<std::string>());
+      parts[i] = model.tokenizer().Encode(budget.Take(part.get_ref<const std::string&>(), dropped),
+                                          false, false);
     } else if (part.is_number_integer() && part.get<int64_t>() >= 0 &&
                part.get<int64_t>() < c.n_vocab &&
                static_cast<int32_t>(part.get<int64_t>()) != c.tokens.mask) {
-      out.push_back(static_cast<int32_t>(part.get<int64_t>()));
+      parts[i].push_back(static_cast<int32_t>(part.get<int64_t>()));
+      budget.TakeToken(model);
     } else {
       return Invalid(absl::StrCat(field, "[", i, "]"),
                      absl::StrCat("must be a string or a token id below ", c.n_vocab,
                                   " that is not the mask"));
     }
   }
+  std::vector<int32_t> out;
+  for (const std::vector<int32_t>& ids : parts) out.insert(out.end(), ids.begin(), ids.end());
   return out;
 }
 
@@ -131,7 +183,10 @@ absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* f
 // the vocabulary's file-separator token, [<|repo_name|>]myproject\n then
 // <|file_sep|>filename\ntext per chunk and <|file_sep|>filename\n for the
 // file being edited; without it, "\n\n--- snippet ---\n\n" before each text.
-absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& model) {
+// Chunks older than what the trim could keep (ByteBudget) are cut before
+// tokenizing; `*dropped` counts their bytes.
+absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& model,
+                                                 int64_t* dropped) {
   const Json* v = FindMember(body, "input_extra");
   if (v == nullptr || v->is_null()) return std::vector<int32_t>();
   if (!v->is_array()) {
@@ -151,6 +206,8 @@ absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& 
     out.push_back(repo);
     append("myproject\n");
   }
+  // Every chunk is checked; the texts are budgeted newest first.
+  std::vector<std::pair<std::string, absl::string_view>> chunks(v->size());  // name, text
   for (size_t i = 0; i < v->size(); ++i) {
     const Json& chunk = (*v)[i];
     const std::string where = absl::StrCat("input_extra[", i, "]");
@@ -162,13 +219,26 @@ absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& 
       if (!name->is_string()) return Invalid(where + ".filename", "must be a string");
       filename = name->get<std::string>();
     }
+    chunks[i] = {std::move(filename), text->get_ref<const std::string&>()};
+  }
+  ByteBudget budget(model, Keep::kEnd);
+  size_t first = 0;  // the oldest chunk kept
+  for (size_t i = chunks.size(); i-- > 0;) {
+    if (budget.spent()) {
+      first = i + 1;
+      break;
+    }
+    chunks[i].second = budget.Take(chunks[i].second, dropped);
+  }
+  for (size_t i = 0; i < first; ++i) *dropped += static_cast<int64_t>(chunks[i].second.size());
+  for (size_t i = first; i < chunks.size(); ++i) {
     if (sep >= 0) {
       out.push_back(sep);
-      append(filename + "\n");
+      append(chunks[i].first + "\n");
     } else {
       append("\n\n--- snippet ---\n\n");
     }
-    append(text->get<std::string>());
+    append(chunks[i].second);
   }
   if (sep >= 0) {
     out.push_back(sep);
@@ -263,9 +333,22 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     if (!prompt_json->is_string()) return Invalid("prompt", "must be a string");
     prompt_text = prompt_json->get<std::string>();
   }
-  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> prefix, MixedTokens(body, "input_prefix", model));
-  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> suffix, MixedTokens(body, "input_suffix", model));
-  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> extra, ExtraTokens(body, model));
+  // As for /v1/completions: a prompt (kept whole) of more bytes than the
+  // context could hold in its longest tokens cannot fit.
+  const size_t max_prompt_bytes = static_cast<size_t>(n_ctx) * model.tokenizer().max_token_bytes();
+  if (prompt_text.size() > max_prompt_bytes) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "prompt: ", prompt_text.size(), " bytes cannot fit the model's context of ", n_ctx,
+        " tokens (no token covers more than ", model.tokenizer().max_token_bytes(), " bytes)"));
+  }
+  DLLM_ASSIGN_OR_RETURN(
+      std::vector<int32_t> prefix,
+      MixedTokens(body, "input_prefix", model, Keep::kEnd, &out.trimmed.prefix_bytes));
+  DLLM_ASSIGN_OR_RETURN(
+      std::vector<int32_t> suffix,
+      MixedTokens(body, "input_suffix", model, Keep::kStart, &out.trimmed.suffix_bytes));
+  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> extra,
+                        ExtraTokens(body, model, &out.trimmed.extra_bytes));
   // llama-server parses special-token texts in `prompt` (not in the prefix).
   const std::vector<int32_t> prompt = model.tokenizer().Encode(prompt_text, false, true);
   if (std::find(prompt.begin(), prompt.end(), c.tokens.mask) != prompt.end()) {
@@ -284,7 +367,12 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
   }
   const int64_t n_prefix = static_cast<int64_t>(prefix.size());
   const int64_t n_suffix = static_cast<int64_t>(suffix.size());
-  const int64_t prefix_take = std::min(n_prefix, std::max(room * 3 / 4, room - n_suffix));
+  int64_t prefix_take = std::min(n_prefix, std::max(room * 3 / 4, room - n_suffix));
+  // The span needs a token before it: with nothing else there (no BOS, no
+  // prompt), the prefix keeps its last token even when its share rounds to
+  // none (issue #34 R9: a span filling all but one position of the context
+  // gave the last one to the suffix, then called the prefix empty).
+  if (!bos && prompt.empty() && room > 0) prefix_take = std::max(prefix_take, std::min<int64_t>(n_prefix, 1));
   const int64_t suffix_take = std::min(n_suffix, room - prefix_take);
   const int64_t extra_take =
       std::min(static_cast<int64_t>(extra.size()), room - prefix_take - suffix_take);
@@ -302,6 +390,12 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     for (int64_t k = 0; k < suffix_take; ++k) tail.add_ids(suffix[k]);
   }
   if (ids.ids_size() == 0 && !out.warm_up) {
+    if (n_prefix > 0) {
+      // Not empty: trimmed away (issue #34 R9).
+      return absl::OutOfRangeError(absl::StrCat(
+          "input_prefix: none of its ", n_prefix, " tokens fit beside a span of ", span,
+          " in the model's context of ", n_ctx, "; the span needs a token before it"));
+    }
     return Invalid("input_prefix", "empty, as is prompt: the span needs a token before it");
   }
   // Token-level detail llama-server streams; the text deltas carry it here.

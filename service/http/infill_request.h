@@ -21,6 +21,7 @@
 #ifndef DLLM_SERVICE_HTTP_INFILL_REQUEST_H_
 #define DLLM_SERVICE_HTTP_INFILL_REQUEST_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,12 +38,18 @@ inline constexpr int kMaxInfillCompletions = 4;
 // Most stop strings (llama-server has no limit; the plugins send none).
 inline constexpr int kMaxInfillStopStrings = 16;
 
-// Tokens dropped to fit the context, per part.
+// Tokens dropped to fit the context, per part, and the bytes of text cut
+// before tokenizing (more than the trim could keep in any case).
 struct InfillTrim {
   int prefix = 0;
   int suffix = 0;
   int extra = 0;
-  bool any() const { return prefix + suffix + extra > 0; }
+  int64_t prefix_bytes = 0;
+  int64_t suffix_bytes = 0;
+  int64_t extra_bytes = 0;
+  bool any() const {
+    return prefix + suffix + extra > 0 || prefix_bytes + suffix_bytes + extra_bytes > 0;
+  }
 };
 
 struct InfillRequest {

@@ -121,6 +121,57 @@ TEST_F(InfillRequestTest, WhatDoesNotFitIsTrimmedAtTheFarEnds) {
   EXPECT_EQ(short_suffix->trimmed.suffix, 0);
 }
 
+// Issue #34 R5: text beyond what the trim could keep is cut before it is
+// tokenized, and what is kept is what tokenizing it whole and trimming
+// keeps; the reply counts the bytes cut. Characters are never split.
+TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
+  std::string prefix, suffix, old_chunk;
+  for (int i = 0; i < 40000; ++i) prefix += "caf\u00e9_" + std::to_string(i) + " = 1\n";
+  for (int i = 0; i < 40000; ++i) suffix += "b\u00e9" + std::to_string(i) + " = 2\n";
+  for (int i = 0; i < 40000; ++i) old_chunk += "old_" + std::to_string(i) + "\n";
+  ASSERT_GT(prefix.size(), 2 * 1024 * model().tokenizer().max_token_bytes());
+  auto r = Parse({{"input_prefix", prefix},
+                  {"input_suffix", suffix},
+                  {"n_predict", 24},
+                  {"input_extra", {{{"text", old_chunk}, {"filename", "old.py"}},
+                                   {{"text", old_chunk}, {"filename", "newer.py"}}}}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<int32_t> p = Encode(prefix), s = Encode(suffix);
+  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt().token_ids());
+  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt().suffix().token_ids());
+  ASSERT_EQ(kept_prompt.size(), 750u);
+  EXPECT_TRUE(std::equal(kept_prompt.begin(), kept_prompt.end(), p.end() - 750));
+  EXPECT_TRUE(std::equal(kept_suffix.begin(), kept_suffix.end(), s.begin()));
+  EXPECT_GT(r->trimmed.prefix_bytes, 0);
+  EXPECT_GT(r->trimmed.suffix_bytes, 0);
+  // The older chunk is cut whole: the newer one alone fills the budget.
+  EXPECT_GE(r->trimmed.extra_bytes, static_cast<int64_t>(old_chunk.size()));
+  EXPECT_TRUE(r->trimmed.any());
+  // The same as a mixed array of parts.
+  auto parts = Parse({{"input_prefix", {prefix.substr(0, prefix.size() / 2), 42,
+                                        prefix.substr(prefix.size() / 2)}},
+                      {"input_suffix", suffix},
+                      {"n_predict", 24}});
+  ASSERT_TRUE(parts.ok()) << parts.status();
+  EXPECT_EQ(Ids(parts->generate.prompt().token_ids()), kept_prompt);
+}
+
+// Issue #34 R9: a span that leaves one position of the context gave it to
+// the suffix, then refused the request calling its (non-empty) prefix
+// empty. The prefix keeps the token the span needs before it; only a
+// prefix that is empty is called so.
+TEST_F(InfillRequestTest, ThePrefixKeepsTheTokenBeforeTheSpan) {
+  ASSERT_FALSE(model().config().tokens.add_bos) << "the canvas would start with BOS";
+  const int64_t n_ctx = model().config().n_ctx_train;
+  auto r = Parse({{"input_prefix", "def f(x):"}, {"input_suffix", "\nprint(f(2))\n"},
+                  {"n_predict", n_ctx - 1}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(Ids(r->generate.prompt().token_ids()), ElementsAre(Encode("def f(x):").back()));
+  EXPECT_EQ(r->generate.prompt().suffix().token_ids().ids_size(), 0);
+  EXPECT_THAT(ErrorOf({{"input_prefix", ""}, {"input_suffix", "x"}, {"n_predict", 8}}),
+              ::testing::HasSubstr("input_prefix: empty"));
+}
+
 TEST_F(InfillRequestTest, ExtraContextComesFirstInTheRepoLayout) {
   // tinycode's (Qwen2) vocabulary has the repo-level tokens: llama-server's
   // layout, [<|repo_name|>]myproject\n, <|file_sep|>name\ntext per chunk,
