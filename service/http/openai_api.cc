@@ -1,5 +1,7 @@
 #include "service/http/openai_api.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 
 #include <chrono>
@@ -184,15 +186,26 @@ namespace {
 // without its port ("[::1]:8080" -> "[::1]").
 std::string HostName(absl::string_view authority) {
   if (!authority.empty() && authority.front() == '[') {
-    authority = authority.substr(0, authority.find(']') + 1);
+    const size_t close = authority.find(']');
+    // Only a port may follow the bracket ("[::1].evil.example" is no IPv6
+    // literal): anything else stays in the name, which then matches nothing.
+    if (close != absl::string_view::npos &&
+        (close + 1 == authority.size() || authority[close + 1] == ':')) {
+      authority = authority.substr(0, close + 1);
+    }
   } else {
     authority = authority.substr(0, authority.find(':'));
   }
   return absl::AsciiStrToLower(authority);
 }
 
+// "localhost", "[::1]", or an IPv4 literal in 127.0.0.0/8: the names a page
+// served from this loopback-only server can have. Anything else is a name
+// that merely resolves here ("127.0.0.1.evil.example" starts like one).
 bool IsLoopbackName(const std::string& host) {
-  return host == "localhost" || host == "[::1]" || absl::StartsWith(host, "127.");
+  if (host == "localhost" || host == "[::1]") return true;
+  in_addr v4{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 // Adds the CORS headers of an allowed cross-origin request to every answer.
@@ -324,7 +337,7 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
                                                      : "text/html; charset=utf-8";
     service_->metrics()->OnHttpResponse(path == "/" ? "/" : "other", 200);
     out.Send(200, type, std::string(file.bytes),
-             {{"Content-Security-Policy", "default-src 'self'"},
+             {{"Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'"},
               {"X-Content-Type-Options", "nosniff"},
               {"Cache-Control", "no-cache"}});
     return;

@@ -88,6 +88,7 @@ class OpenAiApi final : public HttpHandler {
   const int64_t created_;  // when the model was loaded (Unix seconds), for /v1/models
   std::mutex warned_mu_;
   std::set<std::string> warned_;  // "path field" already logged
+  bool warned_full_ = false;      // the log said that warned_ is full
 };
 
 }  // namespace dllm
