@@ -1,5 +1,6 @@
 #include "service/http/http_server.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -26,7 +27,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "service/http/socket_stats.h"
 
 namespace dllm {
 namespace {
@@ -51,6 +56,13 @@ constexpr auto kDrainBeforeClose = std::chrono::milliseconds(200);
 // How long a connection must have waited idle before a new one may take its
 // place (see HttpServer::Impl::TakeOldestIdle).
 constexpr auto kMinIdleBeforeEviction = std::chrono::seconds(1);
+// How long a request must have been arriving before, under pressure, it
+// may be shed for a new connection: a client with a request sends it in
+// one go.
+constexpr auto kMinReadingBeforeShedding = std::chrono::seconds(1);
+// A request body from which on its handler's thread hands freed memory back
+// to the system when done.
+constexpr size_t kTrimAfterBodyBytes = 256 << 10;
 
 // The server's own error responses carry fixed texts only, so they are
 // valid JSON without an encoder.
@@ -75,27 +87,82 @@ short PollNow(int fd, short events) {
   return ::poll(&p, 1, 0) > 0 ? p.revents : 0;
 }
 
+// A request head whose body framing cannot be trusted (RFC 9112 6.1-6.3):
+// read as it was, its body would run as the next request on the connection
+// (request smuggling). Status 0 when the head is sound.
+struct FramingProblem {
+  int status = 0;
+  const char* message = "";
+  const char* code = "";
+};
+
+template <class Fields>
+FramingProblem CheckFraming(const http::request_header<Fields>& head) {
+  if (head.count(http::field::host) > 1) {
+    return {400, "more than one Host header", "bad_request"};
+  }
+  if (head.count(http::field::transfer_encoding) == 0) return {};
+  if (head.version() < 11) {
+    return {400, "Transfer-Encoding in an HTTP/1.0 request", "bad_request"};
+  }
+  if (head.count(http::field::content_length) > 0) {
+    return {400, "both Transfer-Encoding and Content-Length", "bad_request"};
+  }
+  // The codings of every Transfer-Encoding field, in order.
+  std::vector<std::string> codings;
+  const auto fields = head.equal_range(http::field::transfer_encoding);
+  for (auto field = fields.first; field != fields.second; ++field) {
+    for (absl::string_view coding : absl::StrSplit(
+             absl::string_view(field->value().data(), field->value().size()), ',')) {
+      coding = absl::StripAsciiWhitespace(coding.substr(0, coding.find(';')));
+      if (!coding.empty()) codings.push_back(absl::AsciiStrToLower(coding));
+    }
+  }
+  for (const std::string& coding : codings) {
+    if (coding != "chunked") {
+      return {501, "a transfer coding other than chunked", "unsupported_transfer_encoding"};
+    }
+  }
+  if (codings.size() != 1) {
+    return {400, "Transfer-Encoding must be chunked, once", "bad_request"};
+  }
+  return {};
+}
+
 }  // namespace
 
 // What the server's registry knows of a connection: its peer, and how to
 // close it while it waits idle for its next request.
 class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
  public:
-  ConnectionBase(std::shared_ptr<HttpServer::Impl> server, std::string peer_address)
-      : server_(std::move(server)), peer_address_(std::move(peer_address)) {}
+  ConnectionBase(std::shared_ptr<HttpServer::Impl> server, std::string prefix, int fd)
+      : server_(std::move(server)), prefix_(std::move(prefix)), fd_(fd) {}
   virtual ~ConnectionBase();
   virtual void Start() = 0;
   // Ends an idle wait (on the connection's strand): the connection closes.
   virtual void Evict() = 0;
+  // Ends a request that is arriving too slowly for the room it takes (on
+  // the connection's strand): 503, then the connection closes.
+  virtual void Shed() = 0;
 
-  const std::string& peer_address() const { return peer_address_; }
+  // The peer's network prefix (PeerPrefix), which the per-peer limit counts.
+  const std::string& prefix() const { return prefix_; }
+  int fd() const { return fd_; }
   // Where the connection sits in the server's idle list, while idle.
   struct IdleEntry {
     std::weak_ptr<ConnectionBase> connection;
-    std::string peer_address;
+    std::string prefix;
     Clock::time_point since;  // when it began to wait
   };
   std::optional<std::list<IdleEntry>::iterator> idle_at;
+  // Where it sits in the list of connections with a request arriving.
+  struct ReadingEntry {
+    std::weak_ptr<ConnectionBase> connection;
+    std::string prefix;
+    Clock::time_point since;  // when the request's first bytes came
+    int64_t bytes_before = -1;  // TcpBytesReceived before them, -1 unknown
+  };
+  std::optional<std::list<ReadingEntry>::iterator> reading_at;
   // Whether the connection's slot was given back (at eviction, so that a
   // connection closing in the background holds no slot); guarded by the
   // server's mu.
@@ -103,7 +170,8 @@ class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
 
  protected:
   const std::shared_ptr<HttpServer::Impl> server_;
-  const std::string peer_address_;
+  const std::string prefix_;
+  const int fd_;
 };
 
 struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
@@ -126,14 +194,15 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   int connections = 0;
   int active = 0;  // handlers running
   int handler_threads = 0;  // their threads, until they let go of the connection
-  absl::flat_hash_map<std::string, int> per_peer;
+  absl::flat_hash_map<std::string, int> per_peer;  // by prefix
   std::list<ConnectionBase::IdleEntry> idle;  // oldest first
+  std::list<ConnectionBase::ReadingEntry> reading;  // oldest first
 
   void Accept();
   void OnAccept(const beast::error_code& ec, tcp::socket socket);
   void Refuse(tcp::socket socket);
 
-  // The oldest idle connection (of `peer`, or of anyone when empty), taken
+  // The oldest idle connection (of prefix `peer`, or of anyone when empty), taken
   // off the idle list; null when there is none. Needs mu. The caller drops
   // it after releasing mu: it may be the last reference, whose destructor
   // takes mu.
@@ -144,7 +213,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     const Clock::time_point old_enough = Clock::now() - kMinIdleBeforeEviction;
     for (auto it = idle.begin(); it != idle.end();) {
       if (!stopping.load() && it->since > old_enough) break;
-      if (!peer.empty() && it->peer_address != peer) {
+      if (!peer.empty() && it->prefix != peer) {
         ++it;
         continue;
       }
@@ -158,10 +227,55 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     return nullptr;
   }
 
+  // The connection of prefix `peer` (of anyone when empty) whose request
+  // has been arriving for at least kMinReadingBeforeShedding at the lowest
+  // average rate, taken off the reading list with its slot given back (as
+  // TakeOldestIdle); null when there is none.
+  std::shared_ptr<ConnectionBase> TakeSlowestReading(const std::string& peer) {
+    const Clock::time_point now = Clock::now();
+    auto slowest = reading.end();
+    double slowest_rate = 0;
+    for (auto it = reading.begin(); it != reading.end(); ++it) {
+      if (it->since > now - kMinReadingBeforeShedding) break;  // in order of `since`
+      if (!peer.empty() && it->prefix != peer) continue;
+      std::shared_ptr<ConnectionBase> c = it->connection.lock();
+      if (c == nullptr) continue;
+      const int64_t bytes = TcpBytesReceived(c->fd());
+      const double seconds = std::chrono::duration<double>(now - it->since).count();
+      const double rate = bytes < 0 || it->bytes_before < 0
+                              ? 0.0
+                              : static_cast<double>(bytes - it->bytes_before) / seconds;
+      if (slowest == reading.end() || rate < slowest_rate) {
+        slowest = it;
+        slowest_rate = rate;
+      }
+    }
+    if (slowest == reading.end()) return nullptr;
+    std::shared_ptr<ConnectionBase> c = slowest->connection.lock();
+    reading.erase(slowest);
+    if (c == nullptr) return nullptr;
+    c->reading_at.reset();
+    ReleaseLocked(*c);
+    return c;
+  }
+
   void MarkIdle(const std::shared_ptr<ConnectionBase>& c) {
     std::lock_guard<std::mutex> lock(mu);
-    c->idle_at = idle.insert(idle.end(), {c, c->peer_address(), Clock::now()});
+    c->idle_at = idle.insert(idle.end(), {c, c->prefix(), Clock::now()});
     ReportLocked();
+  }
+  // A request began to arrive, `bytes_before` (TcpBytesReceived) before it.
+  void MarkReading(const std::shared_ptr<ConnectionBase>& c, int64_t bytes_before) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (c->released || c->reading_at) return;
+    c->reading_at = reading.insert(reading.end(), {c, c->prefix(), Clock::now(), bytes_before});
+  }
+  // The request was read, refused or cut off.
+  void DoneReading(ConnectionBase& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!c.reading_at) return;
+    reading.erase(*c.reading_at);
+    c.reading_at.reset();
   }
   // False when the connection was taken off the list to be evicted.
   bool MarkBusy(ConnectionBase& c) {
@@ -201,7 +315,11 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
     if (c.released) return;
     c.released = true;
     --connections;
-    if (--per_peer[c.peer_address()] <= 0) per_peer.erase(c.peer_address());
+    if (--per_peer[c.prefix()] <= 0) per_peer.erase(c.prefix());
+    if (c.reading_at) {
+      reading.erase(*c.reading_at);
+      c.reading_at.reset();
+    }
     ReportLocked();
     cv.notify_all();
   }
@@ -226,11 +344,10 @@ class Connection final : public ConnectionBase, public HttpResponder {
   static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
 
   Connection(std::shared_ptr<HttpServer::Impl> server, tcp::socket socket, ssl::context* tls,
-             std::string address, std::string peer)
-      : ConnectionBase(std::move(server), std::move(address)),
+             std::string prefix, std::string peer)
+      : ConnectionBase(std::move(server), std::move(prefix), socket.native_handle()),
         stream_(MakeStream(std::move(socket), tls)),
         read_timer_(stream_.get_executor()),
-        fd_(beast::get_lowest_layer(stream_).socket().native_handle()),
         peer_(std::move(peer)) {}
 
   void Start() override {
@@ -252,6 +369,16 @@ class Connection final : public ConnectionBase, public HttpResponder {
 
   void Evict() override {
     net::post(stream_.get_executor(), [self = Self()] {
+      beast::error_code ec;
+      beast::get_lowest_layer(self->stream_).socket().cancel(ec);
+    });
+  }
+
+  void Shed() override {
+    net::post(stream_.get_executor(), [self = Self()] {
+      // Read meanwhile: its handler runs, and the connection closes after.
+      self->shed_ = true;
+      if (!self->parser_) return;
       beast::error_code ec;
       beast::get_lowest_layer(self->stream_).socket().cancel(ec);
     });
@@ -338,7 +465,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
   // socket; an ended read half counts as gone there, and for HTTP/1.0.
   bool ClientGone() override {
     if (broken_) return true;
-    const short r = PollNow(fd_, POLLRDHUP);
+    const short r = PollNow(fd(), POLLRDHUP);
     if (r & (POLLHUP | POLLERR)) return true;
     if ((r & POLLRDHUP) == 0) return false;
     if (events_serializer_ || version_ < 11) return true;
@@ -411,20 +538,45 @@ class Connection final : public ConnectionBase, public HttpResponder {
                             });
   }
 
-  // Arms the deadline of the whole request: at it, the read is cancelled and
-  // answered 408.
-  void ArmRequestDeadline() {
+  // Arms the deadlines of the request whose first bytes are in: the whole
+  // of it within header_timeout_seconds, and after the grace an average of
+  // min_request_bytes_per_second, checked each second; at either, the read
+  // is cancelled and answered 408. `bytes_before`: TcpBytesReceived before
+  // the request's first byte (-1: unknown, no rate check).
+  void ArmRequestDeadline(int64_t bytes_before) {
     timed_out_ = false;
-    const uint64_t request = ++requests_read_;
-    read_timer_.expires_after(std::chrono::seconds(server_->options.header_timeout_seconds));
+    ++requests_read_;
+    request_started_ = Clock::now();
+    request_bytes_before_ = bytes_before;
+    server_->MarkReading(Self(), bytes_before);
+    CheckRequestProgress(requests_read_);
+  }
+  void CheckRequestProgress(uint64_t request) {
+    const HttpOptions& o = server_->options;
+    const auto age = Clock::now() - request_started_;
+    const auto deadline = std::chrono::seconds(o.header_timeout_seconds);
+    if (age >= deadline) return CutOffRequest();
+    const auto grace = std::chrono::seconds(o.slow_request_grace_seconds);
+    if (age >= grace && request_bytes_before_ >= 0) {
+      const int64_t bytes = TcpBytesReceived(fd()) - request_bytes_before_;
+      const double seconds = std::chrono::duration<double>(age).count();
+      if (static_cast<double>(bytes) < o.min_request_bytes_per_second * seconds) {
+        return CutOffRequest();
+      }
+    }
+    read_timer_.expires_after(std::min<Clock::duration>(
+        deadline - age, age < grace ? grace - age : Clock::duration(std::chrono::seconds(1))));
     read_timer_.async_wait([self = Self(), request](const beast::error_code& ec) {
       // Cancelled, or expired just as that request was read in time (a
       // handler already queued cannot be cancelled): nothing to cut off.
       if (ec || request != self->requests_read_ || !self->parser_) return;
-      self->timed_out_ = true;
-      beast::error_code ignored;
-      beast::get_lowest_layer(self->stream_).socket().cancel(ignored);
+      self->CheckRequestProgress(request);
     });
+  }
+  void CutOffRequest() {
+    timed_out_ = true;
+    beast::error_code ignored;
+    beast::get_lowest_layer(stream_).socket().cancel(ignored);
   }
 
   void ReadHead() {
@@ -432,7 +584,8 @@ class Connection final : public ConnectionBase, public HttpResponder {
     parser_.emplace();
     parser_->header_limit(kHeaderLimitBytes);
     parser_->body_limit(o.max_body_bytes);
-    ArmRequestDeadline();
+    const int64_t received = TcpBytesReceived(fd());
+    ArmRequestDeadline(received < 0 ? -1 : received - static_cast<int64_t>(buffer_.size()));
     http::async_read_header(stream_, buffer_, *parser_,
                             [self = Self()](const beast::error_code& ec, size_t) {
                               self->OnHead(ec);
@@ -452,6 +605,11 @@ class Connection final : public ConnectionBase, public HttpResponder {
     if (const auto length = parser_->content_length();
         length && *length > server_->options.max_body_bytes) {
       return RefuseRead(http::error::body_limit);
+    }
+    if (const FramingProblem problem = CheckFraming(head); problem.status != 0) {
+      read_timer_.cancel();
+      parser_.reset();
+      return Refuse(problem.status, problem.message, problem.code);
     }
     if (parser_->is_done()) return OnBody({});
     auto read_body = [self = Self()] {
@@ -476,6 +634,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
   void OnBody(const beast::error_code& ec) {
     if (ec) return RefuseRead(ec);
     read_timer_.cancel();
+    server_->DoneReading(*this);
     http::request<http::string_body> request = parser_->release();
     parser_.reset();
     auto out = std::make_shared<HttpRequest>();
@@ -494,7 +653,8 @@ class Connection final : public ConnectionBase, public HttpResponder {
                     /*retry=*/true);
     }
     server_->HandlerThreadStarted();
-    std::thread([self = Self(), out, server = server_]() mutable {
+    const bool large = out->body.size() >= kTrimAfterBodyBytes;
+    std::thread([self = Self(), out, server = server_, large]() mutable {
       try {
         self->server_->handler->Handle(*out, *self);
       } catch (const std::exception& e) {
@@ -504,13 +664,17 @@ class Connection final : public ConnectionBase, public HttpResponder {
       }
       net::post(self->stream_.get_executor(), [self] {
         self->server_->EndHandler();
-        if (self->broken_ || !self->keep_alive_) return self->Close();
+        if (self->broken_ || !self->keep_alive_ || self->shed_) return self->Close();
         self->WaitForRequest(false);
       });
       // Nothing of the connection is held past this point, so that Stop()
       // can wait for every handler thread to be done with it.
       self.reset();
       out.reset();
+      // What a large body and its parse took is free now, but glibc keeps
+      // freed pages in the thread's arena: give them back, so that hostile
+      // bodies one after another do not ratchet the RSS up (issue #34 R6).
+      if (large) malloc_trim(0);
       server->HandlerThreadEnded();
     }).detach();
   }
@@ -520,7 +684,13 @@ class Connection final : public ConnectionBase, public HttpResponder {
   void RefuseRead(const beast::error_code& ec) {
     read_timer_.cancel();
     parser_.reset();
-    if (timed_out_) {
+    server_->DoneReading(*this);
+    if (shed_) {
+      Refuse(503,
+             "the server needed this connection for another while this request was still "
+             "arriving slowly; retry",
+             "server_busy", /*retry=*/true);
+    } else if (timed_out_) {
       Refuse(408, "the request was not received in time", "request_timeout");
     } else if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
       Refuse(431, "the request head (or a chunked body's trailer) is too large",
@@ -596,7 +766,6 @@ class Connection final : public ConnectionBase, public HttpResponder {
 
   Stream stream_;
   net::steady_timer read_timer_;
-  const int fd_;
   const std::string peer_;
   beast::flat_buffer buffer_{kReadBufferBytes};
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -606,6 +775,9 @@ class Connection final : public ConnectionBase, public HttpResponder {
   std::atomic<bool> broken_{false};
   bool chunked_ = true;
   bool timed_out_ = false;
+  bool shed_ = false;  // its slot was given to a new connection
+  Clock::time_point request_started_;
+  int64_t request_bytes_before_ = -1;
   bool probed_ = false;  // this request's half-close probe was sent
   uint64_t requests_read_ = 0;  // requests whose reading began
   bool closed_ = false;
@@ -635,40 +807,43 @@ void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket)
   socket.set_option(tcp::no_delay(true), ignored);
   const tcp::endpoint remote = socket.remote_endpoint(ignored);
   const std::string address = ignored ? "unknown" : remote.address().to_string();
+  const std::string prefix = ignored ? "unknown" : PeerPrefix(address);
   const std::string peer = absl::StrCat(address, ":", remote.port());
-  std::shared_ptr<ConnectionBase> victim;
+  std::shared_ptr<ConnectionBase> idle_victim, slow_victim;
   bool refuse = false;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto mine = [&] {
-      const auto it = per_peer.find(address);
+      const auto it = per_peer.find(prefix);
       return it == per_peer.end() ? 0 : it->second;
     };
     // Over a limit, the oldest idle connection gives its slot back (it
-    // closes in the background); with nobody idle, the new one is refused.
-    if (mine() >= options.max_connections_per_peer) {
-      victim = TakeOldestIdle(address);
-    } else if (connections >= options.max_connections) {
-      victim = TakeOldestIdle("");
+    // closes in the background), else the slowest request still arriving;
+    // with neither, the new one is refused.
+    const std::string over = mine() >= options.max_connections_per_peer ? prefix : "";
+    if (!over.empty() || connections >= options.max_connections) {
+      idle_victim = TakeOldestIdle(over);
+      if (idle_victim == nullptr) slow_victim = TakeSlowestReading(over);
     }
     refuse = mine() >= options.max_connections_per_peer || connections >= options.max_connections;
     if (!refuse) {
       ++connections;
-      ++per_peer[address];
+      ++per_peer[prefix];
       ReportLocked();
     }
   }
-  if (victim != nullptr) victim->Evict();
+  if (idle_victim != nullptr) idle_victim->Evict();
+  if (slow_victim != nullptr) slow_victim->Shed();
   if (refuse) {
     Refuse(std::move(socket));
   } else {
     std::shared_ptr<ConnectionBase> c;
     if (tls != nullptr) {
       c = std::make_shared<Connection<beast::ssl_stream<beast::tcp_stream>>>(
-          shared_from_this(), std::move(socket), tls.get(), address, peer);
+          shared_from_this(), std::move(socket), tls.get(), prefix, peer);
     } else {
       c = std::make_shared<Connection<beast::tcp_stream>>(shared_from_this(), std::move(socket),
-                                                           nullptr, address, peer);
+                                                           nullptr, prefix, peer);
     }
     c->Start();
   }
@@ -728,6 +903,24 @@ absl::StatusOr<tcp::endpoint> ParseListen(const std::string& listen) {
 }
 
 }  // namespace
+
+std::string PeerPrefix(const std::string& address) {
+  beast::error_code ec;
+  const net::ip::address ip = net::ip::make_address(address, ec);
+  if (ec) return address;
+  net::ip::address_v4::bytes_type v4{};
+  if (ip.is_v4()) {
+    v4 = ip.to_v4().to_bytes();
+  } else if (ip.to_v6().is_v4_mapped()) {
+    v4 = net::ip::make_address_v4(net::ip::v4_mapped, ip.to_v6()).to_bytes();
+  } else {
+    net::ip::address_v6::bytes_type v6 = ip.to_v6().to_bytes();
+    std::fill(v6.begin() + 8, v6.end(), 0);
+    return absl::StrCat(net::ip::address_v6(v6).to_string(), "/64");
+  }
+  v4[3] = 0;
+  return absl::StrCat(net::ip::address_v4(v4).to_string(), "/24");
+}
 
 bool ListensOnLoopbackOnly(const std::string& listen) {
   const absl::StatusOr<tcp::endpoint> endpoint = ParseListen(listen);

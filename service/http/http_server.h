@@ -13,9 +13,13 @@
 // for minutes while it streams), at most `max_active_requests` at once.
 // Limits, each answered 503 with Retry-After when nothing can give way:
 // - `max_connections` open in all and `max_connections_per_peer` from one
-//   address; a new connection over either first closes the oldest idle one
-//   (of that address, or of anyone), so idle connections cannot lock out a
-//   client that has a request to make;
+//   network prefix (/24, /64); a new connection over either first closes
+//   the oldest idle one (of that prefix, or of anyone), else sheds the
+//   slowest connection whose request has been arriving for over a second
+//   (answered 503), so neither idle nor trickling connections can lock out
+//   a client that has a request to make;
+// - a request must arrive at `min_request_bytes_per_second` on average
+//   after `slow_request_grace_seconds`, else 408;
 // - keep-alive waits shrink to `busy_idle_timeout_seconds` once 3/4 of
 //   `max_connections` are open;
 // - the whole request (head and body) within `header_timeout_seconds`, else
@@ -40,12 +44,19 @@ namespace dllm {
 struct HttpOptions {
   std::string listen = "127.0.0.1:8080";  // port 0 picks a free one
   int max_connections = 4096;             // open connections, idle ones included
-  int max_connections_per_peer = 512;     // from one IP address
+  // From one network prefix: a /24 for IPv4, a /64 for IPv6 (one client
+  // commonly holds a whole /64, or several addresses of a /24).
+  int max_connections_per_peer = 512;
   int max_active_requests = 256;          // handlers running at once
   int header_timeout_seconds = 10;        // the whole request: head and body
   int idle_timeout_seconds = 60;          // keep-alive wait for the next request
   int busy_idle_timeout_seconds = 2;      // the same once 3/4 of max_connections are open
   int write_timeout_seconds = 30;         // one write to a client that does not read
+  // A request that has begun to arrive must keep coming at this average
+  // rate once it is older than the grace, else 408: a client trickling a
+  // byte a second cannot hold a slot for the whole header timeout.
+  int min_request_bytes_per_second = 128;
+  int slow_request_grace_seconds = 2;
   int io_threads = 2;
   uint64_t max_body_bytes = 4 << 20;
   std::string tls_cert_file;  // PEM; both or neither
@@ -81,6 +92,12 @@ class HttpResponder {
   // Whether the client closed its end of the connection; never blocks.
   virtual bool ClientGone() = 0;
 };
+
+// The network a per-peer limit counts an IP address under: its /24 for IPv4
+// (an IPv4-mapped IPv6 address counts as IPv4), its /64 for IPv6, the
+// block one client commonly holds whole ("10.1.2.0/24", "2001:db8::/64");
+// text that is no address comes back as it is.
+std::string PeerPrefix(const std::string& address);
 
 // Whether `listen` (HttpOptions::listen) binds a loopback address only.
 bool ListensOnLoopbackOnly(const std::string& listen);

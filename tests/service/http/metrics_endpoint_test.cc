@@ -210,5 +210,20 @@ TEST_F(MetricsEndpointTest, ListensOnIpv6AndReportsAPortInUse) {
               StatusIs(absl::StatusCode::kUnavailable, "--metrics-listen: cannot listen on"));
 }
 
+// Issue #34 R4: the per-peer limit counts networks, so that eight
+// addresses of one /24, or the addresses of one IPv6 /64, are one peer.
+TEST(PeerPrefixTest, CountsAnIpv4Slash24AndAnIpv6Slash64) {
+  EXPECT_EQ(PeerPrefix("127.0.0.1"), "127.0.0.0/24");
+  EXPECT_EQ(PeerPrefix("127.0.0.9"), "127.0.0.0/24");
+  EXPECT_EQ(PeerPrefix("10.1.2.3"), "10.1.2.0/24");
+  EXPECT_NE(PeerPrefix("10.1.3.3"), PeerPrefix("10.1.2.3"));
+  EXPECT_EQ(PeerPrefix("::ffff:10.1.2.3"), "10.1.2.0/24");
+  EXPECT_EQ(PeerPrefix("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(PeerPrefix("2001:db8:1:2:ffff:ffff:ffff:ffff"), "2001:db8:1:2::/64");
+  EXPECT_NE(PeerPrefix("2001:db8:1:3::1"), PeerPrefix("2001:db8:1:2::1"));
+  EXPECT_EQ(PeerPrefix("::1"), "::/64");
+  EXPECT_EQ(PeerPrefix("unknown"), "unknown");
+}
+
 }  // namespace
 }  // namespace dllm
