@@ -1,5 +1,7 @@
 #include "service/cli/bench_command.h"
 
+#include <filesystem>
+
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -104,7 +106,9 @@ Json ModelJson(const std::string& file, const Model& model, double load_seconds,
                const ProcessMemory& after_load, uint64_t weight_bytes) {
   const ModelConfig& c = model.config();
   Json m = Json::object();
-  m["file"] = file;
+  // The name only: a result file is committed, and where the model lay on
+  // the machine that measured it identifies nothing (file_bytes does).
+  m["file"] = std::filesystem::path(file).filename().string();
   m["arch"] = std::string(ArchName(c.arch));
   m["name"] = c.name;
   m["file_bytes"] = static_cast<int64_t>(model.file().file_size());
