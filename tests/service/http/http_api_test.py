@@ -11,6 +11,7 @@ The official `openai` npm client is tested apart, by openai_client_test.mjs.
 import argparse
 import json
 import os
+import re
 import resource
 import shutil
 import signal
@@ -404,6 +405,32 @@ class HttpApiTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
 
 
+def trickle_a_request(port, head):
+    """Sends `head`, then a header byte every 0.5 s (never finishing) for up
+    to 10 s: (what the server answered, seconds until it closed)."""
+    start = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(10)
+        s.sendall(head)
+        reply = b""
+        try:
+            for _ in range(20):
+                s.sendall(b"X")
+                time.sleep(0.5)
+                # Read as it comes: once the server has closed, a later
+                # byte draws a reset, which discards what was unread.
+                try:
+                    chunk = s.recv(4096, socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                reply += chunk
+                if not chunk:
+                    break
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+    return reply, time.monotonic() - start
+
+
 class HttpLimitsTest(unittest.TestCase):
     """A server with one running slot, no queue, two connections and a
     2-second header timeout."""
@@ -464,27 +491,7 @@ class HttpLimitsTest(unittest.TestCase):
         self.assertTrue(result[0][2].endswith("data: [DONE]\n\n"))
 
     def test_slow_headers_are_cut_off(self):
-        start = time.monotonic()
-        with socket.create_connection(("127.0.0.1", self.port)) as s:
-            s.settimeout(10)
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\n")
-            reply = b""
-            try:
-                for _ in range(20):  # one header byte every 0.5 s, never finishing
-                    s.sendall(b"X")
-                    time.sleep(0.5)
-                    # Read as it comes: once the server has closed, a later
-                    # byte draws a reset, which discards what was unread.
-                    try:
-                        chunk = s.recv(4096, socket.MSG_DONTWAIT)
-                    except BlockingIOError:
-                        continue
-                    reply += chunk
-                    if not chunk:
-                        break
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-        elapsed = time.monotonic() - start
+        reply, elapsed = trickle_a_request(self.port, b"POST /v1/completions HTTP/1.1\r\n")
         self.assertLess(elapsed, 8, "the server held a slow client for %.1f s" % elapsed)
         # Answered, not just closed (issue #25: the 408 was counted, never sent).
         self.assertIn(b" 408 ", reply)
@@ -505,19 +512,32 @@ class HttpLimitsTest(unittest.TestCase):
         finally:
             for s in idle:
                 s.close()
-        # Two connections in the middle of a request are not idle: the next
-        # one is refused with 503 at once.
+        # Two connections whose requests began to arrive just now are not
+        # idle, nor slow yet: the next one is refused with 503 at once.
         self.wait_connections(open=0, idle=0)
         busy = [socket.create_connection(("127.0.0.1", self.port)) for _ in range(2)]
         try:
             for s in busy:
                 s.sendall(b"GET /health HTTP/1.1\r\n")
             self.wait_connections(open=2, idle=0)
-            time.sleep(1.2)  # old enough to give way, were they idle
             status, hdrs, text = curl(self.port, "/health", key=None)
             self.assertEqual(status, 503, text)
             self.assertEqual(json.loads(text)["error"]["code"], "too_many_connections")
             self.assertEqual(hdrs["retry-after"], "1")
+            # A second on, the slower of them gives its slot to a new client
+            # and is told why (issue #34 R4); the header timeout (2 s here)
+            # has not cut either off yet.
+            time.sleep(1.1)
+            status, _, text = curl(self.port, "/health", key=None)
+            self.assertEqual(status, 200, text)
+            replies = []
+            for s in busy:
+                s.settimeout(5)
+                try:
+                    replies.append(s.recv(4096))
+                except (socket.timeout, ConnectionResetError):
+                    replies.append(b"")
+            self.assertTrue(any(b" 503 " in r and b"arriving slowly" in r for r in replies), replies)
         finally:
             for s in busy:
                 s.close()
@@ -577,9 +597,10 @@ class HttpHostileTest(unittest.TestCase):
 
     def test_a_thousand_idle_connections_shut_nobody_out(self):
         # N3: 64 idle connections (one thread each) gave every other client
-        # 503 for 60 s. Now 1,000 idle connections, from four addresses,
-        # half of them after a request (keep-alive), cost no thread: a new
-        # client is served within a second.
+        # 503 for 60 s. Now 1,000 idle connections, from four networks (the
+        # per-peer limit counts a /24), half of them after a request
+        # (keep-alive), cost no thread: a new client is served within a
+        # second.
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft < 2048:
             resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
@@ -587,7 +608,7 @@ class HttpHostileTest(unittest.TestCase):
         try:
             for i in range(1000):
                 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-                s.bind(("127.0.0.%d" % (2 + i % 4), 0))
+                s.bind(("127.0.%d.1" % (2 + i % 4), 0))
                 s.connect(("127.0.0.1", self.port))
                 if i % 2:
                     s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -713,6 +734,325 @@ class HttpHostileTest(unittest.TestCase):
         self.assertEqual(curl(self.port, "/health", key=None)[0], 200)
 
 
+def server_cpu_seconds(replica):
+    """User plus system CPU time the server process has used."""
+    with open("/proc/%d/stat" % replica.proc.pid) as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def read_until_closed(s, timeout=10):
+    s.settimeout(timeout)
+    reply = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return reply
+
+
+class HttpHostileRound3Test(unittest.TestCase):
+    """Issue #34's findings against a server with the default HTTP settings
+    and no API key, as the image runs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server.start("http-round3")
+        cls.port = cls.server.http_port
+
+    def cpu_of(self, send):
+        """Server CPU seconds that `send()` cost (ticks of 10 ms)."""
+        before = server_cpu_seconds(self.server)
+        result = send()
+        return server_cpu_seconds(self.server) - before, result
+
+    def test_json_bodies_parse_in_linear_time(self):
+        # R1: with the bounds checked in nlohmann's parser callback, 131k
+        # empty objects (393 KB) cost 8.25 s of server CPU; an object of
+        # 131k members behaved the same.
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        bound = 1.0 if ARGS.instrumented else 0.1
+        for name, body, says in (
+                ("131k objects", b"[" + b",".join([b"{}"] * 131000) + b"]", "must be a JSON object"),
+                ("131k members", b"{" + b",".join(b'"a%d":0' % i for i in range(131000)) + b"}",
+                 "more than 1024 members")):
+            cpu, (status, text) = self.cpu_of(lambda: raw_request(self.port, head, body))
+            print("%s: %.3f s of server CPU" % (name, cpu), file=sys.stderr)
+            self.assertEqual(status, 400, text)
+            self.assertIn(says, json.loads(text)["error"]["message"])
+            self.assertLess(cpu, bound, "%s cost %.2f s of server CPU" % (name, cpu))
+
+    def test_dns_rebinding_names_that_start_like_the_loopback_are_refused(self):
+        # R2: any Host starting with "127." passed the check.
+        body = '{"prompt": "Hi", "max_tokens": 4}'
+        for host in ("127.0.0.1.evil.example", "127.evil.example", "localhost.evil.example",
+                     "evil-localhost", "[::1].evil.example", "0x7f.0.0.1", "127.1"):
+            authority = "%s:%d" % (host, self.port)
+            status, _, text = curl(self.port, "/v1/completions", body=body, key=None,
+                                   headers=["Host: " + authority, "Origin: http://" + authority])
+            self.assertEqual(status, 403, (host, text))
+            self.assertEqual(HttpApiTest.error_of(self, status, text)["code"], "host_not_allowed")
+        for host in ("127.0.0.1", "127.3.4.5", "localhost", "LOCALHOST", "[::1]"):
+            authority = "%s:%d" % (host, self.port)
+            status, _, text = curl(self.port, "/v1/models", key=None,
+                                   headers=["Host: " + authority, "Origin: http://" + authority])
+            self.assertEqual(status, 200, (host, text))
+
+    def test_a_body_framing_that_cannot_be_trusted_closes_the_connection(self):
+        # R3: a Transfer-Encoding not ending in chunked, with no
+        # Content-Length, got 400 on a connection left open, and the body
+        # ran as the next request (RFC 9112 6.3).
+        served = metric(self.server, "dllm_http_responses_total", path="/v1/models")
+        second = b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n"
+        post = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n"
+        for head, want in (
+                (post + b"Transfer-Encoding: gzip\r\n", 501),
+                (post + b"Transfer-Encoding: identity\r\n", 501),
+                (post + b"Transfer-Encoding: chunked, identity\r\n", 501),
+                (post + b"Transfer-Encoding: gzip, chunked\r\n", 501),
+                # Beast's own parser refuses chunked followed by more.
+                (post + b"Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n", 400),
+                (post + b"Transfer-Encoding: chunked, chunked\r\n", 400),
+                (post + b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n", 400),
+                (b"GET /v1/models HTTP/1.1\r\nHost: x\r\nHost: y\r\n", 400),
+                (b"POST /v1/completions HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: chunked\r\n", 400)):
+            with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+                s.sendall(head + b"\r\n0\r\n\r\n" + second)
+                reply = read_until_closed(s)
+            self.assertEqual(reply.count(b"HTTP/1."), 1 + reply.count(b"HTTP/1.0 request"),
+                             (head, reply))
+            self.assertEqual(int(reply.split(b" ", 2)[1]), want, (head, reply))
+            # Closed: read_until_closed returned (HTTP/1.0 closes by default).
+            if reply.startswith(b"HTTP/1.1"):
+                self.assertIn(b"Connection: close", reply, head)
+        # The smuggled GETs never ran.
+        self.assertEqual(metric(self.server, "dllm_http_responses_total", path="/v1/models"), served)
+        # A sound chunked body still works.
+        body = b'{"prompt": "x", "max_tokens": 4}'
+        status, _, _ = raw_exchange(self.port, post + b"Content-Type: application/json\r\n"
+                                    b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                                    b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        self.assertEqual(status, 200)
+
+    def test_infill_cuts_text_it_cannot_keep_before_tokenizing(self):
+        # R5: /infill tokenized 4 MiB of input_prefix, input_extra or prompt
+        # whole (~0.8 s of CPU each). The suffix (or the prompt's mask
+        # check) fails after the part under test is tokenized: the CPU
+        # measured is that part's.
+        big = "def f(x):\n    return x + 1\n" * (int(3.5 * 2**20) // 28)  # JSON: under 4 MiB
+        infill = b"POST /infill HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        bound = 3.0 if ARGS.instrumented else 0.3
+        for name, body in (
+                ("input_prefix", {"input_prefix": big, "input_suffix": 5}),
+                ("input_extra", {"input_prefix": "a", "input_suffix": "b", "prompt": "<|mdm_mask|>",
+                                 "input_extra": [{"filename": "a.py", "text": big[:900000]}] * 3 +
+                                                [{"filename": "b.py", "text": big[:900000]}]})):
+            data = json.dumps(body).encode()
+            cpu, (status, text) = self.cpu_of(lambda: raw_request(self.port, infill, data))
+            print("infill %s: %.3f s of server CPU" % (name, cpu), file=sys.stderr)
+            self.assertEqual(status, 400, text[:300])
+            self.assertLess(cpu, bound, "%s cost %.2f s of server CPU" % (name, cpu))
+        # A whole request with a 4 MiB prefix is answered, the cut said.
+        status, text = raw_request(self.port, infill, json.dumps(
+            {"input_prefix": big, "input_suffix": "\n", "n_predict": 4, "steps": 4}).encode())
+        self.assertEqual(status, 200, text[:300])
+        reply = json.loads(text)
+        self.assertTrue(reply["truncated"])
+        self.assertGreater(reply["dllm"]["trimmed"]["prefix_bytes"], 3 * 2**20)
+        # A prompt that can never fit is refused by its size, untokenized.
+        status, text = raw_request(self.port, infill, json.dumps(
+            {"input_prefix": "a", "input_suffix": "b", "prompt": big}).encode())
+        self.assertEqual(status, 400, text[:300])
+        self.assertIn("bytes cannot fit", text)
+
+    def test_sequential_hostile_bodies_leave_little_resident(self):
+        # R6: 4 MiB hostile bodies one after another (a thread each, and
+        # glibc's arena per thread) left the RSS at ~660 MB.
+        if ARGS.instrumented:
+            self.skipTest("the sanitizer's allocator, not glibc's, holds freed memory here")
+        n = 4 * 2**20 - 64
+        strings = b"[" + b",".join(b'"%026d"' % i for i in range(131000))[:n - 2] + b"]"
+        bodies = [strings, b'{"prompt": "' + b"a" * (n - 20) + b'"}', b"[" * n,
+                  b"[" + b",".join([b"1.5"] * 131000) + b"]"]
+        head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        before = self.server.rss_bytes()
+        for i in range(40):
+            status, text = raw_request(self.port, head, bodies[i % len(bodies)])
+            self.assertEqual(status, 400, text[:200])
+        grew = self.server.rss_bytes() - before
+        print("RSS grew by %d MB over 40 hostile bodies" % (grew >> 20), file=sys.stderr)
+        self.assertLess(grew, 150 << 20, "RSS grew by %d MB" % (grew >> 20))
+
+    def test_the_ignored_field_log_says_when_it_stops_naming(self):
+        # R11: after 256 distinct ignored fields the warning went silent,
+        # without a word.
+        for batch in range(3):
+            body = {"input_prefix": "a", "input_suffix": "b", "n_predict": 0}
+            body.update({"unknown_%d_%d" % (batch, i): 1 for i in range(120)})
+            status, _, text = curl(self.port, "/infill", body=body, key=None)
+            self.assertEqual(status, 200, text)
+        with open(self.server.log_path) as f:
+            log = f.read()
+        self.assertIn("unknown_0_0", log)
+        self.assertNotIn("unknown_2_119", log)
+        self.assertEqual(log.count("no longer named in the log"), 1, log[-2000:])
+
+    def test_the_page_cannot_be_framed(self):
+        status, hdrs, _ = curl(self.port, "/", key=None)
+        self.assertEqual(status, 200)
+        self.assertIn("frame-ancestors 'none'", hdrs["content-security-policy"])
+
+    def test_a_stop_string_is_no_cancellation(self):
+        # R11: an /infill run ended by its stop string (the text is
+        # complete: the engine lets go of it early) was counted in the
+        # cancellation latency.
+        body = {"input_prefix": "Hello", "input_suffix": "", "n_predict": 32, "steps": 32,
+                "seed": 3}
+        status, _, text = curl(self.port, "/infill", body=body, key=None)
+        self.assertEqual(status, 200, text)
+        full = json.loads(text)["content"]
+        self.assertGreater(len(full), 4, full)
+        stops = metric(self.server, "dllm_requests_finished_total", finish_reason="stop")
+        latency = metric(self.server, "dllm_cancellation_latency_seconds_count")
+        status, _, text = curl(self.port, "/infill", body=dict(body, stop=[full[:2]]), key=None)
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["stop_type"], "word", text)
+        self.assertEqual(metric(self.server, "dllm_requests_finished_total", finish_reason="stop"),
+                         stops + 1, "the stop string did not end the run early")
+        self.assertEqual(metric(self.server, "dllm_cancellation_latency_seconds_count"), latency)
+
+
+class HttpSlowClientsTest(unittest.TestCase):
+    """R4: a server with 64 connection slots, 32 of them for one network
+    (/24), against clients on eight addresses of one /24 trickling requests
+    a byte a second, twice as many as the slots."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server.start("http-slow", "--http-max-connections", "64",
+                                  "--http-max-connections-per-peer", "32")
+        cls.port = cls.server.http_port
+
+    def trickle(self, port, n, stop):
+        """n connections over 127.0.0.2-9, each sending a byte a second until
+        `stop` is set or the server ends it; reconnects when ended."""
+        def one(address):
+            while not stop.is_set():
+                try:
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    s.bind((address, 0))
+                    s.connect(("127.0.0.1", port))
+                    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+                    while not stop.wait(1.0):
+                        s.sendall(b"X")
+                except OSError:
+                    pass  # ended by the server: come back
+                finally:
+                    s.close()
+                stop.wait(0.2)
+        threads = [threading.Thread(target=one, args=("127.0.0.%d" % (2 + i % 8),), daemon=True)
+                   for i in range(n)]
+        for t in threads:
+            t.start()
+        return threads
+
+    def test_trickling_clients_from_eight_addresses_shut_nobody_out(self):
+        stop = threading.Event()
+        threads = self.trickle(self.port, 128, stop)
+        try:
+            dllm_ops.wait_for(lambda: dllm_ops.metric_sum(self.server.metrics(), "dllm_http_connections",
+                                                          state="open") >= 30, 20,
+                              "the trickling clients to hold their network's slots")
+            # Their /24 holds at most its 32: probes from another network
+            # keep being served while the trickle goes on (before, eight
+            # addresses held all the slots).
+            deadline = time.monotonic() + 8
+            served = 0
+            while time.monotonic() < deadline:
+                self.assertLessEqual(dllm_ops.metric_sum(self.server.metrics(), "dllm_http_connections",
+                                                         state="open"), 33)
+                start = time.monotonic()
+                status, _, text = curl(self.port, "/health", key=None, timeout=10,
+                                       extra=["--interface", "127.0.1.1"])
+                self.assertEqual(status, 200, text)
+                self.assertLess(time.monotonic() - start, 3.0)
+                served += 1
+                time.sleep(0.5)
+            self.assertGreater(served, 5)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=10)
+
+    def test_a_trickle_is_cut_off_after_the_grace(self):
+        # Below 128 bytes a second after 2 s: 408, well before the 10 s
+        # header timeout; on the metrics port as well.
+        for port in (self.port, self.server.metrics_port):
+            reply, elapsed = trickle_a_request(port, b"GET /metrics HTTP/1.1\r\n")
+            self.assertIn(b" 408 ", reply, port)
+            self.assertLess(elapsed, 6, "a trickle held port %d for %.1f s" % (port, elapsed))
+
+
+class HttpMemoryBudgetTest(unittest.TestCase):
+    """R7, R8: a memory budget of 8 MiB, which lowers the row budget."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = Server.start("http-budget", "--memory-budget-mb", "8")
+        cls.port = cls.server.http_port
+
+    def test_the_budget_and_what_it_allows_are_said(self):
+        self.assertRegex(self.server.read_log(),
+                         r"and (\d+) rows a step \(lowered from \d+ by --memory-budget-mb\)")
+        rows = int(re.search(r"and (\d+) rows a step", self.server.read_log()).group(1))
+        # A canvas over the row budget is refused naming the budget.
+        status, hdrs, text = curl(self.port, "/v1/completions", key=None,
+                                  body={"prompt": "x", "max_tokens": rows + 8})
+        self.assertEqual(status, 400, text)
+        self.assertIn("(--memory-budget-mb)", json.loads(text)["error"]["message"])
+
+    def test_a_request_that_can_never_fit_is_a_permanent_error(self):
+        # R7: it got 429 with Retry-After, as if waiting could help.
+        status, hdrs, text = curl(self.port, "/v1/completions", key=None,
+                                  body={"prompt": "x", "max_tokens": 200, "steps": 1})
+        self.assertEqual(status, 400, text)
+        self.assertNotIn("retry-after", hdrs)
+        self.assertIn("can ever hold", json.loads(text)["error"]["message"])
+        status, _, text = curl(self.port, "/v1/completions", key=None,
+                               body={"prompt": "x", "max_tokens": 8})
+        self.assertEqual(status, 200, text)
+
+
+class ServerStartTest(unittest.TestCase):
+    """R11: start-up failures leave nothing behind and claim nothing."""
+
+    def start(self, *extra):
+        out = subprocess.run([ARGS.server, "--model", ARGS.model, "--threads", "1",
+                              "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+                              "--metrics-listen", "none"] + list(extra),
+                             capture_output=True, text=True, timeout=120)
+        return out.returncode, out.stderr
+
+    def test_a_port_file_that_cannot_be_written_leaves_no_temporary(self):
+        work = dllm_ops.tmpdir("dllm-port-file-")
+        target = os.path.join(work, "ports")
+        os.mkdir(target)  # a directory: the rename onto it fails
+        code, err = self.start("--port-file", target)
+        self.assertNotEqual(code, 0, err)
+        self.assertIn("--port-file", err)
+        self.assertEqual(os.listdir(work), ["ports"], err)
+
+    def test_a_batch_that_cannot_run_a_step_fails_before_listening(self):
+        code, err = self.start("--max-batch-rows", "1")
+        self.assertNotEqual(code, 0, err)
+        self.assertNotIn("listening", err)
+        self.assertNotIn("HTTP API on", err)
+
+
 class HttpQueueAndTlsTest(unittest.TestCase):
     """HTTPS from the gRPC TLS flags' PEM files; one running slot with a
     queue of one and a 1-second heartbeat."""
@@ -796,6 +1136,9 @@ def main():
     ap.add_argument("--client", required=True)
     ap.add_argument("--model", required=True)
     ap.add_argument("--src", required=True)
+    # A sanitizer build: CPU-time bounds are ten times looser, RSS is not
+    # glibc's to judge.
+    ap.add_argument("--instrumented", action="store_true")
     ARGS, rest = ap.parse_known_args()
     try:
         program = unittest.main(argv=[sys.argv[0]] + rest, exit=False, verbosity=2)
