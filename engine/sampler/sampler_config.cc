@@ -90,6 +90,13 @@ int DefaultBlockLength(SamplerFamily family, int gen_length, int preferred) {
                                                                                         : 0;
 }
 
+int InfillBlockLength(int span, int steps) {
+  for (int block = kMaxInfillBlock; block >= kMinInfillBlock; --block) {
+    if (span % block == 0 && steps % (span / block) == 0) return block;
+  }
+  return 0;
+}
+
 SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length) {
   SamplerConfig c;
   c.family = SamplerFamilyOf(arch);

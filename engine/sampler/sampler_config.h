@@ -118,6 +118,15 @@ inline constexpr int kDefaultBlockLength = 32;
 int DefaultBlockLength(SamplerFamily family, int gen_length,
                        int preferred = kDefaultBlockLength);
 
+// The block an infill span gets where the request names none (llama-server's
+// /infill): the largest in [kMinInfillBlock, kMaxInfillBlock] that divides
+// the span and whose block count divides `steps`; 0 (the family's default)
+// when none does. Blocks commit left to right, so the span's front is
+// committed early, which a time budget (t_max_predict_ms) can return.
+inline constexpr int kMinInfillBlock = 8;
+inline constexpr int kMaxInfillBlock = 16;
+int InfillBlockLength(int span, int steps);
+
 // The settings every front end (CLI, server, bench, the proto's documented
 // defaults) starts from for a model of `arch`: its family's algorithm
 // (low_confidence / entropy), steps = gen_length, LLaDA blocks of 32 where

@@ -27,12 +27,15 @@ int Fail(const absl::Status& s) { return FailCommand("eval", s); }
 constexpr char kEvalUsage[] =
     "usage: dllm eval --model M --windows FILE [--baseline F32.gguf] [--ratios 0.15,0.5,0.9]\n"
     "         [--infill [--alg A] [--temperature 0] [--seed 0] [--threshold X]\n"
-    "          [--steps-per-token 1] [--cache none|prefix|dual] [--cache-refresh R]]\n"
+    "          [--steps-per-token 1] [--cache none|prefix|dual] [--cache-refresh R]\n"
+    "          [--block-length 0|N|auto] [--infill-span N]]\n"
     "         [--json OUT] [--threads N] [--isa auto|scalar|avx2|avx512|amx]\n"
     "  masked-token cross-entropy and top-1 accuracy on held-out windows (the format of\n"
     "  shared/reference/quality/windows.json); --baseline adds the mean KL divergence\n"
     "  from that model's logits on the same canvases; --infill adds the infill task (each\n"
-    "  window's span filled by the sampler: exact-match rate and token accuracy)\n"
+    "  window's span filled by the sampler: exact-match rate and token accuracy; blocks\n"
+    "  0 = the span is one block, auto = /infill's default blocks; --infill-span N scores\n"
+    "  the N tokens in the middle of each window instead of its own span)\n"
     "       dllm eval --model M --windows FILE --divergence --cache prefix|dual\n"
     "         [--cache-refresh R] [--prompt-len 32] [--gen-length N] [--steps N]\n"
     "         [--block-length N] [--threshold X] [--alg A] [--temperature T] [--seed S]\n"
@@ -180,7 +183,7 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
 
 absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
                                            const Json& windows, const SamplerConfig& base,
-                                           double steps_per_token, int threads) {
+                                           const InfillTask& task, int threads) {
   const ModelConfig& c = model->config();
   const Json* list = FindMember(windows, "windows");
   if (list == nullptr || !list->is_array() || list->empty()) {
@@ -206,9 +209,13 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
         status = tokens.status();
         return;
       }
-      const int64_t start = (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
-      const int64_t end = (*infill)["end"].is_number_integer() ? (*infill)["end"].get<int64_t>() : -1;
+      int64_t start = (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
+      int64_t end = (*infill)["end"].is_number_integer() ? (*infill)["end"].get<int64_t>() : -1;
       const int64_t n = static_cast<int64_t>(tokens->size());
+      if (task.span > 0) {  // the middle of the window instead
+        start = (n - task.span) / 2;
+        end = start + task.span;
+      }
       if (!(start >= 1 && start < end && end <= n)) {
         status = absl::InvalidArgumentError(
             absl::StrCat(where, ".infill: [", start, ", ", end, ") is not a span inside [1, ", n, ")"));
@@ -219,8 +226,10 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
       SamplerConfig config = base;
       const int span = static_cast<int>(end - start);
       config.gen_length = span;
-      config.block_length = 0;
-      config.steps = std::clamp(static_cast<int>(std::lround(span * steps_per_token)), 1, span);
+      config.steps = std::clamp(static_cast<int>(std::lround(span * task.steps_per_token)), 1, span);
+      config.block_length = task.block_length == kInfillBlocksAuto
+                                ? InfillBlockLength(span, config.steps)
+                                : task.block_length;
       CanvasInput input(std::vector<int32_t>(tokens->begin(), tokens->begin() + start),
                         std::vector<int32_t>(tokens->begin() + end, tokens->end()));
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
@@ -331,7 +340,7 @@ int RunEval(int argc, char** argv) {
       argc, argv,
       {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg", "temperature",
        "seed", "threshold", "steps-per-token", "cache", "cache-refresh", "prompt-len",
-       "gen-length", "steps", "block-length"},
+       "gen-length", "steps", "block-length", "infill-span"},
       {"infill", "divergence"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kEvalUsage);
@@ -401,15 +410,30 @@ int RunEval(int argc, char** argv) {
       config.threshold = static_cast<float>(threshold);
     }
     if (absl::Status s = CacheFromFlags(*flags, &config); !s.ok()) return Fail(s);
+    InfillTask task;
+    task.steps_per_token = per_token;
+    if (flags->Get("block-length") == "auto") {
+      task.block_length = kInfillBlocksAuto;
+    } else {
+      absl::StatusOr<int64_t> block = flags->GetIntInRange("block-length", 0, 0, 1 << 20);
+      if (!block.ok()) return Fail(block.status());
+      task.block_length = static_cast<int>(*block);
+    }
+    absl::StatusOr<int64_t> span = flags->GetIntInRange("infill-span", 0, 0, 1 << 20);
+    if (!span.ok()) return Fail(span.status());
+    task.span = static_cast<int>(*span);
     absl::StatusOr<InfillScore> infill =
-        EvaluateInfill(*model, *windows, config, per_token, static_cast<int>(*threads));
+        EvaluateInfill(*model, *windows, config, task, static_cast<int>(*threads));
     if (!infill.ok()) return Fail(infill.status());
     std::printf("infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
-                "%d forward steps (%s, temperature %g, %g steps per token%s, cache %s%s)\n",
+                "%d forward steps (%s, temperature %g, %g steps per token, blocks %s%s, cache %s%s)\n",
                 100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy,
                 infill->tokens, infill->forward_steps,
                 std::string(AlgorithmName(config.algorithm)).c_str(), config.temperature,
                 per_token,
+                task.block_length == kInfillBlocksAuto ? "auto"
+                : task.block_length == 0               ? "none"
+                                                       : absl::StrCat(task.block_length).c_str(),
                 config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
                 std::string(CacheModeName(config.cache)).c_str(),
                 config.cache_refresh_steps > 0
@@ -422,6 +446,10 @@ int RunEval(int argc, char** argv) {
                         {"algorithm", std::string(AlgorithmName(config.algorithm))},
                         {"temperature", config.temperature},
                         {"steps_per_token", per_token},
+                        {"block_length", task.block_length == kInfillBlocksAuto
+                                             ? Json("auto")
+                                             : Json(task.block_length)},
+                        {"span", task.span == 0 ? Json("window") : Json(task.span)},
                         {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
                         {"cache", std::string(CacheModeName(config.cache))},
                         {"cache_refresh", config.cache_refresh_steps},

@@ -51,12 +51,24 @@ struct InfillScore {
   int full_steps = 0;     // of those, under a cache: the ones that computed the whole canvas
 };
 
-// `base` gives the sampler settings (algorithm, temperature, seed, ...);
-// gen_length is each window's rest and steps the span's length times
-// `steps_per_token` (at least 1, at most the rest).
+// How each window's span is set up.
+struct InfillTask {
+  // Steps: the span's length times this (at least 1, at most the span).
+  double steps_per_token = 1;
+  // The span's blocks: 0 one block (the span), kInfillBlocksAuto the
+  // blocks /infill gives a span by default (InfillBlockLength), else this.
+  int block_length = 0;
+  // 0: each window's own span; N: the N tokens in the middle of each
+  // window instead (an editor's span, e.g. llama.vim's 128).
+  int span = 0;
+};
+inline constexpr int kInfillBlocksAuto = -1;
+
+// `base` gives the sampler settings (algorithm, temperature, seed, cache,
+// ...); gen_length is each span's length.
 absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
                                            const Json& windows, const SamplerConfig& base,
-                                           double steps_per_token, int threads);
+                                           const InfillTask& task, int threads);
 
 int RunEval(int argc, char** argv);
 

@@ -110,7 +110,7 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   }
   SamplerConfig config = DefaultSamplerConfig(model->config().arch, kDefaultGenLength);
   config.temperature = 0;
-  auto first = EvaluateInfill(model, windows, config, 1.0, 2);
+  auto first = EvaluateInfill(model, windows, config, InfillTask{}, 2);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->spans, static_cast<int>(windows.at("windows").size()));
   EXPECT_EQ(first->tokens, span_tokens);
@@ -119,7 +119,7 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   // the algorithms).
   if (!kSanitized) EXPECT_GT(first->token_accuracy, 0.02);
   EXPECT_LE(first->exact_match, first->token_accuracy + 1e-9);
-  auto again = EvaluateInfill(model, windows, config, 1.0, 2);
+  auto again = EvaluateInfill(model, windows, config, InfillTask{}, 2);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->token_accuracy, first->token_accuracy) << "greedy infill is deterministic";
 }
