@@ -9,8 +9,13 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
@@ -46,53 +51,123 @@ bool SeedMatters(const v1::GenerateRequest& r) {
          a == v1::ALGORITHM_RANDOM || a == v1::ALGORITHM_ORIGIN;
 }
 
-// One completion's text and how it ended, from its events.
+// The end of a text that ran out of time: up to and including its last
+// newline when it holds one (whole lines), else all of it (whole tokens).
+std::string_view CutAtLastNewline(std::string_view text) {
+  const size_t newline = text.rfind('\n');
+  return newline == std::string_view::npos ? text : text.substr(0, newline + 1);
+}
+
+// One completion's text and how it ended, from its events (one StepEvent
+// a step, with timings).
+//
+// t_max_predict_ms, the diffusion way: llama-server stops once a newline
+// has been generated after the limit, but a canvas commits out of order, so
+// the text read left to right may hold its first newline only near the
+// end. Here, once the time since the first step is over the limit, the
+// run stops and the answer is the committed text from the span's front up
+// to its first masked position, cut at its last newline when it holds one
+// (whole lines), else whole as committed (whole tokens), else nothing.
 struct InfillRun {
-  explicit InfillRun(const InfillRequest& request)
-      : stop(request.stop, request.n_indent), t_max_ms(request.t_max_predict_ms) {}
+  InfillRun(const InfillRequest& request, const BpeTokenizer& tokenizer)
+      : stop(request.stop, request.n_indent),
+        t_max_ms(request.t_max_predict_ms),
+        tokenizer(tokenizer),
+        span_ids(static_cast<size_t>(std::max(request.n_predict, 0)), -1) {}
 
   // The text to send for a StepEvent; sets `ended_early` when the text is
   // complete before the canvas is (a stop string, n_indent, the time limit).
   std::string OnStep(const v1::StepEvent& step) {
-    if (!first_step) first_step = Clock::now();
+    const Clock::time_point now = Clock::now();
+    // The first forward computes the whole canvas: llama-server's prompt
+    // processing, its time the forward's own (not the queue's). A step
+    // that commits nothing runs none (Dream's first): the first step that
+    // ran one starts the generation's clock.
+    if (!first_step && step.timings().forward_seconds() > 0) {
+      first_step = now;
+      prompt_ms = 1e3 * step.timings().forward_seconds();
+    }
+    for (const v1::CommittedToken& t : step.committed()) {
+      if (t.position() < span_ids.size()) span_ids[t.position()] = static_cast<int32_t>(t.token_id());
+    }
     stable_tokens = static_cast<int>(step.stable_length());
+    steps = static_cast<int>(step.step());
     raw += step.text_delta();
     std::string ready = stop.Add(step.text_delta());
-    // llama-server's t_max_predict_ms: once a line is complete and the time
-    // since the first token is over the limit.
-    if (!stop.stopped() && t_max_ms > 0 && absl::StrContains(stop.text(), '\n') &&
-        MsBetween(*first_step, Clock::now()) > t_max_ms) {
+    if (!stop.stopped() && t_max_ms > 0 && first_step && MsBetween(*first_step, now) > t_max_ms) {
       timed_out = true;
     }
     if (stop.stopped() || timed_out) ready += Finish();
-    return ready;
+    return Gate(std::move(ready));
   }
   std::string OnFinal(const v1::Final& f) {
     final = f;
     std::string rest;
     if (absl::StartsWith(f.text(), raw)) rest = stop.Add(absl::string_view(f.text()).substr(raw.size()));
-    return rest + Finish();
+    return Gate(rest + Finish());
   }
   std::string Finish() {
     end = Clock::now();
+    finished = true;
     return stop.Finish();
   }
+  // With a time budget, a stream lets out whole lines only: what follows
+  // the last newline may yet be cut (at the limit) and cannot be taken
+  // back once sent. At the end it goes out unless the limit cut it.
+  std::string Gate(std::string ready) {
+    if (t_max_ms <= 0) return ready;  // else `ready` is in stop.text()
+    // What may go out: the answer once finished, else the whole lines.
+    const std::string text = stop.text();
+    size_t upto = 0;
+    if (finished) {
+      upto = Content().size();
+    } else if (absl::StrContains(text, '\n')) {
+      upto = CutAtLastNewline(text).size();
+    }
+    if (upto <= sent) return "";
+    std::string out = text.substr(sent, upto - sent);
+    sent = upto;
+    return out;
+  }
   bool ended_early() const { return stop.stopped() || timed_out; }
+  // The answer: the text as the stop handling and the time limit end it.
+  std::string Content() const {
+    return timed_out ? std::string(CutAtLastNewline(stop.text())) : stop.text();
+  }
   const char* StopType() const {
     if (!stop.stop_word().empty()) return "word";
     if (stop.stopped() || timed_out) return "limit";
     if (final && final->finish_reason() == v1::FINISH_REASON_EOS) return "eos";
     return "limit";
   }
+  // The span tokens the answer returns: all the generated ones when the
+  // canvas completed, else those of the committed front that the returned
+  // text covers.
   int TokensPredicted() const {
-    return final ? static_cast<int>(final->usage().generated_tokens()) : stable_tokens;
+    if (final && !ended_early()) return static_cast<int>(final->usage().generated_tokens());
+    const size_t bytes = Content().size();
+    size_t covered = 0;
+    int n = 0;
+    for (int i = 0; i < stable_tokens && i < static_cast<int>(span_ids.size()); ++i) {
+      if (span_ids[i] < 0 || !tokenizer.IsValid(span_ids[i])) break;
+      covered += tokenizer.TokenPiece(span_ids[i]).size();
+      if (covered > bytes) break;
+      ++n;
+    }
+    return n;
   }
 
   StopText stop;
   const int t_max_ms;
-  std::string raw;  // the text deltas before the stop handling
+  const BpeTokenizer& tokenizer;
+  std::vector<int32_t> span_ids;  // committed span tokens (-1: masked)
+  std::string raw;   // the text deltas before the stop handling
+  size_t sent = 0;   // bytes of a timed stream's text let out
   bool timed_out = false;
+  bool finished = false;
   int stable_tokens = 0;
+  int steps = 0;  // run so far
+  double prompt_ms = 0;
   std::optional<v1::Final> final;
   std::string request_id;
   uint64_t seed = 0;
@@ -135,7 +210,9 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
 
   // The whole object of one completion, in llama-server's key order.
   const auto whole = [&](int index, const InfillRun* run, const std::string& content) {
-    const double prompt_ms = run && run->first_step ? MsBetween(run->admitted, *run->first_step) : 0;
+    // prompt_ms: the first forward, over the whole canvas; predicted_ms:
+    // the rest of the run; predicted_n: the tokens returned.
+    const double prompt_ms = run ? run->prompt_ms : 0;
     const double predicted_ms = run && run->first_step ? MsBetween(*run->first_step, run->end) : 0;
     const int predicted = run ? run->TokensPredicted() : 0;
     const auto per_token = [](double ms, int n) { return n > 0 ? ms / n : 0.0; };
@@ -176,7 +253,21 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
                     {"predicted_per_second", per_second(predicted_ms, predicted)}};
     Json extras = run && run->final ? DllmExtras(*run->final, run->request_id)
                                     : Json({{"request_id", run ? run->request_id : ""}});
+    if (run && !run->final) {
+      // Stopped before its canvas completed (a stop string, n_indent, the
+      // time budget): the steps it ran and the tokens it returned.
+      extras["steps"] = run->steps;
+      extras["token_ids"] = std::vector<int32_t>(
+          run->span_ids.begin(), run->span_ids.begin() + run->TokensPredicted());
+    }
     extras["span"] = infill.n_predict;
+    // The schedule and cache the request ran with (/infill's defaults
+    // included: small blocks, the dual cache for cache_prompt).
+    extras["block_length"] = infill.generate.diffusion().block_length();
+    const v1::Cache cache = infill.generate.diffusion().cache();
+    extras["cache"] = cache == v1::CACHE_UNSPECIFIED
+                          ? "none"
+                          : absl::AsciiStrToLower(absl::StripPrefix(v1::Cache_Name(cache), "CACHE_"));
     extras["suffix_tokens"] = infill.generate.prompt().suffix().token_ids().ids_size();
     extras["trimmed"] = {{"prefix_tokens", infill.trimmed.prefix},
                          {"suffix_tokens", infill.trimmed.suffix},
@@ -213,7 +304,7 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     if (k > 0 && generate.sampling().has_seed()) {
       generate.mutable_sampling()->set_seed(generate.sampling().seed() + k);
     }
-    InfillRun run(infill);
+    InfillRun run(infill, service_->model().tokenizer());
     run.admitted = Clock::now();
     RunHooks hooks;
     hooks.admitted = [&](const std::string& id) {
@@ -265,7 +356,7 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
       if (client_ok) out.EndEvents();
       return;
     }
-    results.push_back(whole(k, &run, run.stop.text()));
+    results.push_back(whole(k, &run, run.Content()));
   }
   SendJson(out, kPath, 200, infill.n_cmpl == 1 ? results[0] : results);
 }

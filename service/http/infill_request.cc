@@ -42,11 +42,10 @@ constexpr Field kFields[] = {
     {"algorithm", Use::kSettings},   {"threshold", Use::kSettings},
     {"alg_temp", Use::kSettings},    {"cfg_scale", Use::kSettings},
     {"eps", Use::kSettings},         {"cache", Use::kSettings},
-    {"cache_refresh", Use::kSettings},
-    // The KV cache between requests, slot choice, a time limit llama-server
-    // itself does not apply, and (single-model server) the model name.
-    {"cache_prompt", Use::kNoEffect}, {"t_max_prompt_ms", Use::kNoEffect},
-    {"model", Use::kNoEffect},
+    {"cache_refresh", Use::kSettings}, {"cache_prompt", Use::kRead},
+    // Slot choice, a time limit llama-server itself does not apply, and
+    // (single-model server) the model name.
+    {"t_max_prompt_ms", Use::kNoEffect}, {"model", Use::kNoEffect},
 };
 
 // llama-server's token samplers and options that have no counterpart in the
@@ -324,7 +323,23 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     sampling.set_top_k(0);
     sampling.set_top_p(0);
   }
-  out.generate.mutable_diffusion()->set_gen_length(static_cast<uint32_t>(std::max(span, int64_t{1})));
+  v1::DiffusionParams& diffusion = *out.generate.mutable_diffusion();
+  diffusion.set_gen_length(static_cast<uint32_t>(std::max(span, int64_t{1})));
+  // cache_prompt: llama-server's "reuse what was computed for this text";
+  // here the opt-in dual cache (the keys and values of the prefix and the
+  // suffix reused, the span's current block computed), unless `cache` says
+  // otherwise. Absent or false: exact decoding.
+  bool cache_prompt = false;
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "cache_prompt", &cache_prompt));
+  if (cache_prompt && FindMember(body, "cache") == nullptr) diffusion.set_cache(v1::CACHE_DUAL);
+  // Small blocks from the left, so that a time budget finds committed text
+  // at the span's front; a block_length in the body wins.
+  if (FindMember(body, "block_length") == nullptr) {
+    diffusion.set_block_length(static_cast<uint32_t>(
+        InfillBlockLength(static_cast<int>(diffusion.gen_length()),
+                          diffusion.steps() != 0 ? static_cast<int>(diffusion.steps())
+                                                 : static_cast<int>(diffusion.gen_length()))));
+  }
 
   // The canvas's parts.
   const Json* prompt_json = FindMember(body, "prompt");
@@ -398,8 +413,10 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     }
     return Invalid("input_prefix", "empty, as is prompt: the span needs a token before it");
   }
-  // Token-level detail llama-server streams; the text deltas carry it here.
-  out.generate.mutable_stream()->set_detail(v1::DETAIL_TEXT);
+  // One StepEvent a step with its timings: the time budget is checked
+  // after every step, and prompt_ms is the first step's forward.
+  out.generate.mutable_stream()->set_detail(v1::DETAIL_STEPS);
+  out.generate.mutable_stream()->set_include_timings(true);
   return out;
 }
 

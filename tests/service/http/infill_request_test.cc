@@ -67,8 +67,11 @@ TEST_F(InfillRequestTest, TheCanvasIsPrefixPromptSpanSuffix) {
   EXPECT_EQ(r->stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(r->n_indent, 4);
   EXPECT_FALSE(r->trimmed.any());
-  // Accepted without effect, or unknown to llama-server too: named for the log.
-  EXPECT_THAT(r->ignored, ::testing::UnorderedElementsAre("cache_prompt", "some_new_field"));
+  // Unknown to llama-server too: named for the log. cache_prompt has an
+  // effect now (issue #40): the dual cache, and the span in blocks of 12.
+  EXPECT_THAT(r->ignored, ::testing::UnorderedElementsAre("some_new_field"));
+  EXPECT_EQ(r->generate.diffusion().cache(), v1::CACHE_DUAL);
+  EXPECT_EQ(r->generate.diffusion().block_length(), 12u);  // 12 / 12 blocks divides 6 steps
 }
 
 TEST_F(InfillRequestTest, NPredictIsTheSpanAndZeroIsAWarmUp) {

@@ -275,7 +275,9 @@ class SameTokensTest(unittest.TestCase):
         cls.server = Server.get()
 
     def test_grpc_openai_and_infill_agree(self):
-        settings = {"temperature": 0.7, "seed": 11, "steps": 24}
+        # /infill's default blocks (issue #40) are its own: the same blocks
+        # are asked of every interface.
+        settings = {"temperature": 0.7, "seed": 11, "steps": 24, "block_length": 8}
         status, _, text = post(self.server.http_port, "/infill",
                                dict(settings, input_prefix=self.PREFIX, input_suffix=self.SUFFIX,
                                     n_predict=24))
@@ -288,7 +290,8 @@ class SameTokensTest(unittest.TestCase):
         openai = json.loads(text)
         out = subprocess.run([ARGS.client, "generate", "--target", self.server.target, "--json",
                               "--gen-length", "24", "--steps", "24", "--temperature", "0.7",
-                              "--seed", "11", "--suffix", self.SUFFIX, self.PREFIX],
+                              "--block-length", "8", "--seed", "11", "--suffix", self.SUFFIX,
+                              self.PREFIX],
                              capture_output=True, text=True, check=True).stdout
         final = [json.loads(l) for l in out.splitlines() if '"final"' in l][-1]["final"]
         grpc_ids = [int(t) for t in final.get("token_ids", [])]
@@ -299,7 +302,8 @@ class SameTokensTest(unittest.TestCase):
         # And the CLI, in process: `dllm generate --suffix`.
         out = subprocess.run([ARGS.dllm, "generate", "--model", ARGS.model, "--json",
                               "--gen-length", "24", "--steps", "24", "--temperature", "0.7",
-                              "--seed", "11", "--threads", "1", "--prompt", self.PREFIX,
+                              "--block-length", "8", "--seed", "11", "--threads", "1",
+                              "--prompt", self.PREFIX,
                               "--suffix", self.SUFFIX],
                              capture_output=True, text=True, check=True).stdout
         self.assertEqual(json.loads(out)["output_ids"], grpc_ids)
@@ -310,7 +314,7 @@ class SameTokensTest(unittest.TestCase):
         self.assertNotEqual(json.loads(text)["dllm"]["token_ids"], grpc_ids)
 
     def test_threshold_decoding_and_caches_work_on_a_span(self):
-        for extra in ({"threshold": 0.05, "algorithm": "maskgit_plus"},
+        for extra in ({"threshold": 0.05, "algorithm": "maskgit_plus", "block_length": 32},
                       {"cache": "dual", "block_length": 8}):
             with self.subTest(extra=extra):
                 body = dict(extra, seed=1, input_prefix=self.PREFIX, input_suffix=self.SUFFIX,
@@ -351,6 +355,106 @@ class SameTokensTest(unittest.TestCase):
         self.assertEqual(status, 400, text)
         err = json.loads(text)["error"]
         self.assertEqual(err["param"], "suffix", err)
+
+
+class EditorLatencyTest(unittest.TestCase):
+    """Issue #40: t_max_predict_ms honoured the diffusion way, the schedule
+    that makes it useful, cache_prompt, and honest timings."""
+
+    PREFIX = "import math\n\n\ndef area(r):\n    return math.pi * r * r\n\n\ndef perimeter(r):\n"
+    SUFFIX = "\n\nprint(area(2), perimeter(2))\n"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.port = Server.get().http_port
+
+    def infill(self, **fields):
+        body = dict(input_prefix=self.PREFIX, input_suffix=self.SUFFIX, prompt="    ",
+                    n_predict=ARGS.max_span or 128)
+        body.update(fields)
+        status, _, text = post(self.port, "/infill", body)
+        self.assertEqual(status, 200, text)
+        return json.loads(text)
+
+    def test_the_span_is_decoded_in_small_blocks_unless_asked(self):
+        reply = self.infill(n_predict=128)
+        self.assertEqual(reply["dllm"]["block_length"], 16)
+        self.assertEqual(reply["dllm"]["cache"], "none")  # exact decoding
+        self.assertEqual(self.infill(n_predict=96, steps=48)["dllm"]["block_length"], 16)
+        self.assertEqual(self.infill(n_predict=24)["dllm"]["block_length"], 12)
+        self.assertEqual(self.infill(n_predict=128, block_length=64)["dllm"]["block_length"], 64)
+        self.assertEqual(self.infill(n_predict=31)["dllm"]["block_length"], 0)  # no 8-16 divisor
+
+    def test_cache_prompt_selects_the_dual_cache_and_cache_wins(self):
+        span = min(ARGS.max_span or 64, 64)
+        cached = self.infill(n_predict=span, cache_prompt=True)
+        self.assertEqual(cached["dllm"]["cache"], "dual")
+        exact = self.infill(n_predict=span, cache_prompt=False)
+        self.assertEqual(exact["dllm"]["cache"], "none")
+        told = self.infill(n_predict=span, cache_prompt=True, cache="none")
+        self.assertEqual(told["dllm"]["cache"], "none")
+        # The same tokens as /v1/completions asked for the same cache and blocks.
+        for reply, cache in ((cached, "dual"), (told, "none")):
+            status, _, text = post(self.port, "/v1/completions",
+                                   {"prompt": self.PREFIX + "    ", "suffix": self.SUFFIX,
+                                    "max_tokens": span, "cache": cache,
+                                    "block_length": reply["dllm"]["block_length"]})
+            self.assertEqual(status, 200, text)
+            self.assertEqual(json.loads(text)["dllm"]["token_ids"], reply["dllm"]["token_ids"],
+                             cache)
+
+    def test_a_time_budget_returns_the_committed_front_in_whole_lines(self):
+        whole = self.infill(cache_prompt=True)
+        returned = []
+        for t_max in (1, 60, 150):
+            timed = self.infill(cache_prompt=True, t_max_predict_ms=t_max)
+            content = timed["content"]
+            self.assertEqual(timed["stop_type"], "limit", timed)
+            # Committed tokens never change: what came back is the front of
+            # the untimed answer, cut at its last newline when it has one.
+            self.assertTrue(whole["content"].startswith(content), (content, whole["content"]))
+            if "\n" in whole["content"][:len(content)] or content.endswith("\n"):
+                self.assertTrue(content.endswith("\n"), content)
+            self.assertLess(timed["dllm"]["steps"], whole["dllm"]["steps"])
+            # predicted_n counts the returned tokens.
+            ids = timed["dllm"]["token_ids"]
+            n = timed["timings"]["predicted_n"]
+            self.assertEqual(n, len(ids))
+            self.assertEqual(ids, whole["dllm"]["token_ids"][:n])
+            returned.append(content)
+            self.assertEqual(n == 0, content == "", timed["timings"])
+            per_second = timed["timings"]["predicted_per_second"]
+            if timed["timings"]["predicted_ms"] > 0:
+                self.assertAlmostEqual(per_second, 1e3 * n / timed["timings"]["predicted_ms"],
+                                       places=6)
+        print("returned within 1, 60, 150 ms: %r" % returned, file=sys.stderr)
+        self.assertTrue(any(returned), "every budget returned nothing: the test saw no cut")
+
+    def test_a_timed_stream_sends_whole_lines(self):
+        status, _, text = post(self.port, "/infill",
+                               dict(input_prefix=self.PREFIX, input_suffix=self.SUFFIX,
+                                    prompt="    ", n_predict=ARGS.max_span or 128,
+                                    cache_prompt=True, stream=True, t_max_predict_ms=60))
+        self.assertEqual(status, 200, text)
+        chunks = [json.loads(d) for d in sse_data(text)]
+        self.assertTrue(chunks[-1]["stop"])
+        deltas = [c["content"] for c in chunks[:-1]]
+        streamed = "".join(deltas)
+        for d in deltas[:-1]:
+            self.assertTrue(d.endswith("\n"), deltas)
+        if "\n" in streamed:
+            self.assertTrue(streamed.endswith("\n"), streamed)
+
+    def test_timings_count_the_first_forward_as_the_prompt(self):
+        reply = self.infill(cache_prompt=True)
+        t = reply["timings"]
+        self.assertGreater(t["prompt_ms"], 0)
+        self.assertGreater(t["predicted_ms"], 0)
+        # One forward over the canvas is a small part of a whole run's
+        # time (it was the whole wait before the first stable text).
+        self.assertLess(t["prompt_ms"], 1e3 * reply["dllm"]["total_seconds"])
+        self.assertEqual(t["prompt_n"], reply["tokens_evaluated"])
+        self.assertEqual(t["predicted_n"], reply["tokens_predicted"])
 
 
 class QualityTest(unittest.TestCase):
