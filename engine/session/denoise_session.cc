@@ -52,13 +52,17 @@ ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
   return {config.cfg_scale > 0 ? 2 * canvas : canvas, canvas};
 }
 
+int DenoiseSession::LogitRows(const SamplerConfig& config) {
+  return (config.cfg_scale > 0 ? 2 : 1) * config.gen_length;
+}
+
 size_t DenoiseSession::StateBytes(const ModelConfig& model, const SamplerConfig& config,
                                   int canvas) {
   const ForwardLimits limits = Limits(config, canvas);
   const size_t caches = config.cache == CacheMode::kNone ? 0
                         : config.cfg_scale > 0          ? 2 * KvCache::BytesFor(model, canvas)
                                                         : KvCache::BytesFor(model, canvas);
-  const size_t logits = static_cast<size_t>(limits.max_rows) * static_cast<size_t>(model.n_vocab) *
+  const size_t logits = static_cast<size_t>(LogitRows(config)) * static_cast<size_t>(model.n_vocab) *
                         sizeof(float);
   return caches + logits;
 }
@@ -146,7 +150,10 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
   auto session = std::unique_ptr<DenoiseSession>(
       new DenoiseSession(model, std::move(sampler), std::move(source)));
-  session->logits_.resize(static_cast<size_t>(limits.max_rows) * model.n_vocab);
+  // Logits only for rows that score generated positions (at most one each),
+  // not the whole canvas: an infill canvas of 1,024 tokens around a span of
+  // 128 would otherwise page in eight times the memory at every request.
+  session->logits_.resize(static_cast<size_t>(LogitRows(config)) * model.n_vocab);
   if (config.cache != CacheMode::kNone) {
     session->cache_ = std::make_unique<KvCache>(model.n_layer, canvas, model.kv_dim);
     if (config.cfg_scale > 0) {
@@ -332,6 +339,8 @@ void DenoiseSession::CountCachedStep(bool whole) {
 void DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole,
                                const std::atomic<bool>* stop) {
   const RowRange range = whole ? RowRange{0, static_cast<int32_t>(canvas().size())} : CachedRows();
+  DLLM_CHECK(rows.size() * (sampler_.config().cfg_scale > 0 ? 2 : 1) * sampler_.n_vocab() <=
+             logits_.size());
   batch_.sequences.clear();
   batch_.sequences.push_back(SequenceInput{canvas(), range.begin, range.end, rows,
                                            use_cache ? cache_.get() : nullptr, logits_.data(),

@@ -136,6 +136,9 @@ class DenoiseSession {
   // The rows one forward of such a session computes at most: the canvas,
   // twice under CFG (the unconditional canvas rides in the same batch).
   static ForwardLimits Limits(const SamplerConfig& config, int canvas);
+  // The most rows of logits a step asks for: one per generated position
+  // (twice under CFG).
+  static int LogitRows(const SamplerConfig& config);
   // A session whose forwards run through `pass`, which is someone else's
   // (the server's one pass for all requests) and outlives the session.
   // INVALID_ARGUMENT when the canvas needs more than the pass's limits.
