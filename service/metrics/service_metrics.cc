@@ -223,10 +223,12 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
       &histogram("dllm_step_duration_seconds", "One denoising step (forward, sampling, commit).")
            .Add({}, kStepBuckets);
   forward_duration =
-      &histogram("dllm_forward_duration_seconds", "Model forward passes of one step, in seconds.")
+      &histogram("dllm_forward_duration_seconds",
+                 "One forward pass of the engine (all the requests it carried), in seconds.")
            .Add({}, kStepBuckets);
   auto& op_family = histogram("dllm_op_duration_seconds",
-                              "Time per step in one kind of operation, summed over layers.");
+                              "Time in one kind of operation, summed over layers: per forward "
+                              "pass for the model's ops, per request step for sample.");
   for (size_t i = 0; i < kOpNames.size(); ++i) {
     op_duration[i] = &op_family.Add({{"op", kOpNames[i]}}, kOpBuckets);
   }
@@ -254,8 +256,9 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
       &histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
            .Add({}, kCanvasBuckets);
   forward_rows = &histogram("dllm_forward_rows",
-                            "Canvas rows one step's forward computed (all its sequences): the "
-                            "canvas for exact decoding, fewer for a step read from a K/V cache.")
+                            "Canvas rows one request's step computed (all its sequences), however "
+                            "many requests shared the forward: the canvas for exact decoding, "
+                            "fewer for a step read from a K/V cache.")
                       .Add({}, kCanvasBuckets);
   batch_requests = &histogram("dllm_batch_requests",
                               "Requests (and Step session operations) whose steps one engine "
@@ -345,26 +348,30 @@ void ServiceMetrics::OnStarted(double queue_seconds, int prompt_tokens, int canv
 }
 
 void ServiceMetrics::OnStep(const StepReport& step) {
-  OnStep(step.forward, step.step_seconds, step.forward_seconds, step.sample_seconds,
-         step.forward_passes, static_cast<int>(step.positions.size()), step.cache_use);
+  OnStep(step.rows_computed, step.step_seconds, step.sample_seconds, step.forward_passes,
+         static_cast<int>(step.positions.size()), step.cache_use);
 }
 
-void ServiceMetrics::OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
-                            double sample_seconds, int forward_passes, int committed,
-                            CacheUse cache) {
+void ServiceMetrics::OnForward(const ForwardStats& ops, double forward_seconds) {
   if (impl_ == nullptr) return;  // the no-op object
-  if (forward_passes > 0) impl_->forward_rows->Observe(static_cast<double>(ops.rows));
+  const std::array<double, kOpNames.size() - 1> op_seconds = {
+      ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head};
+  for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);
+  impl_->forward_duration->Observe(forward_seconds);
+}
+
+void ServiceMetrics::OnStep(int64_t rows, double step_seconds, double sample_seconds,
+                            int forward_passes, int committed, CacheUse cache) {
+  if (impl_ == nullptr) return;  // the no-op object
+  if (forward_passes > 0) impl_->forward_rows->Observe(static_cast<double>(rows));
   if (cache == CacheUse::kRefill) {
     impl_->cache_refreshes->Increment();
     impl_->cache_step_duration[0]->Observe(step_seconds);
   } else if (cache == CacheUse::kRead) {
     impl_->cache_step_duration[1]->Observe(step_seconds);
   }
-  const std::array<double, kOpNames.size()> op_seconds = {
-      ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head, sample_seconds};
-  for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);
+  impl_->op_duration[kOpNames.size() - 1]->Observe(sample_seconds);  // "sample": the request's own
   impl_->step_duration->Observe(step_seconds);
-  impl_->forward_duration->Observe(forward_seconds);
   impl_->steps->Increment();
   impl_->forward_passes->Increment(forward_passes);
   impl_->committed_per_step->Observe(committed);

@@ -111,11 +111,15 @@ class ServiceMetrics {
   // canonical name.
   void OnRejected(RpcKind rpc, RejectReason reason, absl::StatusCode code);
   void OnStarted(double queue_seconds, int prompt_tokens, int canvas_tokens);
-  // `cache`: how the step used its K/V cache; ops.rows the canvas rows
-  // its forward computed (dllm_forward_rows, when it ran one).
-  void OnStep(const ForwardStats& ops, double step_seconds, double forward_seconds,
-              double sample_seconds, int forward_passes, int committed,
-              CacheUse cache = CacheUse::kNone);
+  // One forward pass of the engine, whoever's steps it carried (several
+  // requests' under batching): its op times (dllm_op_duration_seconds) and
+  // duration (dllm_forward_duration_seconds), once.
+  void OnForward(const ForwardStats& ops, double forward_seconds);
+  // One request's step: `rows` the canvas rows of its own that the step's
+  // forward computed (dllm_forward_rows, when it ran one), `cache` how it
+  // used its K/V cache, and its sampling time (op "sample").
+  void OnStep(int64_t rows, double step_seconds, double sample_seconds, int forward_passes,
+              int committed, CacheUse cache = CacheUse::kNone);
   // The same from a DenoiseSession's report.
   void OnStep(const StepReport& step);
   void OnFirstStep(double seconds_since_arrival);

@@ -592,6 +592,9 @@ void EngineWorker::RunTurn() {
     RunInArena([&] { status = pass_->Run(batch_, &check, &stats); });
   }
   const double seconds = SecondsBetween(start, EngineClock::now());
+  // The forward's op times once, however many requests it carried; each
+  // member's step then reports its own rows.
+  if (rows > 0 && status.ok()) metrics_->OnForward(stats, seconds);
   for (BatchMember& m : members) {
     if (m.ended) continue;  // ended between layers
     std::shared_ptr<EngineJob> job = std::move(m.job);

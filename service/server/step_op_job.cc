@@ -144,6 +144,8 @@ absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
     Error(report.status());
     return false;
   }
+  // Run alone: this step's forward was its own.
+  if (report->forward_passes > 0) s.metrics->OnForward(report->forward, report->forward_seconds);
   return AfterAdvance(*report);
 }
 

@@ -109,7 +109,7 @@ class MetricsEndpointTest : public ::testing::Test {
 };
 
 TEST_F(MetricsEndpointTest, ScrapeServesTheSerializedFamilies) {
-  metrics_->OnStep(ForwardStats{}, 0.01, 0.008, 0.001, 1, 2);
+  metrics_->OnStep(8, 0.01, 0.001, 1, 2);
   const std::string response = HttpGet(endpoint_->port(), "/metrics");
   EXPECT_THAT(response, ::testing::StartsWith("HTTP/1.1 200"));
   EXPECT_THAT(response, ::testing::HasSubstr("Content-Type: text/plain; version=0.0.4"));
@@ -177,8 +177,8 @@ TEST_F(MetricsEndpointTest, PromtoolAcceptsTheScrape) {
   }
   // Observations everywhere, so non-zero buckets and sums are linted too.
   metrics_->OnStarted(0.01, 5, 32);
-  metrics_->OnStep(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.01, 0.006,
-                   0.001, 1, 2);
+  metrics_->OnForward(ForwardStats{0.001, 0.001, 0.001, 0.001, 0.001, 0.001, 0.006}, 0.006);
+  metrics_->OnStep(8, 0.01, 0.001, 1, 2);
   metrics_->OnFinished(RpcKind::kGenerate, FinishKind::kLength, absl::StatusCode::kOk, 0.1, 1, 2);
   const std::string body = Body(HttpGet(endpoint_->port(), "/metrics"));
   ASSERT_FALSE(body.empty());

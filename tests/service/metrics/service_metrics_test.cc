@@ -31,6 +31,8 @@ namespace {
 
 using ::dllm::testing::IsOk;
 using ::dllm::testing::FamilyNames;
+using ::dllm::testing::ParseSamples;
+using ::dllm::testing::Sample;
 using ::dllm::testing::StatusIs;
 using Labels = std::map<std::string, std::string>;
 
@@ -84,39 +86,6 @@ const std::vector<std::string> kFamilies = {
     "process_start_time_seconds",
     "process_threads",
 };
-
-struct Sample {
-  std::string name;
-  Labels labels;
-  double value = 0;
-};
-
-// Parses the text exposition format (only what prometheus-cpp writes: no
-// escapes in our label values, no timestamps).
-std::vector<Sample> ParseSamples(const std::string& text) {
-  std::vector<Sample> samples;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    if (line.front() == '#') continue;
-    Sample s;
-    const size_t brace = line.find('{');
-    const size_t space = line.rfind(' ');
-    if (brace != absl::string_view::npos && brace < space) {
-      s.name = std::string(line.substr(0, brace));
-      const size_t close = line.rfind('}');
-      for (absl::string_view kv :
-           absl::StrSplit(line.substr(brace + 1, close - brace - 1), ',', absl::SkipEmpty())) {
-        const size_t eq = kv.find('=');
-        s.labels[std::string(kv.substr(0, eq))] =
-            std::string(kv.substr(eq + 2, kv.size() - eq - 3));  // strip the quotes
-      }
-    } else {
-      s.name = std::string(line.substr(0, space));
-    }
-    s.value = std::strtod(std::string(line.substr(space + 1)).c_str(), nullptr);
-    samples.push_back(std::move(s));
-  }
-  return samples;
-}
 
 // The value of the one sample called `name` whose labels include `labels`;
 // fails the test (and returns -1) unless exactly one matches.
@@ -249,14 +218,20 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   ops.embed = 0.0001, ops.norm = 0.0002, ops.projections = 0.003, ops.attention = 0.004;
   ops.ffn = 0.006, ops.head = 0.002, ops.total = 0.0153;
   ops.rows = 128;
-  m->OnStep(ops, 0.02, 0.0153, 0.0004, 2, 3);
-  m->OnStep(ops, 0.03, 0.0153, 0.0004, 2, 5);
+  // Two requests' steps sharing one forward of 128 rows (64 each): the
+  // forward's op times once, each request's own rows.
+  m->OnForward(ops, 0.0153);
+  m->OnStep(64, 0.02, 0.0004, 2, 3);
+  m->OnStep(64, 0.03, 0.0004, 2, 5);
   ForwardStats cached_ops = ops;
   cached_ops.rows = 20;
-  m->OnStep(ops, 0.5, 0.4, 0.0004, 1, 1, CacheUse::kRefill);
-  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 1, 1, CacheUse::kRead);
-  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 1, 1, CacheUse::kRead);
-  m->OnStep(cached_ops, 0.1, 0.05, 0.0004, 0, 0, CacheUse::kNone);  // no forward: no rows
+  m->OnForward(ops, 0.4);
+  m->OnStep(128, 0.5, 0.0004, 1, 1, CacheUse::kRefill);
+  m->OnForward(cached_ops, 0.05);
+  m->OnStep(20, 0.1, 0.0004, 1, 1, CacheUse::kRead);
+  m->OnForward(cached_ops, 0.05);
+  m->OnStep(20, 0.1, 0.0004, 1, 1, CacheUse::kRead);
+  m->OnStep(0, 0.1, 0.0004, 0, 0, CacheUse::kNone);  // no forward: no rows
   m->OnFirstStep(0.04);
   m->OnFirstToken(0.07);
   m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, absl::StatusCode::kOk, 1.5, 2, 8);
@@ -289,17 +264,18 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   EXPECT_EQ(Value(t, "dllm_forward_passes_total"), 7);
   EXPECT_EQ(Value(t, "dllm_step_duration_seconds_count"), 6);
   EXPECT_DOUBLE_EQ(Value(t, "dllm_step_duration_seconds_sum"), 0.85);
-  EXPECT_EQ(Value(t, "dllm_forward_duration_seconds_count"), 6);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "attention"}}), 0.024);
+  EXPECT_EQ(Value(t, "dllm_forward_duration_seconds_count"), 4);  // once per forward
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "attention"}}), 0.016);
   EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "sample"}}), 0.0024);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "embed"}}), 0.0006);
-  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "head"}}), 6);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_op_duration_seconds_sum", {{"op", "embed"}}), 0.0004);
+  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "head"}}), 4);
+  EXPECT_EQ(Value(t, "dllm_op_duration_seconds_count", {{"op", "sample"}}), 6);  // per step
   EXPECT_EQ(Value(t, "dllm_cache_refreshes_total"), 1);
   EXPECT_EQ(Value(t, "dllm_cache_step_duration_seconds_count", {{"step", "full"}}), 1);
   EXPECT_EQ(Value(t, "dllm_cache_step_duration_seconds_count", {{"step", "cached"}}), 2);
   EXPECT_DOUBLE_EQ(Value(t, "dllm_cache_step_duration_seconds_sum", {{"step", "cached"}}), 0.2);
   EXPECT_EQ(Value(t, "dllm_forward_rows_count"), 5);
-  EXPECT_DOUBLE_EQ(Value(t, "dllm_forward_rows_sum"), 3 * 128 + 2 * 20);
+  EXPECT_DOUBLE_EQ(Value(t, "dllm_forward_rows_sum"), 2 * 64 + 128 + 2 * 20);
   EXPECT_EQ(Value(t, "dllm_forward_rows_bucket", {{"le", "32"}}), 2);
   EXPECT_EQ(Value(t, "dllm_tokens_committed_per_step_count"), 6);
   EXPECT_DOUBLE_EQ(Value(t, "dllm_tokens_committed_per_step_sum"), 11);
@@ -335,7 +311,8 @@ TEST(ServiceMetricsTest, TheNoOpObjectTakesEveryCallAndRecordsNothing) {
   EXPECT_EQ(ServiceMetrics::OrNoOp(nullptr), m);
   m->SetLoad(1, 2, 3);
   m->OnRejected(RpcKind::kGenerate, RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
-  m->OnStep(ForwardStats{}, 0.1, 0.1, 0.0, 1, 1);
+  m->OnForward(ForwardStats{}, 0.1);
+  m->OnStep(1, 0.1, 0.0, 1, 1);
   m->OnFinished(RpcKind::kStep, FinishKind::kEos, absl::StatusCode::kOk, 1.0, 1, 1);
   m->OnEventsSent(RpcKind::kStep, 3, 0);
   EXPECT_EQ(m->Serialize(), "");
@@ -367,7 +344,7 @@ TEST(ServiceMetricsTest, ConcurrentEventsAreAllCounted) {
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&] {
       for (int s = 0; s < kSteps; ++s) {
-        m->OnStep(ForwardStats{}, 0.001, 0.001, 0, 1, 1);
+        m->OnStep(1, 0.001, 0, 1, 1);
         m->OnEventsSent(RpcKind::kGenerate, 1, 0);
         if (s % 50 == 0) m->Serialize();
       }

@@ -24,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
+#include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/test_server.h"
 #include "tests/testing/wait.h"
@@ -535,6 +536,59 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   };
   EXPECT_EQ(series("code=\"DEADLINE_EXCEEDED\",rpc=\"Generate\""), deadlines) << text;
   EXPECT_EQ(series("code=\"CANCELLED\",rpc=\"Generate\""), cancels) << text;
+}
+
+// Issue #35: under batching, each request's step reported the batch's
+// forward as its own: dllm_forward_rows recorded the batch's rows once per
+// member, and dllm_op_duration_seconds grew once per member per forward.
+// Now each request records its own rows, and a forward's op times are
+// recorded once.
+TEST_F(ServerContractTest, BatchedRequestsEachReportTheirOwnRows) {
+  MetricsOptions mo;
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  ASSERT_TRUE(metrics.ok());
+  ServerOptions o;
+  o.model_path = TestModelPath(kLlada);
+  o.listen = "127.0.0.1:0";
+  o.engine.max_running = 2;
+  o.engine.max_batch_requests = 2;
+  o.engine.warm_up = false;
+  o.plan.threads = 1;
+  o.metrics = metrics->get();
+  auto server = DllmServer::Start(*model_, o);
+  ASSERT_TRUE(server.ok());
+  ASSERT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal((*server)->port()));
+  // Two requests of different canvases, exact decoding (every forward
+  // computes the whole canvas), admitted together so their steps share
+  // forwards.
+  std::vector<v1::GenerateRequest> requests = {Request("one two three", 32, 32, 32),
+                                               Request("a", 64, 32, 64)};
+  for (auto& r : requests) r.mutable_diffusion()->set_early_exit(false);
+  std::vector<CallResult> results(requests.size());
+  std::vector<std::thread> calls;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    calls.emplace_back([&, i] { results[i] = Generate(*stub, requests[i]); });
+  }
+  for (std::thread& t : calls) t.join();
+  ASSERT_TRUE((*server)->worker().WaitIdle(std::chrono::seconds(30)));
+  double own_rows = 0;
+  for (const CallResult& r : results) {
+    ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+    ASSERT_NE(r.final(), nullptr);
+    const v1::Usage& u = r.final()->usage();
+    own_rows += static_cast<double>(u.canvas_tokens()) * u.forward_passes();
+  }
+  const std::string text = (*metrics)->Serialize();
+  using ::dllm::testing::SumOfSamples;
+  const double forwards = SumOfSamples(text, "dllm_batch_requests_count");
+  const double members = SumOfSamples(text, "dllm_batch_requests_sum");
+  ASSERT_GT(members, forwards) << "the two requests never shared a forward:\n" << text;
+  EXPECT_EQ(SumOfSamples(text, "dllm_forward_rows_sum"), own_rows) << text;
+  EXPECT_EQ(SumOfSamples(text, "dllm_forward_rows_sum"), SumOfSamples(text, "dllm_batch_rows_sum"));
+  EXPECT_EQ(SumOfSamples(text, "dllm_op_duration_seconds_count", {{"op", "attention"}}), forwards);
+  EXPECT_EQ(SumOfSamples(text, "dllm_forward_duration_seconds_count"), forwards);
 }
 
 TEST_F(ServerContractTest, DeadlineExceeded) {
