@@ -56,19 +56,27 @@ inline std::vector<Sample> ParseSamples(const std::string& text) {
   return samples;
 }
 
-// The sum of every sample called `name` whose labels include `labels`.
-inline double SumOfSamples(const std::string& text, const std::string& name,
-                           const std::map<std::string, std::string>& labels = {}) {
-  double sum = 0;
-  for (const Sample& s : ParseSamples(text)) {
+// The samples called `name` whose labels include `labels`.
+inline std::vector<Sample> MatchingSamples(const std::string& text, const std::string& name,
+                                           const std::map<std::string, std::string>& labels = {}) {
+  std::vector<Sample> out;
+  for (Sample& s : ParseSamples(text)) {
     if (s.name != name) continue;
     bool all = true;
     for (const auto& [k, v] : labels) {
       auto it = s.labels.find(k);
       all = all && it != s.labels.end() && it->second == v;
     }
-    if (all) sum += s.value;
+    if (all) out.push_back(std::move(s));
   }
+  return out;
+}
+
+// The sum of every sample called `name` whose labels include `labels`.
+inline double SumOfSamples(const std::string& text, const std::string& name,
+                           const std::map<std::string, std::string>& labels = {}) {
+  double sum = 0;
+  for (const Sample& s : MatchingSamples(text, name, labels)) sum += s.value;
   return sum;
 }
 

@@ -90,19 +90,9 @@ const std::vector<std::string> kFamilies = {
 // The value of the one sample called `name` whose labels include `labels`;
 // fails the test (and returns -1) unless exactly one matches.
 double Value(const std::string& text, const std::string& name, const Labels& labels = {}) {
-  double value = -1;
-  int matches = 0;
-  for (const Sample& s : ParseSamples(text)) {
-    if (s.name != name) continue;
-    bool all = true;
-    for (const auto& [k, v] : labels) {
-      auto it = s.labels.find(k);
-      all = all && it != s.labels.end() && it->second == v;
-    }
-    if (all) value = s.value, ++matches;
-  }
-  EXPECT_EQ(matches, 1) << name;
-  return value;
+  const std::vector<Sample> matches = ::dllm::testing::MatchingSamples(text, name, labels);
+  EXPECT_EQ(matches.size(), 1u) << name;
+  return matches.size() == 1 ? matches[0].value : -1;
 }
 
 MetricsOptions TestOptions() {

@@ -485,20 +485,29 @@ TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   EXPECT_EQ(refused, 0);
 }
 
+// Metrics of a tiny model, and a one-thread server on it that records them.
+absl::StatusOr<std::unique_ptr<ServiceMetrics>> TinyMetrics() {
+  MetricsOptions mo;
+  mo.model_name = "tiny";
+  return ServiceMetrics::Create(mo);
+}
+ServerOptions OptionsWithMetrics(const char* model_file, ServiceMetrics* metrics) {
+  ServerOptions o;
+  o.model_path = TestModelPath(model_file);
+  o.listen = "127.0.0.1:0";
+  o.plan.threads = 1;
+  o.metrics = metrics;
+  return o;
+}
+
 // Under load, every call whose client saw DEADLINE_EXCEEDED is counted as a
 // deadline (not a cancel) in the metrics, and every cancel as a cancel.
 TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
-  MetricsOptions mo;
-  mo.model_name = "tiny";
-  auto metrics = ServiceMetrics::Create(mo);
+  auto metrics = TinyMetrics();
   ASSERT_TRUE(metrics.ok());
-  ServerOptions o;
-  o.model_path = TestModelPath(kLlada);
-  o.listen = "127.0.0.1:0";
+  ServerOptions o = OptionsWithMetrics(kLlada, metrics->get());
   o.engine.max_running = 4;
   o.engine.max_queue = 32;
-  o.plan.threads = 1;
-  o.metrics = metrics->get();
   auto server = DllmServer::Start(*model_, o);
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
@@ -544,18 +553,12 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
 // Now each request records its own rows, and a forward's op times are
 // recorded once.
 TEST_F(ServerContractTest, BatchedRequestsEachReportTheirOwnRows) {
-  MetricsOptions mo;
-  mo.model_name = "tiny";
-  auto metrics = ServiceMetrics::Create(mo);
+  auto metrics = TinyMetrics();
   ASSERT_TRUE(metrics.ok());
-  ServerOptions o;
-  o.model_path = TestModelPath(kLlada);
-  o.listen = "127.0.0.1:0";
+  ServerOptions o = OptionsWithMetrics(kLlada, metrics->get());
   o.engine.max_running = 2;
   o.engine.max_batch_requests = 2;
   o.engine.warm_up = false;
-  o.plan.threads = 1;
-  o.metrics = metrics->get();
   auto server = DllmServer::Start(*model_, o);
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->WaitReady(std::chrono::seconds(60)).ok());
