@@ -12,9 +12,11 @@
 // oldest tokens; the response says so (`truncated`, and dllm.trimmed).
 //
 // Fields llama-server reads and what they become here are listed in the
-// README ("/infill"). Fields whose effect dllm does not reproduce but that
-// cannot change the text (cache_prompt, id_slot, t_max_prompt_ms,
-// samplers, model in a single-model server) and fields llama-server ignores
+// README ("/infill"); cache_prompt selects the dual cache, and a span
+// without block_length is decoded in small blocks from the left
+// (InfillBlockLength). Fields whose effect dllm does not reproduce but that
+// cannot change the text (id_slot, t_max_prompt_ms, samplers, model in a
+// single-model server) and fields llama-server ignores
 // are accepted and named in `ignored`, for a warning in the log; the token
 // samplers dllm has no counterpart for (min_p, repeat_penalty, ...) are
 // refused unless at their neutral value, as /v1/completions refuses them.
