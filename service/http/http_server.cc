@@ -16,6 +16,7 @@
 #include <thread>
 #include <type_traits>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
@@ -654,7 +655,14 @@ class Connection final : public ConnectionBase, public HttpResponder {
     }
     server_->HandlerThreadStarted();
     const bool large = out->body.size() >= kTrimAfterBodyBytes;
-    std::thread([self = Self(), out, server = server_, large]() mutable {
+    // The I/O threads return once the io_context has no work left, which
+    // can happen while a handler is between two writes (Stop() has closed
+    // the acceptor and the idle connections): its next write, posted to a
+    // context nobody runs, would then wait forever and the client would
+    // never get the end of its stream. The handler holds the context open
+    // until its last post.
+    auto work = net::make_work_guard(server_->io);
+    std::thread([self = Self(), out, server = server_, large, work = std::move(work)]() mutable {
       try {
         self->server_->handler->Handle(*out, *self);
       } catch (const std::exception& e) {
@@ -667,6 +675,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
         if (self->broken_ || !self->keep_alive_ || self->shed_) return self->Close();
         self->WaitForRequest(false);
       });
+      work.reset();  // the post above is work of its own
       // Nothing of the connection is held past this point, so that Stop()
       // can wait for every handler thread to be done with it.
       self.reset();

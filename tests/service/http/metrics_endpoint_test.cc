@@ -2,6 +2,7 @@
 // what a scrape returns, that hundreds of idle, slow and reconnecting
 // clients do not fail a scrape, promtool's lint, IPv6 and port errors.
 #include "service/http/metrics_endpoint.h"
+#include "service/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <set>
 #include <string>
 #include <thread>
@@ -223,6 +225,58 @@ TEST(PeerPrefixTest, CountsAnIpv4Slash24AndAnIpv6Slash64) {
   EXPECT_NE(PeerPrefix("2001:db8:1:3::1"), PeerPrefix("2001:db8:1:2::1"));
   EXPECT_EQ(PeerPrefix("::1"), "::/64");
   EXPECT_EQ(PeerPrefix("unknown"), "unknown");
+}
+
+// A stream that pauses between its two events until told to go on, for
+// HttpServer::Stop() to begin in.
+class PausingStream final : public HttpHandler {
+ public:
+  void Handle(const HttpRequest&, HttpResponder& out) override {
+    out.StartEvents();
+    out.SendEvents("data: one\n\n");
+    started.set_value();
+    resume_future.wait();
+    out.SendEvents("data: two\n\n");
+    out.EndEvents();
+  }
+  void OnTransportResponse(int) override {}
+  std::promise<void> started, resume;
+  std::shared_future<void> resume_future = resume.get_future().share();
+};
+
+// Found under stress (HttpDrainTest, issue #34): Stop() closes the acceptor
+// and the idle connections; a handler between two writes then had no work
+// pending on the I/O threads, which returned, and its next write waited
+// forever: the client never got the end of its stream, and Stop() gave up
+// on the connection.
+TEST(HttpServerTest, AStreamFinishesWhileTheServerStops) {
+  PausingStream handler;
+  HttpOptions o;
+  o.listen = "127.0.0.1:0";
+  auto server = HttpServer::Start(o, &handler);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int fd = Connect((*server)->port());
+  ASSERT_GE(fd, 0);
+  timeval timeout{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string request = "GET /events HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  handler.started.get_future().wait();
+  bool stopped_cleanly = false;
+  std::thread stop([&] { stopped_cleanly = (*server)->Stop(10); });
+  // Long enough for Stop() to close the acceptor and for idle I/O threads
+  // to return, were nothing holding them.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  handler.resume.set_value();
+  std::string response;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) response.append(buf, n);
+  close(fd);
+  stop.join();
+  EXPECT_THAT(response, ::testing::HasSubstr("data: two"));
+  EXPECT_THAT(response, ::testing::EndsWith("0\r\n\r\n")) << "the stream's last chunk";
+  EXPECT_TRUE(stopped_cleanly);
 }
 
 }  // namespace
