@@ -262,7 +262,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(ServerSetup& setup) {
     rows_from = absl::StrCat("the model's context of ", mc.n_ctx_train, ", twice for CFG");
     if (options.engine.max_batch_rows < unbudgeted) {
       // Said out loud: it also caps the longest canvas a request may ask for.
-      options.engine.max_batch_rows_set_by = "--memory-budget-mb";
+      options.engine.max_batch_rows_from_budget = true;
       rows_from = absl::StrCat("lowered from ", unbudgeted, " by --memory-budget-mb");
     }
   }

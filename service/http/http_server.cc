@@ -88,6 +88,16 @@ short PollNow(int fd, short events) {
   return ::poll(&p, 1, 0) > 0 ? p.revents : 0;
 }
 
+// The average rate (bytes a second) at which a request arrived on `fd`
+// since `since`, from TcpBytesReceived and its value then; -1 when the
+// kernel does not say.
+double ArrivalRate(int fd, Clock::time_point since, int64_t bytes_before, Clock::time_point now) {
+  const int64_t bytes = TcpBytesReceived(fd);
+  const double seconds = std::chrono::duration<double>(now - since).count();
+  if (bytes < 0 || bytes_before < 0 || seconds <= 0) return -1;
+  return static_cast<double>(bytes - bytes_before) / seconds;
+}
+
 // A request head whose body framing cannot be trusted (RFC 9112 6.1-6.3):
 // read as it was, its body would run as the next request on the connection
 // (request smuggling). Status 0 when the head is sound.
@@ -241,11 +251,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
       if (!peer.empty() && it->prefix != peer) continue;
       std::shared_ptr<ConnectionBase> c = it->connection.lock();
       if (c == nullptr) continue;
-      const int64_t bytes = TcpBytesReceived(c->fd());
-      const double seconds = std::chrono::duration<double>(now - it->since).count();
-      const double rate = bytes < 0 || it->bytes_before < 0
-                              ? 0.0
-                              : static_cast<double>(bytes - it->bytes_before) / seconds;
+      // Unknown counts as slowest: nothing shows it arriving.
+      const double rate = std::max(0.0, ArrivalRate(c->fd(), it->since, it->bytes_before, now));
       if (slowest == reading.end() || rate < slowest_rate) {
         slowest = it;
         slowest_rate = rate;
@@ -558,12 +565,10 @@ class Connection final : public ConnectionBase, public HttpResponder {
     const auto deadline = std::chrono::seconds(o.header_timeout_seconds);
     if (age >= deadline) return CutOffRequest();
     const auto grace = std::chrono::seconds(o.slow_request_grace_seconds);
-    if (age >= grace && request_bytes_before_ >= 0) {
-      const int64_t bytes = TcpBytesReceived(fd()) - request_bytes_before_;
-      const double seconds = std::chrono::duration<double>(age).count();
-      if (static_cast<double>(bytes) < o.min_request_bytes_per_second * seconds) {
-        return CutOffRequest();
-      }
+    if (age >= grace) {
+      const double rate =
+          ArrivalRate(fd(), request_started_, request_bytes_before_, request_started_ + age);
+      if (rate >= 0 && rate < o.min_request_bytes_per_second) return CutOffRequest();
     }
     read_timer_.expires_after(std::min<Clock::duration>(
         deadline - age, age < grace ? grace - age : Clock::duration(std::chrono::seconds(1))));
@@ -610,6 +615,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
     if (const FramingProblem problem = CheckFraming(head); problem.status != 0) {
       read_timer_.cancel();
       parser_.reset();
+      server_->DoneReading(*this);
       return Refuse(problem.status, problem.message, problem.code);
     }
     if (parser_->is_done()) return OnBody({});

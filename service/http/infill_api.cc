@@ -13,9 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
@@ -23,6 +21,7 @@
 #include "service/http/openai_api.h"
 #include "service/http/openai_response.h"
 #include "service/http/stop_text.h"
+#include "service/server/request_validation.h"
 
 namespace dllm {
 namespace {
@@ -117,7 +116,7 @@ struct InfillRun {
   std::string Gate(std::string ready) {
     if (t_max_ms <= 0) return ready;  // else `ready` is in stop.text()
     // What may go out: the answer once finished, else the whole lines.
-    const std::string text = stop.text();
+    const std::string& text = stop.text();
     size_t upto = 0;
     if (finished) {
       upto = Content().size();
@@ -264,10 +263,8 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     // The schedule and cache the request ran with (/infill's defaults
     // included: small blocks, the dual cache for cache_prompt).
     extras["block_length"] = infill.generate.diffusion().block_length();
-    const v1::Cache cache = infill.generate.diffusion().cache();
-    extras["cache"] = cache == v1::CACHE_UNSPECIFIED
-                          ? "none"
-                          : absl::AsciiStrToLower(absl::StripPrefix(v1::Cache_Name(cache), "CACHE_"));
+    extras["cache"] =
+        std::string(CacheModeName(CacheModeFromProto(infill.generate.diffusion().cache())));
     extras["suffix_tokens"] = infill.generate.prompt().suffix().token_ids().ids_size();
     extras["trimmed"] = {{"prefix_tokens", infill.trimmed.prefix},
                          {"suffix_tokens", infill.trimmed.suffix},

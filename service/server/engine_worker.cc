@@ -166,7 +166,7 @@ absl::Status EngineWorker::CreatePass() {
           "the engine's forward for a batch of ", options_.max_batch_rows, " rows needs ",
           BytesText(bytes), " of activations, more than the memory budget of ",
           BytesText(options_.memory_budget_bytes),
-          options_.max_batch_rows_set_by == "--memory-budget-mb"
+          options_.max_batch_rows_from_budget
               ? ": raise --memory-budget-mb (it set the row budget) or lower --max-batch-rows"
               : ": lower --max-batch-rows"));
     }
@@ -200,8 +200,17 @@ absl::Status EngineWorker::CheckRows(int rows) const {
   return absl::InvalidArgumentError(absl::StrCat(
       "the request's canvas needs ", rows, " rows a step (twice the canvas under CFG), more than "
       "the engine's batch of ", options_.max_batch_rows, " rows (",
-      options_.max_batch_rows_set_by.empty() ? "--max-batch-rows" : options_.max_batch_rows_set_by,
-      ")"));
+      options_.max_batch_rows_from_budget ? "--memory-budget-mb" : "--max-batch-rows", ")"));
+}
+
+absl::Status EngineWorker::CheckReservation(RpcKind rpc, const Reservation& reservation) {
+  for (absl::Status fits : {CheckRows(reservation.rows), CheckCanEverFit(reservation.bytes)}) {
+    if (!fits.ok()) {
+      metrics_->OnRejected(rpc, RejectReason::kInvalid, fits.code());
+      return fits;
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EngineWorker::CheckCanEverFit(uint64_t bytes) const {
@@ -259,12 +268,7 @@ void EngineWorker::Detach(EngineJob* job) {
 }
 
 absl::Status EngineWorker::Submit(std::shared_ptr<EngineJob> job, Reservation reservation) {
-  for (absl::Status fits : {CheckRows(reservation.rows), CheckCanEverFit(reservation.bytes)}) {
-    if (!fits.ok()) {
-      metrics_->OnRejected(job->rpc(), RejectReason::kInvalid, fits.code());
-      return fits;
-    }
-  }
+  DLLM_RETURN_IF_ERROR(CheckReservation(job->rpc(), reservation));
   Attach(job.get(), reservation.bytes, /*is_request=*/true);
   return Admit(std::move(job), reservation.bytes);
 }
@@ -305,12 +309,7 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
 
 absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSession(
     Reservation reservation) {
-  for (absl::Status fits : {CheckRows(reservation.rows), CheckCanEverFit(reservation.bytes)}) {
-    if (!fits.ok()) {
-      metrics_->OnRejected(RpcKind::kStep, RejectReason::kInvalid, fits.code());
-      return fits;
-    }
-  }
+  DLLM_RETURN_IF_ERROR(CheckReservation(RpcKind::kStep, reservation));
   const uint64_t reserved_bytes = reservation.bytes;
   std::lock_guard<std::mutex> lock(mu_);
   if (stopping_) return absl::UnavailableError("server is shutting down");

@@ -56,9 +56,9 @@ struct EngineOptions {
   // DefaultMaxBatchRows(). A request must fit the rows alone.
   int max_batch_requests = 8;
   int max_batch_rows = 0;
-  // The flag that set max_batch_rows, for refusals ("--memory-budget-mb"
-  // when the budget lowered the default); empty: "--max-batch-rows".
-  std::string max_batch_rows_set_by;
+  // max_batch_rows is the default that the memory budget lowered: refusals
+  // over it name --memory-budget-mb rather than --max-batch-rows.
+  bool max_batch_rows_from_budget = false;
   int max_queue = 8;     // requests admitted and waiting for a running slot
   int max_sessions = 4;  // open Step sessions
   // Activation + logits bytes all admitted work may reserve together, e.g.
@@ -298,6 +298,8 @@ class EngineWorker {
   // FAILED_PRECONDITION when `bytes` exceed what the memory budget holds
   // beside the pass even with nothing else admitted.
   absl::Status CheckCanEverFit(uint64_t bytes) const;
+  // Both checks above, a refusal counted as `rpc`'s.
+  absl::Status CheckReservation(RpcKind rpc, const Reservation& reservation);
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);

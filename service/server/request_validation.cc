@@ -21,6 +21,15 @@ namespace {
 static_assert(v1::CACHE_PREFIX - v1::CACHE_NONE == static_cast<int>(CacheMode::kPrefix));
 static_assert(v1::CACHE_DUAL - v1::CACHE_NONE == static_cast<int>(CacheMode::kDual));
 
+}  // namespace
+
+CacheMode CacheModeFromProto(v1::Cache cache) {
+  return cache == v1::CACHE_UNSPECIFIED ? CacheMode::kNone
+                                        : static_cast<CacheMode>(cache - v1::CACHE_NONE);
+}
+
+namespace {
+
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
 }
@@ -323,8 +332,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   if (!v1::Cache_IsValid(d.cache())) {
     return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
   }
-  c.cache = d.cache() == v1::CACHE_UNSPECIFIED ? CacheMode::kNone
-                                               : static_cast<CacheMode>(d.cache() - v1::CACHE_NONE);
+  c.cache = CacheModeFromProto(d.cache());
   if (d.cache_refresh_steps() > static_cast<uint32_t>(c.gen_length)) {
     return Invalid("diffusion.cache_refresh_steps",
                    absl::StrCat(d.cache_refresh_steps(), " exceeds gen_length ", c.gen_length));

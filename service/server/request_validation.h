@@ -89,6 +89,9 @@ struct TextPrompt {
 // Length bounds are the caller's (they differ per RPC).
 absl::StatusOr<std::vector<int32_t>> EncodeTextPrompt(const TextPrompt& prompt, const Model& model,
                                                       absl::string_view field_prefix);
+// The engine's cache mode for the proto's (UNSPECIFIED: none). The value
+// must be a valid Cache (SamplerConfigFromProto checks it).
+CacheMode CacheModeFromProto(v1::Cache cache);
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,
                                                      const v1::SamplingParams& sampling,
                                                      const ModelConfig& config);

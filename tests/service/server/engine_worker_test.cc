@@ -400,7 +400,7 @@ TEST_F(EngineWorkerTest, RequestsLargerThanTheBatchAreRefused) {
 TEST_F(EngineWorkerTest, ARowBudgetSetByTheMemoryBudgetNamesIt) {
   EngineOptions o;
   o.max_batch_rows = 100;
-  o.max_batch_rows_set_by = "--memory-budget-mb";
+  o.max_batch_rows_from_budget = true;
   auto w = Start(o);
   absl::Status refused = w->Submit(Job("big", 1), {0, 101});
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument, "(--memory-budget-mb)"));
