@@ -4,11 +4,11 @@
 namespace dllm {
 
 void AttentionScalar(const AttentionShape&, const float*, const float*, const float*, float*, int,
-                     int, int, float*);
+                     int, int, const KeyRange*, float*);
 void AttentionAvx2(const AttentionShape&, const float*, const float*, const float*, float*, int,
-                   int, int, float*);
+                   int, int, const KeyRange*, float*);
 void AttentionAvx512(const AttentionShape&, const float*, const float*, const float*, float*, int,
-                     int, int, float*);
+                     int, int, const KeyRange*, float*);
 
 AttentionFn SelectAttention(IsaLevel level) {
   switch (level) {

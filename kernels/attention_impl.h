@@ -149,11 +149,51 @@ DLLM_ATTN_INLINE void Accumulate(const float* pt, const float* v, int64_t vs, in
   }
 }
 
+// The online softmax over one block of nk scores in pt (kParts vectors a
+// key): folds them into each lane's running max and normaliser, leaves
+// their weights in pt and the correction of the earlier blocks in corr.
+// Masked: key j0 + j counts for a lane only inside [lo, hi) (its weight is
+// 0 and it leaves the max alone); a lane with no key yet keeps a zero
+// accumulator whatever its correction.
+template <bool kMasked>
+DLLM_ATTN_INLINE void Softmax(float* pt, int nk, int j0, const VecInts* lo, const VecInts* hi,
+                              Vec* row_max, Vec* row_sum, Vec* corr) {
+  for (int h = 0; h < kParts; ++h) {
+    Vec m = row_max[h];
+    for (int j = 0; j < nk; ++j) {
+      const Vec score = Load(pt + kLanes * j + kWidth * h);
+      if constexpr (kMasked) {
+        const VecInts key = VecInts{} + (j0 + j);
+        const Vec neg_inf = Splat(-std::numeric_limits<float>::infinity());
+        m = Max(m, (key >= lo[h]) & (key < hi[h]) ? score : neg_inf);
+      } else {
+        m = Max(m, score);
+      }
+    }
+    corr[h] = Exp(row_max[h] - m);
+    Vec sum{};
+    for (int j = 0; j < nk; ++j) {
+      float* pj = pt + kLanes * j + kWidth * h;
+      Vec p = Exp(Load(pj) - m);
+      if constexpr (kMasked) {
+        const VecInts key = VecInts{} + (j0 + j);
+        p = (key >= lo[h]) & (key < hi[h]) ? p : Vec{};
+      }
+      Store(pj, p);
+      sum += p;
+    }
+    row_sum[h] = row_sum[h] * corr[h] + sum;
+    row_max[h] = m;
+  }
+}
+
 // One block of up to kLanes query rows against the head's K and V staged
-// at kb / vb (n_tokens rows of d floats each, contiguous).
+// at kb / vb (rows [staged_begin, ...) of the canvas, d floats each,
+// contiguous): over every key, or each row over its own range.
 DLLM_ATTN_INLINE void QueryBlock(const dllm::AttentionShape& s, const float* q, const float* kb,
-                                 const float* vb, float* out, int head, int q_begin, int q_end,
-                                 float* qt, float* ot, float* pt) {
+                                 const float* vb, int staged_begin, float* out, int head,
+                                 int q_begin, int q_end, const dllm::KeyRange* row_keys, float* qt,
+                                 float* ot, float* pt) {
   using dllm::kAttnKeyBlock;
   const int d = s.head_dim;
   const int nq = q_end - q_begin;
@@ -172,25 +212,44 @@ DLLM_ATTN_INLINE void QueryBlock(const dllm::AttentionShape& s, const float* q, 
     row_max[h] = Splat(-std::numeric_limits<float>::infinity());
     row_sum[h] = Vec{};
   }
-  for (int j0 = 0; j0 < s.n_tokens; j0 += kAttnKeyBlock) {
-    const int nk = std::min(kAttnKeyBlock, s.n_tokens - j0);
-    Scores(qt, kb + static_cast<int64_t>(j0) * d, d, nk, d, pt);
-    Vec corr[kParts];
-    for (int h = 0; h < kParts; ++h) {
-      Vec m = row_max[h];
-      for (int j = 0; j < nk; ++j) m = Max(m, Load(pt + kLanes * j + kWidth * h));
-      corr[h] = Exp(row_max[h] - m);
-      Vec sum{};
-      for (int j = 0; j < nk; ++j) {
-        float* pj = pt + kLanes * j + kWidth * h;
-        const Vec p = Exp(Load(pj) - m);
-        Store(pj, p);
-        sum += p;
-      }
-      row_sum[h] = row_sum[h] * corr[h] + sum;
-      row_max[h] = m;
+  // The keys the block reads: all, or the union of its rows' ranges (the
+  // padding lanes take the union, so they mask nothing).
+  int first = 0, last = s.n_tokens;
+  alignas(64) int32_t lo_lanes[kLanes], hi_lanes[kLanes];
+  if (row_keys != nullptr) {
+    first = row_keys[q_begin].begin, last = row_keys[q_begin].end;
+    for (int i = 1; i < nq; ++i) {
+      first = std::min(first, row_keys[q_begin + i].begin);
+      last = std::max(last, row_keys[q_begin + i].end);
     }
-    Accumulate(pt, vb + static_cast<int64_t>(j0) * d, d, nk, d, corr, ot);
+    for (int i = 0; i < kLanes; ++i) {
+      lo_lanes[i] = i < nq ? row_keys[q_begin + i].begin : first;
+      hi_lanes[i] = i < nq ? row_keys[q_begin + i].end : last;
+    }
+  }
+  VecInts lo[kParts] = {}, hi[kParts] = {};
+  int widest_lo = first, narrowest_hi = last;  // keys every lane reads: [widest_lo, narrowest_hi)
+  if (row_keys != nullptr) {
+    for (int h = 0; h < kParts; ++h) {
+      std::memcpy(&lo[h], lo_lanes + kWidth * h, sizeof lo[h]);
+      std::memcpy(&hi[h], hi_lanes + kWidth * h, sizeof hi[h]);
+    }
+    for (int i = 0; i < kLanes; ++i) {
+      widest_lo = std::max(widest_lo, lo_lanes[i]);
+      narrowest_hi = std::min(narrowest_hi, hi_lanes[i]);
+    }
+  }
+  for (int j0 = first; j0 < last; j0 += kAttnKeyBlock) {
+    const int nk = std::min(kAttnKeyBlock, last - j0);
+    const int64_t staged = static_cast<int64_t>(j0 - staged_begin) * d;
+    Scores(qt, kb + staged, d, nk, d, pt);
+    Vec corr[kParts];
+    if (j0 >= widest_lo && j0 + nk <= narrowest_hi) {
+      Softmax<false>(pt, nk, j0, lo, hi, row_max, row_sum, corr);
+    } else {
+      Softmax<true>(pt, nk, j0, lo, hi, row_max, row_sum, corr);
+    }
+    Accumulate(pt, vb + staged, d, nk, d, corr, ot);
   }
 
   alignas(64) float inv[kLanes];
@@ -202,7 +261,8 @@ DLLM_ATTN_INLINE void QueryBlock(const dllm::AttentionShape& s, const float* q, 
 }
 
 void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* k, const float* v,
-                    float* out, int head, int q_begin, int q_end, float* scratch) {
+                    float* out, int head, int q_begin, int q_end, const dllm::KeyRange* row_keys,
+                    float* scratch) {
   const int d = s.head_dim;
   const int kv_head = head / (s.n_head / s.n_head_kv);
   // Scratch (AttentionScratchFloats): Q^T [d][16], O^T [d][16], P^T
@@ -210,20 +270,31 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
   // copied together once per call for all its query blocks: in the canvas
   // they lie a whole row of heads apart (16 KB at 32 x 128), and at that
   // power-of-two stride one head's rows share a few cache sets and evict
-  // each other.
+  // each other. With row ranges only the union of the call's ranges is
+  // staged.
   float* qt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
   float* ot = qt + kLanes * d;
   float* pt = ot + kLanes * d;
   float* kb = pt + kLanes * dllm::kAttnKeyBlock;
   float* vb = kb + static_cast<int64_t>(s.n_tokens) * d;
+  int first = 0, last = s.n_tokens;
+  if (row_keys != nullptr) {
+    first = row_keys[q_begin].begin, last = row_keys[q_begin].end;
+    for (int i = q_begin + 1; i < q_end; ++i) {
+      first = std::min(first, row_keys[i].begin);
+      last = std::max(last, row_keys[i].end);
+    }
+  }
   const float* kh = k + kv_head * d;
   const float* vh = v + kv_head * d;
-  for (int j = 0; j < s.n_tokens; ++j) {
+  for (int j = first; j < last; ++j) {
     const int64_t row = static_cast<int64_t>(j) * s.kv_stride;
-    std::memcpy(kb + static_cast<int64_t>(j) * d, kh + row, sizeof(float) * d);
-    std::memcpy(vb + static_cast<int64_t>(j) * d, vh + row, sizeof(float) * d);
+    const int64_t staged = static_cast<int64_t>(j - first) * d;
+    std::memcpy(kb + staged, kh + row, sizeof(float) * d);
+    std::memcpy(vb + staged, vh + row, sizeof(float) * d);
   }
   for (int i0 = q_begin; i0 < q_end; i0 += kLanes) {
-    QueryBlock(s, q, kb, vb, out, head, i0, std::min(q_end, i0 + kLanes), qt, ot, pt);
+    QueryBlock(s, q, kb, vb, first, out, head, i0, std::min(q_end, i0 + kLanes), row_keys, qt, ot,
+               pt);
   }
 }

@@ -201,7 +201,7 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
             for (int t = range.begin(); t != range.end(); ++t) {
               const int h = t / blocks, q0 = (t % blocks) * kAttnRowsPerCall;
               attend(s, q.data(), k.data(), v.data(), out.data(), h, q0,
-                     std::min(s.n_tokens, q0 + kAttnRowsPerCall), scratch.local().data());
+                     std::min(s.n_tokens, q0 + kAttnRowsPerCall), nullptr, scratch.local().data());
             }
           },
           tbb::simple_partitioner());

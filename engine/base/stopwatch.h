@@ -7,16 +7,25 @@
 
 namespace dllm {
 
+using MonotonicClock = std::chrono::steady_clock;
+
+// Seconds from `earlier` to `later`.
+inline double SecondsBetween(MonotonicClock::time_point earlier, MonotonicClock::time_point later) {
+  return std::chrono::duration<double>(later - earlier).count();
+}
+// Seconds from `start` to now.
+inline double SecondsSince(MonotonicClock::time_point start) {
+  return SecondsBetween(start, MonotonicClock::now());
+}
+
 class Stopwatch {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = MonotonicClock;
 
   Stopwatch() : start_(Clock::now()) {}
 
   void Restart() { start_ = Clock::now(); }
-  double ElapsedSeconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
+  double ElapsedSeconds() const { return SecondsSince(start_); }
   double ElapsedMs() const { return ElapsedSeconds() * 1e3; }
 
  private:

@@ -12,7 +12,7 @@ constexpr size_t kAlign = 64;
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 int64_t XqCols(const ModelConfig& c, int slot) {
-  return slot == kXqO ? c.q_dim() : slot == kXqDown ? c.ffn_width() : c.n_embd;  // others read h
+  return slot == kXqO ? c.max_q_dim() : slot == kXqDown ? c.max_ffn_width() : c.n_embd;  // others read h
 }
 
 // Walks the views in one fixed order: Bytes() sums their sizes and Create()
@@ -27,12 +27,13 @@ void ForEachView(const ModelConfig& c, int64_t rows, Activations* a, Visit visit
   };
   floats(&a->x, c.n_embd);
   floats(&a->h, c.n_embd);
-  floats(&a->q, c.q_dim());
-  floats(&a->k, c.kv_dim());
-  floats(&a->v, c.kv_dim());
-  floats(&a->attn, c.q_dim());
-  floats(&a->gate, c.ffn_width());
-  floats(&a->up, c.ffn_width());
+  floats(&a->q, c.max_q_dim());
+  floats(&a->k, c.max_kv_dim());
+  floats(&a->v, c.max_kv_dim());
+  floats(&a->attn, c.max_q_dim());
+  floats(&a->gate, c.max_ffn_width());
+  floats(&a->up, c.max_ffn_width());
+  visit(reinterpret_cast<void**>(&a->row_keys), static_cast<size_t>(rows) * sizeof(KeyRange));
   ints(&a->row_tokens, rows);
   ints(&a->row_positions, rows);
   ints(&a->logit_rows, rows);

@@ -2,8 +2,9 @@
 // aligned block cut into named views (gemma.cpp's `Activations`,
 // llama2.c's `RunState`). Sized once by a row budget, the most canvas rows
 // one pass computes over all its sequences; a pass over fewer rows uses the
-// first rows of each view. The K/V a sequence keeps between passes lives in
-// its own KvCache, not here.
+// first rows of each view. Widths are the widest any layer needs (a layer
+// uses the first `its width` floats of each row, at its own stride). The
+// K/V a sequence keeps between passes lives in its own KvCache, not here.
 #ifndef DLLM_ENGINE_MODEL_ACTIVATIONS_H_
 #define DLLM_ENGINE_MODEL_ACTIVATIONS_H_
 
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/model/moe_routing.h"
+#include "kernels/attention.h"
 #include "kernels/quantize_act.h"
 
 namespace dllm {
@@ -46,8 +48,11 @@ class Activations {
   float* k = nullptr;     // (kv_dim): this pass's keys, before they go to a cache
   float* v = nullptr;     // (kv_dim)
   float* attn = nullptr;  // attention output (q_dim)
-  float* gate = nullptr;  // (n_ff; MoE: n_ff_exp, the rows one expert serves)
+  float* gate = nullptr;  // (n_ff: the dense FFN's, or one expert's for the rows it serves)
   float* up = nullptr;    // (n_ff)
+  // The keys each query row of a layer reads, when its sequence's mask or
+  // the layer's window limits them.
+  KeyRange* row_keys = nullptr;  // (max_rows)
   // MoE only (null for dense models).
   float* router_logits = nullptr;  // (n_expert)
   float* route_weights = nullptr;  // (n_expert_used)

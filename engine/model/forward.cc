@@ -10,9 +10,11 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <ranges>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "engine/base/stopwatch.h"
 #include "engine/model/activations.h"
 #include "engine/model/moe_routing.h"
 #include "engine/parallel/parallel_gemm.h"
@@ -24,11 +26,7 @@
 namespace dllm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using Clock = MonotonicClock;
 
 // Runs `body` and adds its wall time to `*seconds` (when set): the one place
 // the pass is timed, so the layer functions carry no timing code.
@@ -40,7 +38,7 @@ void Timed(double* seconds, Body body) {
   }
   const Clock::time_point start = Clock::now();
   body();
-  *seconds += Since(start);
+  *seconds += SecondsSince(start);
 }
 
 // Where each kind of work's time goes (null members: not timed).
@@ -51,15 +49,20 @@ struct OpClocks {
   double* ffn = nullptr;
 };
 
+// One RoPE table: cos and sin of every (position, pair) for its spec.
+struct RopeTable {
+  RopeSpec spec;
+  std::vector<float> cos, sin;  // (max_positions, spec.dims / 2)
+};
+
 // What every layer reads that does not change from pass to pass: the model's
-// widths and kernels, the RoPE tables and the per-worker float scratch.
+// widths and kernels, the RoPE tables (LayerConfig::rope indexes them) and
+// the per-worker float scratch.
 struct LayerContext {
   const ModelConfig* config = nullptr;
   const VectorKernels* vk = nullptr;
   AttentionFn attend = nullptr;
-  AttentionShape shape;  // n_tokens set per sequence
-  const float* rope_cos = nullptr;  // (max_positions, head_dim / 2)
-  const float* rope_sin = nullptr;
+  std::span<const RopeTable> ropes;
   PerThread<std::vector<float>>* thread_floats = nullptr;
   float eps = 0;
 };
@@ -92,18 +95,19 @@ void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n,
 // per-head RMSNorm (`head_norm`, may be null; MoE arches' q/k norm) and the
 // rotation of each head. NORM pairs (2i, 2i+1), NEOX pairs (i, i + d/2);
 // angle pos * theta^(-2i/d). Unlike the `rope` vector kernel, which computes
-// its angles per call, this reads cos/sin tables built once per pass: no
-// sin/cos per step.
+// its angles per call, this reads the cos/sin tables ForwardPass::Create
+// builds: no sin/cos per step.
 struct HeadEpilogue {
   const float* bias = nullptr;
   const float* head_norm = nullptr;
   bool rotate = false;
 };
 
-void BiasNormRope(const LayerContext& ctx, float* x, int64_t width, const int32_t* positions,
-                  int64_t m, const HeadEpilogue& e) {
-  const RopeType type = ctx.config->rope_type;
-  const int64_t head_dim = ctx.config->head_dim;
+void BiasNormRope(const LayerContext& ctx, const LayerConfig& layer, float* x, int64_t width,
+                  const int32_t* positions, int64_t m, const HeadEpilogue& e) {
+  const RopeTable& rope = ctx.ropes[static_cast<size_t>(layer.rope)];
+  const RopeType type = rope.spec.type;
+  const int64_t head_dim = layer.head_dim;
   const int64_t half = head_dim / 2;
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
     float* row = x + r * width;
@@ -116,8 +120,8 @@ void BiasNormRope(const LayerContext& ctx, float* x, int64_t width, const int32_
       }
     }
     if (!e.rotate) return;
-    const float* cs = ctx.rope_cos + positions[r] * half;
-    const float* sn = ctx.rope_sin + positions[r] * half;
+    const float* cs = rope.cos.data() + positions[r] * half;
+    const float* sn = rope.sin.data() + positions[r] * half;
     for (int64_t h = 0; h < width / head_dim; ++h) {
       float* v = row + h * head_dim;
       for (int64_t i = 0; i < half; ++i) {
@@ -144,12 +148,28 @@ void StoreKv(const BatchRows& batch, int layer, const float* rows, int64_t kv_di
   }
 }
 
-// Bidirectional attention of each sequence's query rows over its whole
-// canvas. Query rows are the computed rows, or on the last layer the
-// logits rows only; `q` and `out` hold them stacked in that order.
-void Attend(const LayerContext& ctx, const BatchRows& batch, int layer, bool logits_only,
-            const Activations& act) {
-  const int64_t kv_dim = ctx.config->kv_dim();
+// The attention shape of `layer` (n_tokens set per sequence): its rows lie
+// in the activations at the layer's own widths.
+AttentionShape ShapeOf(const LayerConfig& layer) {
+  AttentionShape shape;
+  shape.n_head = static_cast<int>(layer.n_head);
+  shape.n_head_kv = static_cast<int>(layer.n_head_kv);
+  shape.head_dim = static_cast<int>(layer.head_dim);
+  shape.q_stride = static_cast<int>(layer.q_dim());
+  shape.kv_stride = static_cast<int>(layer.kv_dim());
+  shape.out_stride = static_cast<int>(layer.q_dim());
+  shape.scale = layer.attn_scale;
+  return shape;
+}
+
+// Attention of each sequence's query rows over the keys its mask and the
+// layer's window allow. Query rows are the computed rows, or on the last
+// layer the logits rows only; `q` and `out` hold them stacked in that order,
+// and `positions` (stacked the same way) their canvas positions.
+void Attend(const LayerContext& ctx, const LayerConfig& config, const BatchRows& batch, int layer,
+            bool logits_only, const int32_t* positions, const Activations& act) {
+  const int64_t kv_dim = config.kv_dim();
+  const int32_t window = config.attention == AttentionKind::kSliding ? config.window : 0;
   for (const SequenceRows& s : batch.sequences) {
     const SequenceInput& in = *s.input;
     const int64_t q0 = logits_only ? s.logit_offset : s.row_offset;
@@ -159,12 +179,19 @@ void Attend(const LayerContext& ctx, const BatchRows& batch, int layer, bool log
     if (!s.live) {
       // A dropped sequence's rows go on through the GEMMs: give them zeros
       // rather than whatever the buffer held, so they stay finite.
-      std::memset(act.attn + q0 * ctx.shape.out_stride, 0,
-                  sizeof(float) * static_cast<size_t>(nq * ctx.shape.out_stride));
+      std::memset(act.attn + q0 * config.q_dim(), 0,
+                  sizeof(float) * static_cast<size_t>(nq * config.q_dim()));
       continue;
     }
-    AttentionShape shape = ctx.shape;
+    AttentionShape shape = ShapeOf(config);
     shape.n_tokens = static_cast<int>(in.tokens.size());
+    const KeyRange* row_keys = nullptr;
+    if (!ReadsWholeCanvas(in.mask, shape.n_tokens)) {
+      for (int64_t i = q0; i < q0 + nq; ++i) {
+        act.row_keys[i] = KeysOf(in.mask, window, positions[i], shape.n_tokens);
+      }
+      row_keys = act.row_keys;
+    }
     const float* k = in.cache ? in.cache->k(layer) : act.k + s.row_offset * kv_dim;
     const float* v = in.cache ? in.cache->v(layer) : act.v + s.row_offset * kv_dim;
     const int64_t q_blocks = (nq + kAttnRowsPerCall - 1) / kAttnRowsPerCall;
@@ -179,7 +206,7 @@ void Attend(const LayerContext& ctx, const BatchRows& batch, int layer, bool log
               const int64_t i0 = q0 + b * kAttnRowsPerCall;
               const int64_t i1 = std::min(q0 + nq, i0 + kAttnRowsPerCall);
               ctx.attend(shape, act.q, k, v, act.attn, static_cast<int>(hd), static_cast<int>(i0),
-                         static_cast<int>(i1), scratch.data());
+                         static_cast<int>(i1), row_keys, scratch.data());
             }
           }
         });
@@ -211,10 +238,11 @@ void Project(const LayerContext& ctx, const Linear& w, const float* x, int64_t l
 }
 
 // out[i] = down(silu(gate(h[r])) * up(h[r])) for the rows r = rows[i] (rows
-// null: r = i), i < count: the dense FFN, and one expert's.
-void SwiGluFfn(const LayerContext& ctx, const Linear& gate, const Linear& up, const Linear& down,
-               const int32_t* rows, int64_t count, float* out, Activations& act) {
-  const int64_t n_embd = ctx.config->n_embd, n_ff = ctx.config->ffn_width();
+// null: r = i), i < count: the dense FFN, and one expert's (`n_ff` wide).
+void SwiGluFfn(const LayerContext& ctx, const SwiGluWeights& w, int64_t n_ff, const int32_t* rows,
+               int64_t count, float* out, Activations& act) {
+  const Linear &gate = *w.gate, &up = *w.up, &down = *w.down;
+  const int64_t n_embd = ctx.config->n_embd;
   QuantizeShared({&gate, &up}, act.h, n_embd, rows, count, act, kXqFfnIn);
   tbb::parallel_invoke(
       [&] { Project(ctx, gate, act.h, n_embd, rows, count, act.gate, n_ff, act, kXqFfnIn); },
@@ -225,10 +253,14 @@ void SwiGluFfn(const LayerContext& ctx, const Linear& gate, const Linear& up, co
   down.Apply(act.gate, n_ff, nullptr, count, out, n_embd, Scratch(ctx, act, kXqDown));
 }
 
-// x += down(silu(gate(h)) * up(h)) over the first `m` rows.
-void DenseFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activations& act) {
+// The FFN kinds (FfnKind): each adds its FFN of h to x over the first `m`
+// rows.
+
+// x += down(silu(gate(h)) * up(h)).
+void DenseFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
+              Activations& act) {
   const int64_t n_embd = ctx.config->n_embd;
-  SwiGluFfn(ctx, *w.gate, *w.up, *w.down, nullptr, m, act.h, act);
+  SwiGluFfn(ctx, w.dense, config.n_ff, nullptr, m, act.h, act);
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
     ctx.vk->add(act.x + r * n_embd, act.h + r * n_embd, n_embd, act.x + r * n_embd);
   });
@@ -238,13 +270,13 @@ void DenseFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activat
 // Each expert runs its GEMMs once, over the rows routed to it (gathered by
 // index from h); the weighted outputs are added to the rows' sums in expert
 // order, so a row's result depends on its own routing only.
-void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activations& act) {
-  const ModelConfig& c = *ctx.config;
-  const int64_t ne = c.n_expert, k = c.n_expert_used;
-  const int64_t n_embd = c.n_embd;
-  w.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqRows));
+void MoeFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
+            Activations& act) {
+  const int64_t ne = config.n_expert, k = config.n_expert_used;
+  const int64_t n_embd = ctx.config->n_embd;
+  w.moe.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqRows));
   for (int64_t r = 0; r < m; ++r) {
-    RouteRow(act.router_logits + r * ne, ne, k, c.traits().moe_norm_weights, act.route_probs,
+    RouteRow(act.router_logits + r * ne, ne, k, config.moe_norm_weights, act.route_probs,
              act.route_order, act.route_experts + r * k, act.route_weights + r * k);
   }
   GroupByExpert(act.route_experts, m, k, ne, &act.groups);
@@ -254,8 +286,8 @@ void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activatio
     if (count == 0) continue;
     const int32_t* rows_e = act.groups.rows.data() + act.groups.offset[e];
     const int32_t* slots_e = act.groups.slot.data() + act.groups.offset[e];
-    const ExpertWeights& ex = w.experts[static_cast<size_t>(e)];
-    SwiGluFfn(ctx, *ex.gate, *ex.up, *ex.down, rows_e, count, act.expert_out, act);
+    SwiGluFfn(ctx, w.moe.experts[static_cast<size_t>(e)], config.n_ff, rows_e, count,
+              act.expert_out, act);
     tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
       const int64_t r = rows_e[i];
       const float weight = act.route_weights[r * k + slots_e[i]];
@@ -269,19 +301,27 @@ void MoeFfn(const LayerContext& ctx, const LayerWeights& w, int64_t m, Activatio
   });
 }
 
-// One transformer layer over the batch's rows in `act.x`. With
-// `logits_only` (the last layer), only the logits rows go past the key and
-// value projections, and `act.x` leaves compacted to them, in order.
-void RunLayer(const LayerContext& ctx, const LayerWeights& w, int layer, const BatchRows& batch,
-              bool logits_only, Activations& act, const OpClocks& clocks) {
-  const ModelConfig& c = *ctx.config;
-  const int64_t n_embd = c.n_embd, q_dim = c.q_dim(), kv_dim = c.kv_dim();
+// Indexed by FfnKind: a new kind adds its function here, its part to
+// LayerWeights and its tensors to tensor_layout.cc; RunLayer stays as it is.
+using FfnFn = void (*)(const LayerContext&, const LayerConfig&, const LayerWeights&, int64_t,
+                       Activations&);
+constexpr FfnFn kFfnOfKind[] = {DenseFfn, MoeFfn};
+
+// One transformer layer over the batch's rows in `act.x`: attention as
+// `config` describes it, then the FFN of its kind. With `logits_only` (the
+// last layer), only the logits rows go past the key and value projections,
+// and `act.x` leaves compacted to them, in order.
+void RunLayer(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& weights,
+              int layer, const BatchRows& batch, bool logits_only, Activations& act,
+              const OpClocks& clocks) {
+  const AttentionWeights& w = weights.attention;
+  const int64_t n_embd = ctx.config->n_embd, q_dim = config.q_dim(), kv_dim = config.kv_dim();
   const int64_t m = batch.m;
   const int64_t m_out = logits_only ? batch.m_logits : m;
   const int32_t* out_rows = logits_only ? batch.logit_rows : nullptr;
   const int32_t* out_positions = logits_only ? batch.logit_positions : batch.positions;
 
-  Timed(clocks.norm, [&] { RmsNormRows(*ctx.vk, act.x, m, n_embd, w.attn_norm, ctx.eps, act.h); });
+  Timed(clocks.norm, [&] { RmsNormRows(*ctx.vk, act.x, m, n_embd, w.norm, ctx.eps, act.h); });
   Timed(clocks.projections, [&] {
     // q, k and v read one quantization of h; on the last layer q reads only
     // the logits rows, quantized apart.
@@ -297,20 +337,21 @@ void RunLayer(const LayerContext& ctx, const LayerWeights& w, int layer, const B
           } else {
             Project(ctx, *w.wq, act.h, n_embd, nullptr, m, act.q, q_dim, act, kXqAttnIn);
           }
-          BiasNormRope(ctx, act.q, q_dim, out_positions, m_out, {w.bq, w.q_norm, true});
+          BiasNormRope(ctx, config, act.q, q_dim, out_positions, m_out, {w.bq, w.q_norm, true});
         },
         [&] {
           Project(ctx, *w.wk, act.h, n_embd, nullptr, m, act.k, kv_dim, act, kXqAttnIn);
-          BiasNormRope(ctx, act.k, kv_dim, batch.positions, m, {w.bk, w.k_norm, true});
+          BiasNormRope(ctx, config, act.k, kv_dim, batch.positions, m, {w.bk, w.k_norm, true});
           StoreKv(batch, layer, act.k, kv_dim, /*values=*/false);
         },
         [&] {
           Project(ctx, *w.wv, act.h, n_embd, nullptr, m, act.v, kv_dim, act, kXqAttnIn);
-          BiasNormRope(ctx, act.v, kv_dim, nullptr, m, {w.bv, nullptr, false});
+          BiasNormRope(ctx, config, act.v, kv_dim, nullptr, m, {w.bv, nullptr, false});
           StoreKv(batch, layer, act.v, kv_dim, /*values=*/true);
         });
   });
-  Timed(clocks.attention, [&] { Attend(ctx, batch, layer, logits_only, act); });
+  Timed(clocks.attention,
+        [&] { Attend(ctx, config, batch, layer, logits_only, out_positions, act); });
   Timed(clocks.projections, [&] {
     w.wo->Apply(act.attn, q_dim, nullptr, m_out, act.h, n_embd, Scratch(ctx, act, kXqO));
     // x[r] = x[out_rows[r]] + h[r]. On the last layer this compacts the
@@ -324,14 +365,10 @@ void RunLayer(const LayerContext& ctx, const LayerWeights& w, int layer, const B
       std::memcpy(act.x + r * n_embd, act.h + r * n_embd, sizeof(float) * n_embd);
     });
   });
-  Timed(clocks.norm, [&] { RmsNormRows(*ctx.vk, act.x, m_out, n_embd, w.ffn_norm, ctx.eps, act.h); });
-  Timed(clocks.ffn, [&] {
-    if (c.moe()) {
-      MoeFfn(ctx, w, m_out, act);
-    } else {
-      DenseFfn(ctx, w, m_out, act);
-    }
-  });
+  Timed(clocks.norm,
+        [&] { RmsNormRows(*ctx.vk, act.x, m_out, n_embd, weights.ffn_norm, ctx.eps, act.h); });
+  Timed(clocks.ffn,
+        [&] { kFfnOfKind[static_cast<int>(config.ffn)](ctx, config, weights, m_out, act); });
 }
 
 // Why `batch` cannot run within `limits` on a model of `c`, or OK.
@@ -356,10 +393,24 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
       return absl::InvalidArgumentError(
           absl::StrCat(where, "without a K/V cache every row of the canvas must be computed"));
     }
-    if (s.cache != nullptr &&
-        (s.cache->n_pos() < L || s.cache->n_layer() != c.n_layer || s.cache->kv_dim() != c.kv_dim())) {
+    if (s.cache != nullptr && s.cache->n_pos() < L) {
       return absl::InvalidArgumentError(absl::StrCat(where, "K/V cache of ", s.cache->n_pos(),
                                                      " positions does not fit a canvas of ", L));
+    }
+    if (s.cache != nullptr &&
+        !std::ranges::equal(s.cache->layer_widths(), c.layers, {}, {}, &LayerConfig::kv_dim)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "K/V cache's layer widths are not the model's"));
+    }
+    if (s.mask.kind == MaskKind::kBlockCausal && s.mask.block_length < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "block-causal mask with block length ", s.mask.block_length));
+    }
+    if (s.mask.kind == MaskKind::kPromptCausal &&
+        (s.mask.prompt_length < 0 || s.mask.prompt_length > L)) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "prompt-causal mask's prompt of ",
+                                                     s.mask.prompt_length,
+                                                     " positions is outside the canvas of ", L));
     }
     if (!s.logit_rows.empty() && s.logits == nullptr) {
       return absl::InvalidArgumentError(
@@ -394,7 +445,7 @@ struct ForwardPass::Impl {
   std::shared_ptr<const Model> model;
   ForwardLimits limits;
   std::unique_ptr<Activations> act;
-  std::vector<float> rope;  // cos then sin, each (max_positions, head_dim / 2)
+  std::vector<RopeTable> ropes;  // ModelConfig::ropes, in order
   PerThread<std::vector<float>> thread_floats;  // attention blocks, float GEMM panels
   LayerContext ctx;
   std::vector<SequenceRows> sequences;  // this pass's, reserved for 16
@@ -409,10 +460,17 @@ namespace {
 // GEMM's 16-row panel of the widest input, whichever is larger.
 int64_t ThreadScratchFloats(const ModelConfig& c, ForwardLimits limits) {
   AttentionShape shape;
-  shape.head_dim = static_cast<int>(c.head_dim);
+  shape.head_dim = static_cast<int>(c.max_head_dim());
   shape.n_tokens = limits.max_positions;
   return std::max(AttentionScratchFloats(shape),
-                  FloatGemmScratchFloats(std::max({c.n_embd, c.ffn_width(), c.q_dim()})));
+                  FloatGemmScratchFloats(std::max({c.n_embd, c.max_ffn_width(), c.max_q_dim()})));
+}
+
+// Floats of the RoPE tables: cos and sin of every position for each table.
+int64_t RopeFloats(const ModelConfig& c, ForwardLimits limits) {
+  int64_t floats = 0;
+  for (const RopeSpec& spec : c.ropes) floats += int64_t{limits.max_positions} * spec.dims;
+  return floats;
 }
 
 }  // namespace
@@ -421,7 +479,7 @@ size_t ForwardPass::ActivationBytes(const ModelConfig& c, ForwardLimits limits) 
   // The per-thread scratch counts once for every thread that may run a task.
   const size_t threads = static_cast<size_t>(tbb::info::default_concurrency());
   return Activations::Bytes(c, limits.max_rows) +
-         static_cast<size_t>(limits.max_positions) * static_cast<size_t>(c.head_dim) * sizeof(float) +
+         static_cast<size_t>(RopeFloats(c, limits)) * sizeof(float) +
          static_cast<size_t>(std::max(0, limits.head_stage_rows)) * static_cast<size_t>(c.n_vocab) *
              sizeof(float) +
          threads * static_cast<size_t>(ThreadScratchFloats(c, limits)) * sizeof(float);
@@ -451,31 +509,26 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
   impl->model = std::move(model);
   impl->limits = limits;
   DLLM_ASSIGN_OR_RETURN(impl->act, Activations::Create(c, limits.max_rows));
-  const int64_t half = c.head_dim / 2;
-  impl->rope.assign(static_cast<size_t>(2 * limits.max_positions * half), 0.0f);
-  float* cos_table = impl->rope.data();
-  float* sin_table = cos_table + limits.max_positions * half;
-  for (int64_t pos = 0; pos < limits.max_positions; ++pos) {
-    for (int64_t i = 0; i < half; ++i) {
-      const double freq = std::pow(c.rope_theta, -2.0 * double(i) / double(c.head_dim));
-      cos_table[pos * half + i] = static_cast<float>(std::cos(double(pos) * freq));
-      sin_table[pos * half + i] = static_cast<float>(std::sin(double(pos) * freq));
+  for (const RopeSpec& spec : c.ropes) {
+    RopeTable& table = impl->ropes.emplace_back();
+    table.spec = spec;
+    const int64_t half = spec.dims / 2;
+    table.cos.resize(static_cast<size_t>(limits.max_positions * half));
+    table.sin.resize(table.cos.size());
+    for (int64_t pos = 0; pos < limits.max_positions; ++pos) {
+      for (int64_t i = 0; i < half; ++i) {
+        const double freq = std::pow(spec.theta, -2.0 * double(i) / double(spec.dims));
+        table.cos[static_cast<size_t>(pos * half + i)] = static_cast<float>(std::cos(double(pos) * freq));
+        table.sin[static_cast<size_t>(pos * half + i)] = static_cast<float>(std::sin(double(pos) * freq));
+      }
     }
   }
   LayerContext& ctx = impl->ctx;
   ctx.config = &impl->model->config();
   ctx.vk = &SelectVectorKernels(impl->model->isa());
   ctx.attend = SelectAttention(impl->model->isa());
-  ctx.rope_cos = cos_table;
-  ctx.rope_sin = sin_table;
+  ctx.ropes = impl->ropes;
   ctx.eps = static_cast<float>(c.rms_eps);
-  ctx.shape.n_head = static_cast<int>(c.n_head);
-  ctx.shape.n_head_kv = static_cast<int>(c.n_head_kv);
-  ctx.shape.head_dim = static_cast<int>(c.head_dim);
-  ctx.shape.q_stride = static_cast<int>(c.q_dim());
-  ctx.shape.kv_stride = static_cast<int>(c.kv_dim());
-  ctx.shape.out_stride = static_cast<int>(c.q_dim());
-  ctx.shape.scale = static_cast<float>(1.0 / std::sqrt(double(c.head_dim)));
   const int64_t floats = ThreadScratchFloats(c, limits);
   impl->thread_floats = PerThread<std::vector<float>>(static_cast<size_t>(floats), 0.0f);
   ctx.thread_floats = &impl->thread_floats;
@@ -614,7 +667,7 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
     DequantizeRow(embd.type, embd.data + act.row_tokens[i] * embd_row, act.x + i * c.n_embd,
                   c.n_embd);
   });
-  const double embed_seconds = Since(start);
+  const double embed_seconds = SecondsSince(start);
 
   ForwardStats timed;
   OpClocks clocks;
@@ -632,8 +685,8 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
     if (DropStopped(s.sequences)) {
       return absl::CancelledError(absl::StrCat("every sequence was stopped before layer ", l));
     }
-    RunLayer(s.ctx, model.layers()[static_cast<size_t>(l)], l, rows,
-             /*logits_only=*/l == c.n_layer - 1, act, clocks);
+    RunLayer(s.ctx, c.layers[static_cast<size_t>(l)], model.layers()[static_cast<size_t>(l)], l,
+             rows, /*logits_only=*/l == c.n_layer - 1, act, clocks);
   }
 
   if (cancelled()) return absl::CancelledError("forward cancelled before the output head");
@@ -644,15 +697,15 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
   double norm_seconds = 0;
   if (m_logits > 0) {
     RmsNormRows(*s.ctx.vk, act.x, m_logits, c.n_embd, model.output_norm(), s.ctx.eps, act.h);
-    norm_seconds = Since(head_start);
+    norm_seconds = SecondsSince(head_start);
     Head(s.ctx, model.output(), rows, act.h, s.head_stage, act);
   }
   if (stats != nullptr) {
     *stats = timed;
     stats->embed = embed_seconds;
     stats->norm += norm_seconds;
-    stats->head = Since(head_start) - norm_seconds;
-    stats->total = Since(start);
+    stats->head = SecondsSince(head_start) - norm_seconds;
+    stats->total = SecondsSince(start);
     stats->rows = m;
   }
   return absl::OkStatus();

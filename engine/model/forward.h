@@ -1,6 +1,7 @@
-// One forward pass of a diffusion LM (dense or MoE) over a ForwardBatch:
-// the computed rows of every sequence stacked for the GEMMs, each sequence
-// attending bidirectionally over its own canvas (its own rows, or its
+// One forward pass of a diffusion LM over a ForwardBatch: the computed rows
+// of every sequence stacked for the GEMMs, each layer run as its
+// LayerConfig says (its attention, then the FFN of its kind), each sequence
+// attending over its own canvas as its mask allows (its own rows, or its
 // KvCache for the rows not computed), logits only for the rows asked for.
 // A `ForwardPass` owns one Activations block, sized by a row budget, and
 // the RoPE tables; Run() allocates nothing for batches of up to 16
@@ -10,6 +11,7 @@
 #ifndef DLLM_ENGINE_MODEL_FORWARD_H_
 #define DLLM_ENGINE_MODEL_FORWARD_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -44,6 +46,20 @@ struct ForwardStats {
     return *this;
   }
 };
+
+// The kinds of work ForwardStats times, by the one name each has wherever
+// it is reported: the per-step timings of Generate's stream, `dllm bench`'s
+// op split and the `op` label of dllm_op_duration_seconds.
+struct ForwardOp {
+  const char* name;
+  double ForwardStats::*seconds;
+};
+inline constexpr std::array<ForwardOp, 6> kForwardOps = {{{"embed", &ForwardStats::embed},
+                                                          {"norm", &ForwardStats::norm},
+                                                          {"projections", &ForwardStats::projections},
+                                                          {"attention", &ForwardStats::attention},
+                                                          {"ffn", &ForwardStats::ffn},
+                                                          {"head", &ForwardStats::head}}};
 
 // What a forward pass checks between layers, on the calling thread: first
 // `poll` (when set), then `cancel`; a set `cancel` ends the pass with

@@ -3,12 +3,10 @@
 // head); attention, RoPE positions and the K/V caches stay per sequence, so
 // a row's result never depends on the other sequences in the batch.
 //
-// Every sequence today attends bidirectionally to its whole canvas, and
-// every layer is of its model's one kind. Models that mix layer kinds
-// (sliding and global attention) or need per-sequence masks (block-causal,
-// a causal prompt before a bidirectional canvas) add a kind per layer in
-// the model and a mask kind here, read by the layer function: not as
-// branches in the shared layer.
+// Each sequence carries its attention mask: which keys a query row at
+// canvas position p may read. A layer of the sliding kind (LayerConfig)
+// narrows that further to its window. The attention kernel gets each row's
+// key range, so a mask costs no work on the keys it hides.
 #ifndef DLLM_ENGINE_MODEL_FORWARD_BATCH_H_
 #define DLLM_ENGINE_MODEL_FORWARD_BATCH_H_
 
@@ -17,13 +15,47 @@
 #include <span>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "engine/model/kv_cache.h"
+#include "kernels/attention.h"
 
 namespace dllm {
 
+// Each mask splits the canvas into bidirectional regions read in order:
+// a row reads its own region and every position before it.
+enum class MaskKind {
+  // One region, the whole canvas (LLaDA, Dream).
+  kBidirectional,
+  // Regions of `block_length` positions: row p reads
+  // [0, (p / block_length + 1) * block_length) (LLaDA2).
+  kBlockCausal,
+  // Each prompt row p < prompt_length is a region of its own (it reads
+  // [0, p]), then the canvas after the prompt is one region (it reads
+  // everything): DiffusionGemma's causal prompt encoder.
+  kPromptCausal,
+};
+absl::string_view MaskKindName(MaskKind kind);  // "bidirectional", "block-causal", "prompt-causal"
+
+struct AttentionMask {
+  MaskKind kind = MaskKind::kBidirectional;
+  int32_t block_length = 0;   // kBlockCausal, >= 1
+  int32_t prompt_length = 0;  // kPromptCausal, in [0, canvas]
+};
+
+// The keys row `p` of a canvas of `n` positions reads under `mask` in a
+// layer whose sliding window is `window` (0: none). A window never cuts
+// the row's own region; it keeps only the last window - 1 positions before
+// the region (llama.cpp's standard window, q - k < window, for a causal
+// row; for DiffusionGemma's canvas, the last window - 1 prompt positions).
+// Never empty: a row always reads itself.
+KeyRange KeysOf(const AttentionMask& mask, int32_t window, int32_t p, int32_t n);
+// Whether every row of a canvas of `n` reads the whole canvas whatever the
+// window (one region), so the kernel need not be given ranges.
+bool ReadsWholeCanvas(const AttentionMask& mask, int32_t n);
+
 struct SequenceInput {
   // The sequence's canvas: the token at every position, which is also its
-  // RoPE position. Attention reads keys for all of it.
+  // RoPE position. Attention reads keys for as much of it as `mask` allows.
   std::span<const int32_t> tokens;
   // The positions computed in this pass: [row_begin, row_end). Their keys
   // and values are written to `cache` (when set) before attention reads it.
@@ -44,6 +76,8 @@ struct SequenceInput {
   // set the flag and the pass has reached the boundary. Its rows still
   // ride through the GEMMs, which changes no other row's result.
   const std::atomic<bool>* stop = nullptr;
+  // Which keys each row reads (bidirectional: the whole canvas).
+  AttentionMask mask;
 };
 
 struct ForwardBatch {

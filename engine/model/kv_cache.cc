@@ -2,15 +2,33 @@
 
 namespace dllm {
 
-KvCache::KvCache(int n_layer, int n_pos, int64_t kv_dim)
-    : n_layer_(n_layer), n_pos_(n_pos), kv_dim_(kv_dim), data_(Floats(n_layer, n_pos, kv_dim), 0.0f) {}
+KvCache::KvCache(std::span<const int64_t> layer_widths, int n_pos)
+    : widths_(layer_widths.begin(), layer_widths.end()),
+      n_pos_(n_pos),
+      data_(Floats(layer_widths, n_pos), 0.0f) {
+  size_t offset = 0;
+  for (int64_t width : widths_) {
+    offsets_.push_back(offset);
+    offset += 2 * static_cast<size_t>(n_pos) * static_cast<size_t>(width);
+  }
+}
 
-size_t KvCache::Floats(int n_layer, int n_pos, int64_t kv_dim) {
-  return 2 * static_cast<size_t>(n_layer) * static_cast<size_t>(n_pos) * static_cast<size_t>(kv_dim);
+std::vector<int64_t> KvCache::LayerWidths(const ModelConfig& config) {
+  std::vector<int64_t> widths;
+  for (const LayerConfig& layer : config.layers) widths.push_back(layer.kv_dim());
+  return widths;
+}
+
+size_t KvCache::Floats(std::span<const int64_t> layer_widths, int n_pos) {
+  size_t floats = 0;
+  for (int64_t width : layer_widths) {
+    floats += 2 * static_cast<size_t>(n_pos) * static_cast<size_t>(width);
+  }
+  return floats;
 }
 
 size_t KvCache::BytesFor(const ModelConfig& config, int n_pos) {
-  return Floats(static_cast<int>(config.n_layer), n_pos, config.kv_dim()) * sizeof(float);
+  return Floats(LayerWidths(config), n_pos) * sizeof(float);
 }
 
 }  // namespace dllm

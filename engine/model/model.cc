@@ -58,49 +58,38 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   // the embedding lookup keeps reading (also when it doubles as the head).
   std::vector<MappedFile::Range> repacked;  // file bytes nothing reads again
   auto linear = [&](const GgufTensor& t) -> absl::StatusOr<std::unique_ptr<Linear>> {
-    const bool release = t.name != "token_embd.weight";
+    const bool release = t.name != kTokenEmbdTensor;
     absl::StatusOr<Linear> l = Linear::Create(t, options.isa, release);
     if (!l.ok()) return WithPath(path, l.status());
     if (release && l->int8()) repacked.push_back({f.data_offset() + t.offset, t.n_bytes});
     m->owned_weight_bytes_ += l->owned_bytes();
     return std::make_unique<Linear>(std::move(*l));
   };
-  auto named = [&](const std::string& name) { return linear(*f.FindTensor(name)); };
-  m->token_embd_ = f.FindTensor("token_embd.weight");
-  m->output_norm_ = f32("output_norm.weight");
-  DLLM_ASSIGN_OR_RETURN(m->output_,
-                        named(f.FindTensor("output.weight") ? "output.weight" : "token_embd.weight"));
+  m->token_embd_ = f.FindTensor(kTokenEmbdTensor);
+  m->output_norm_ = f32(kOutputNormTensor);
+  DLLM_ASSIGN_OR_RETURN(
+      m->output_, linear(*f.FindTensor(f.FindTensor(kOutputTensor) ? kOutputTensor : kTokenEmbdTensor)));
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = absl::StrCat("blk.", l, ".");
+    const std::string prefix = LayerPrefix(l);
+    const LayerConfig& layer = c.layers[static_cast<size_t>(l)];
     LayerWeights& w = m->layers_[static_cast<size_t>(l)];
-    w.attn_norm = f32(p + "attn_norm.weight");
-    w.ffn_norm = f32(p + "ffn_norm.weight");
-    w.bq = f32(p + "attn_q.bias");
-    w.bk = f32(p + "attn_k.bias");
-    w.bv = f32(p + "attn_v.bias");
-    w.q_norm = f32(p + "attn_q_norm.weight");
-    w.k_norm = f32(p + "attn_k_norm.weight");
-    DLLM_ASSIGN_OR_RETURN(w.wq, named(p + "attn_q.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wk, named(p + "attn_k.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wv, named(p + "attn_v.weight"));
-    DLLM_ASSIGN_OR_RETURN(w.wo, named(p + "attn_output.weight"));
-    if (!c.moe()) {
-      DLLM_ASSIGN_OR_RETURN(w.gate, named(p + "ffn_gate.weight"));
-      DLLM_ASSIGN_OR_RETURN(w.up, named(p + "ffn_up.weight"));
-      DLLM_ASSIGN_OR_RETURN(w.down, named(p + "ffn_down.weight"));
-      continue;
-    }
-    DLLM_ASSIGN_OR_RETURN(w.router, named(p + "ffn_gate_inp.weight"));
-    const GgufTensor& gate = *f.FindTensor(p + "ffn_gate_exps.weight");
-    const GgufTensor& up = *f.FindTensor(p + "ffn_up_exps.weight");
-    const GgufTensor& down = *f.FindTensor(p + "ffn_down_exps.weight");
-    w.experts.resize(static_cast<size_t>(c.n_expert));
-    for (int64_t e = 0; e < c.n_expert; ++e) {
-      ExpertWeights& x = w.experts[static_cast<size_t>(e)];
-      DLLM_ASSIGN_OR_RETURN(x.gate, linear(ExpertSlice(gate, e)));
-      DLLM_ASSIGN_OR_RETURN(x.up, linear(ExpertSlice(up, e)));
-      DLLM_ASSIGN_OR_RETURN(x.down, linear(ExpertSlice(down, e)));
+    w.moe.experts.resize(static_cast<size_t>(layer.n_expert));
+    // CheckCompatible (in ReadModelSpec) has found every required tensor
+    // with its shape; an optional one that is absent leaves its member null.
+    for (const LayerTensor& t : LayerTensors(c, layer)) {
+      const GgufTensor* tensor = f.FindTensor(prefix + t.suffix);
+      if (tensor == nullptr) continue;
+      if (t.vector != nullptr) {
+        *t.vector(w) = reinterpret_cast<const float*>(tensor->data);
+      } else if (t.matrix != nullptr) {
+        DLLM_ASSIGN_OR_RETURN(*t.matrix(w), linear(*tensor));
+      } else {
+        for (int64_t e = 0; e < layer.n_expert; ++e) {
+          DLLM_ASSIGN_OR_RETURN(w.moe.experts[static_cast<size_t>(e)].*t.expert,
+                                linear(ExpertSlice(*tensor, e)));
+        }
+      }
     }
   }
   // What is still read from the file (metadata, token_embd, norms, biases,

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/linear.h"
 #include "engine/model/model_config.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
@@ -24,28 +25,6 @@ struct ModelOptions {
   // Replaces the chat template the file's metadata calls for (the operator's
   // --chat-template).
   std::optional<ChatTemplate> chat_template;
-};
-
-// One expert of a MoE layer: a slice of the 3-D ffn_{gate,up,down}_exps
-// tensors, repacked on its own.
-struct ExpertWeights {
-  std::unique_ptr<Linear> gate, up, down;  // (n_ff_exp x n_embd), down: (n_embd x n_ff_exp)
-};
-
-struct LayerWeights {
-  const float* attn_norm = nullptr;  // (n_embd)
-  const float* ffn_norm = nullptr;   // (n_embd)
-  const float* bq = nullptr;         // (q_dim), optional biases (Dream has them)
-  const float* bk = nullptr;         // (kv_dim)
-  const float* bv = nullptr;         // (kv_dim)
-  const float* q_norm = nullptr;     // (head_dim), MoE arches: per-head RMSNorm of q
-  const float* k_norm = nullptr;     // (head_dim)
-  std::unique_ptr<Linear> wq, wk, wv, wo;  // (q_dim|kv_dim x n_embd), wo: (n_embd x q_dim)
-  // Dense FFN.
-  std::unique_ptr<Linear> gate, up, down;  // (n_ff x n_embd), down: (n_embd x n_ff)
-  // MoE FFN: the router (ffn_gate_inp, n_expert x n_embd) and the experts.
-  std::unique_ptr<Linear> router;
-  std::vector<ExpertWeights> experts;
 };
 
 // What Load() reads and checks before it repacks anything: the

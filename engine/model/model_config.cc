@@ -1,6 +1,7 @@
 #include "absl/strings/string_view.h"
 #include "engine/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -17,31 +18,50 @@ absl::Status Invalid(const GgufFile& f, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("gguf: ", f.path(), ": ", what));
 }
 
-absl::StatusOr<int64_t> ReadDim(const GgufFile& f, const std::string& key,
-                                std::optional<int64_t> fallback = std::nullopt) {
-  if (!f.HasKey(key) && fallback) return *fallback;
-  // Some converters write per-layer arrays (feed_forward_length); all our
-  // layers share one size, so accept a uniform array.
+// A size per layer: a scalar key holds for every layer, an array key (what
+// some converters write, e.g. head_count_kv) gives one per layer and must
+// have `n_layer` entries. Absent: `fallback` for every layer.
+absl::StatusOr<std::vector<int64_t>> ReadLayerDims(const GgufFile& f, const std::string& key,
+                                                   int64_t n_layer,
+                                                   std::optional<int64_t> fallback = std::nullopt) {
+  if (!f.HasKey(key) && fallback) return std::vector<int64_t>(static_cast<size_t>(n_layer), *fallback);
   if (const GgufValue* v = f.FindValue(key); v && v->type == GgufValueType::kArray) {
     DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> values, f.GetIntArray(key));
-    if (values.empty()) return Invalid(f, absl::StrCat("key '", key, "' is an empty array"));
-    for (int64_t x : values) {
-      if (x != values[0]) {
-        return absl::UnimplementedError(absl::StrCat(
-            "gguf: ", f.path(), ": key '", key, "' varies per layer; not supported"));
+    if (static_cast<int64_t>(values.size()) != n_layer) {
+      return Invalid(f, absl::StrCat("key '", key, "' is an array of ", values.size(),
+                                     " entries; expected one per layer (", n_layer, ")"));
+    }
+    for (size_t l = 0; l < values.size(); ++l) {
+      if (values[l] < 1 || values[l] > kMaxDim) {
+        return Invalid(f, absl::StrCat("key '", key, "'[", l, "] = ", values[l],
+                                       " is out of range [1, ", kMaxDim, "]"));
       }
     }
-    if (values[0] < 1 || values[0] > kMaxDim) {
-      return Invalid(f, absl::StrCat("key '", key, "' = ", values[0], " is out of range"));
-    }
-    return values[0];
+    return values;
   }
   DLLM_ASSIGN_OR_RETURN(uint64_t value, f.GetUint(key));
   if (value < 1 || value > static_cast<uint64_t>(kMaxDim)) {
     return Invalid(f, absl::StrCat("key '", key, "' = ", value, " is out of range [1, ",
                                    kMaxDim, "]"));
   }
-  return static_cast<int64_t>(value);
+  return std::vector<int64_t>(static_cast<size_t>(n_layer), static_cast<int64_t>(value));
+}
+
+// A size every layer shares: a scalar, or an array whose entries agree.
+absl::StatusOr<int64_t> ReadDim(const GgufFile& f, const std::string& key,
+                                std::optional<int64_t> fallback = std::nullopt) {
+  if (!f.HasKey(key) && fallback) return *fallback;
+  const GgufValue* v = f.FindValue(key);
+  const int64_t n = v && v->type == GgufValueType::kArray ? static_cast<int64_t>(v->count) : 1;
+  if (n == 0) return Invalid(f, absl::StrCat("key '", key, "' is an empty array"));
+  DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadLayerDims(f, key, n));
+  for (int64_t x : values) {
+    if (x != values[0]) {
+      return absl::UnimplementedError(absl::StrCat(
+          "gguf: ", f.path(), ": key '", key, "' varies per layer; not supported"));
+    }
+  }
+  return values[0];
 }
 
 
@@ -84,6 +104,29 @@ absl::Status ReadExperts(const GgufFile& f, const std::string& a, ModelConfig* c
 
 }  // namespace
 
+std::vector<LayerConfig> UniformLayers(const ModelConfig& c) {
+  const ArchTraits& arch = c.traits();
+  LayerConfig layer;
+  layer.n_head = c.n_head;
+  layer.n_head_kv = c.n_head_kv;
+  layer.head_dim = c.head_dim;
+  layer.rope = 0;
+  layer.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
+  layer.qkv_bias = arch.qkv_bias;
+  layer.qk_norm = arch.qk_norm;
+  if (arch.moe) {
+    layer.ffn = FfnKind::kMoe;
+    layer.n_ff = c.n_ff_exp;
+    layer.n_expert = c.n_expert;
+    layer.n_expert_used = c.n_expert_used;
+    layer.moe_norm_weights = arch.moe_norm_weights;
+  } else {
+    layer.ffn = FfnKind::kSwiGlu;
+    layer.n_ff = c.n_ff;
+  }
+  return std::vector<LayerConfig>(static_cast<size_t>(c.n_layer), layer);
+}
+
 // One row per architecture; the order is that of `Arch`.
 constexpr ArchTraits kArchTraits[] = {
     // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd
@@ -106,16 +149,61 @@ std::optional<Arch> ParseArch(absl::string_view name) {
 
 const char* SupportedArchNames() { return "llada, dream, llada-moe, rnd1"; }
 
+absl::string_view AttentionKindName(AttentionKind kind) {
+  return kind == AttentionKind::kGlobal ? "global" : "sliding";
+}
+
+absl::string_view FfnKindName(FfnKind kind) { return kind == FfnKind::kSwiGlu ? "swiglu" : "moe"; }
+
+namespace {
+
+template <typename Width>
+int64_t MaxOver(const std::vector<LayerConfig>& layers, Width width) {
+  int64_t most = 0;
+  for (const LayerConfig& l : layers) most = std::max(most, width(l));
+  return most;
+}
+
+// Weights one token reads in `l` with `experts` of its experts (all of a
+// dense FFN).
+int64_t LayerParams(const LayerConfig& l, int64_t n_embd, int64_t experts) {
+  const int64_t attention = n_embd * (l.q_dim() + 2 * l.kv_dim()) + l.q_dim() * n_embd;
+  const int64_t ffn = l.ffn == FfnKind::kMoe ? n_embd * l.n_expert + 3 * n_embd * l.n_ff * experts
+                                             : 3 * n_embd * l.n_ff;
+  return attention + ffn;
+}
+
+}  // namespace
+
+int64_t ModelConfig::max_q_dim() const {
+  return MaxOver(layers, [](const LayerConfig& l) { return l.q_dim(); });
+}
+int64_t ModelConfig::max_kv_dim() const {
+  return MaxOver(layers, [](const LayerConfig& l) { return l.kv_dim(); });
+}
+int64_t ModelConfig::max_head_dim() const {
+  return MaxOver(layers, [](const LayerConfig& l) { return l.head_dim; });
+}
+int64_t ModelConfig::max_ffn_width() const {
+  return MaxOver(layers, [](const LayerConfig& l) { return l.n_ff; });
+}
+
+int64_t ModelConfig::kv_floats_per_position() const {
+  int64_t n = 0;
+  for (const LayerConfig& l : layers) n += l.kv_dim();
+  return n;
+}
+
 int64_t ModelConfig::active_layer_params() const {
-  const int64_t attention = n_embd * (q_dim() + 2 * kv_dim()) + q_dim() * n_embd;
-  const int64_t ffn = moe() ? n_embd * n_expert + 3 * n_embd * n_ff_exp * n_expert_used
-                            : 3 * n_embd * n_ff;
-  return n_layer * (attention + ffn);
+  int64_t n = 0;
+  for (const LayerConfig& l : layers) n += LayerParams(l, n_embd, l.n_expert_used);
+  return n;
 }
 
 int64_t ModelConfig::layer_params() const {
-  if (!moe()) return active_layer_params();
-  return active_layer_params() + n_layer * 3 * n_embd * n_ff_exp * (n_expert - n_expert_used);
+  int64_t n = 0;
+  for (const LayerConfig& l : layers) n += LayerParams(l, n_embd, l.n_expert);
+  return n;
 }
 
 absl::string_view RopeTypeName(RopeType type) {
@@ -145,7 +233,9 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   }
   DLLM_ASSIGN_OR_RETURN(c.n_embd, ReadDim(f, a + ".embedding_length"));
   DLLM_ASSIGN_OR_RETURN(c.n_head, ReadDim(f, a + ".attention.head_count"));
-  DLLM_ASSIGN_OR_RETURN(c.n_head_kv, ReadDim(f, a + ".attention.head_count_kv", c.n_head));
+  DLLM_ASSIGN_OR_RETURN(const std::vector<int64_t> head_count_kv,
+                        ReadLayerDims(f, a + ".attention.head_count_kv", c.n_layer, c.n_head));
+  c.n_head_kv = *std::max_element(head_count_kv.begin(), head_count_kv.end());
   // MoE files may omit the dense width: it only backs expert_feed_forward_length.
   if (c.traits().moe) {
     DLLM_RETURN_IF_ERROR(ReadExperts(f, a, &c));
@@ -163,9 +253,11 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": value_length ", value_dim,
                                                  " != key_length ", c.head_dim));
   }
-  if (c.n_head % c.n_head_kv != 0) {
-    return Invalid(f, absl::StrCat("head_count ", c.n_head, " is not a multiple of head_count_kv ",
-                                   c.n_head_kv));
+  for (size_t l = 0; l < head_count_kv.size(); ++l) {
+    if (c.n_head % head_count_kv[l] != 0) {
+      return Invalid(f, absl::StrCat("head_count ", c.n_head, " is not a multiple of layer ", l,
+                                     "'s head_count_kv ", head_count_kv[l]));
+    }
   }
   if (c.head_dim % 2 != 0) return Invalid(f, absl::StrCat("head dim ", c.head_dim, " is odd"));
   DLLM_ASSIGN_OR_RETURN(int64_t n_rot, ReadDim(f, a + ".rope.dimension_count", c.head_dim));
@@ -214,6 +306,11 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   // Checked against the embedding rows here; the tokenizer checks the same
   // ids against its token list.
   DLLM_ASSIGN_OR_RETURN(c.tokens, ReadSpecialTokens(f, c.n_vocab));
+  // Every architecture read here has one kind of layer; head_count_kv may
+  // still vary per layer.
+  c.ropes = {RopeSpec{c.rope_type, c.rope_theta, c.head_dim}};
+  c.layers = UniformLayers(c);
+  for (size_t l = 0; l < c.layers.size(); ++l) c.layers[l].n_head_kv = head_count_kv[l];
   return c;
 }
 

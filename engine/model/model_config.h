@@ -2,7 +2,9 @@
 // MoE models LLaDA-MoE and RND1), read from GGUF keys (`{arch}.*`,
 // `tokenizer.ggml.*`). Plain structs; `ModelConfigFromGguf` is the only
 // builder and validates what it reads. What differs between architectures
-// lives in one table, `TraitsOf(Arch)`.
+// lives in one table, `TraitsOf(Arch)`; what differs between the layers of
+// one model (gemma.cpp's LayerConfig) in `ModelConfig::layers`, which the
+// forward pass, the tensor list and the K/V cache read.
 #ifndef DLLM_ENGINE_MODEL_MODEL_CONFIG_H_
 #define DLLM_ENGINE_MODEL_MODEL_CONFIG_H_
 
@@ -10,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
@@ -44,13 +47,53 @@ struct ArchTraits {
 };
 const ArchTraits& TraitsOf(Arch arch);
 
+// What defines a RoPE table: the pairing, the base and the rotated
+// dimensions. Layers that share one share the table.
+struct RopeSpec {
+  RopeType type = RopeType::kNorm;
+  double theta = 10000.0;
+  int64_t dims = 0;  // rotated dimensions of a head (its head_dim today)
+  friend bool operator==(const RopeSpec&, const RopeSpec&) = default;
+};
+
+// Which keys a layer's attention may read: every key the sequence's mask
+// allows (global), or of those before the row's own region only the last
+// `LayerConfig::window` - 1 (sliding; KeysOf in forward_batch.h).
+enum class AttentionKind { kGlobal, kSliding };
+// The layer's feed-forward network: a dense SwiGLU, or a routed mixture of
+// SwiGLU experts with softmax gating (forward.cc has a function for each).
+enum class FfnKind { kSwiGlu, kMoe };
+absl::string_view AttentionKindName(AttentionKind kind);  // "global", "sliding"
+absl::string_view FfnKindName(FfnKind kind);              // "swiglu", "moe"
+
+// One layer as the forward pass runs it.
+struct LayerConfig {
+  AttentionKind attention = AttentionKind::kGlobal;
+  int32_t window = 0;  // kSliding: {arch}.attention.sliding_window
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int rope = 0;            // index into ModelConfig::ropes
+  float attn_scale = 0;    // multiplies q.k: 1/sqrt(head_dim)
+  bool qkv_bias = false;   // optional attn_{q,k,v}.bias are read and added
+  bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE
+  FfnKind ffn = FfnKind::kSwiGlu;
+  int64_t n_ff = 0;        // the FFN's hidden width: the dense one's, or one expert's
+  int64_t n_expert = 0;    // kMoe
+  int64_t n_expert_used = 0;
+  bool moe_norm_weights = false;  // top-k router weights renormalised to sum 1
+
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
 struct ModelConfig {
   Arch arch = Arch::kLlada;
   std::string name;       // general.name, e.g. "LLaDA-8B-Instruct"
   int64_t n_layer = 0;    // {arch}.block_count, e.g. 32
   int64_t n_embd = 0;     // {arch}.embedding_length, e.g. 4096
   int64_t n_head = 0;     // {arch}.attention.head_count, e.g. 32
-  int64_t n_head_kv = 0;  // {arch}.attention.head_count_kv (default n_head)
+  int64_t n_head_kv = 0;  // {arch}.attention.head_count_kv (default n_head; an array's largest)
   int64_t head_dim = 0;   // {arch}.attention.key_length (default n_embd / n_head)
   int64_t n_ff = 0;       // {arch}.feed_forward_length, e.g. 12288 (dense FFN width)
   int64_t n_vocab = 0;    // rows of token_embd.weight
@@ -76,12 +119,21 @@ struct ModelConfig {
   bool has_chat_template = false;
   SpecialTokens tokens;
 
+  // Every layer, built from the keys above and the per-layer arrays
+  // (head_count_kv, feed_forward_length); `n_layer` of them.
+  std::vector<LayerConfig> layers;
+  // The distinct RoPE tables the layers read (LayerConfig::rope).
+  std::vector<RopeSpec> ropes;
+
   const ArchTraits& traits() const { return TraitsOf(arch); }
   bool moe() const { return n_expert > 0; }
-  int64_t q_dim() const { return n_head * head_dim; }
-  int64_t kv_dim() const { return n_head_kv * head_dim; }
-  // The FFN width one token's activations need: n_ff, or n_ff_exp for MoE.
-  int64_t ffn_width() const { return moe() ? n_ff_exp : n_ff; }
+  // The widest any layer needs (what one set of activations is sized by).
+  int64_t max_q_dim() const;
+  int64_t max_kv_dim() const;
+  int64_t max_head_dim() const;
+  int64_t max_ffn_width() const;
+  // K (or V) floats per canvas position, summed over the layers.
+  int64_t kv_floats_per_position() const;
   // Weights one token's forward reads (embeddings and head excluded):
   // every layer's projections, and for MoE only the n_expert_used experts.
   int64_t active_layer_params() const;
@@ -89,6 +141,19 @@ struct ModelConfig {
   int64_t layer_params() const;
 };
 
+
+// The logits row that predicts canvas position `p`: p - 1 under
+// shift_logits (ModelConfig::shift_logits), else p. Under the shift no row
+// predicts position 0: this returns -1 there, and each caller says what it
+// does instead (the samplers read row 0, as Dream's official code does by
+// repeating the first row; the masked-token eval skips the position, as
+// PyTorch's figures do). The one place the shift lives.
+inline int32_t PredictingRow(bool shift_logits, int32_t p) { return shift_logits ? p - 1 : p; }
+
+// Every layer as the model-wide keys of `config` and its architecture's
+// traits describe it (`n_layer` copies of one LayerConfig, RoPE table 0):
+// what a model of one layer kind is.
+std::vector<LayerConfig> UniformLayers(const ModelConfig& config);
 
 // Reads and validates the hyperparameters. Errors name the key.
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);

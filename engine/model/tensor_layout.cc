@@ -8,39 +8,83 @@
 
 namespace dllm {
 
+std::string LayerPrefix(int64_t layer) { return absl::StrCat("blk.", layer, "."); }
+
+namespace {
+
+// The parts of a layer, one function per kind: each appends its tensors.
+// Adding a kind adds a function here and a part to LayerWeights.
+using Tensors = std::vector<LayerTensor>;
+
+void AttentionTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+  const int64_t q_dim = l.q_dim(), kv_dim = l.kv_dim();
+  out.push_back({"attn_norm.weight", {c.n_embd}, true,
+                 [](LayerWeights& w) { return &w.attention.norm; }});
+  out.push_back({"attn_q.weight", {c.n_embd, q_dim}, true, nullptr,
+                 [](LayerWeights& w) { return &w.attention.wq; }});
+  out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr,
+                 [](LayerWeights& w) { return &w.attention.wk; }});
+  out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr,
+                 [](LayerWeights& w) { return &w.attention.wv; }});
+  if (l.qkv_bias) {
+    out.push_back({"attn_q.bias", {q_dim}, false, [](LayerWeights& w) { return &w.attention.bq; }});
+    out.push_back({"attn_k.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bk; }});
+    out.push_back({"attn_v.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bv; }});
+  }
+  if (l.qk_norm) {
+    out.push_back({"attn_q_norm.weight", {l.head_dim}, true,
+                   [](LayerWeights& w) { return &w.attention.q_norm; }});
+    out.push_back({"attn_k_norm.weight", {l.head_dim}, true,
+                   [](LayerWeights& w) { return &w.attention.k_norm; }});
+  }
+  out.push_back({"attn_output.weight", {q_dim, c.n_embd}, true, nullptr,
+                 [](LayerWeights& w) { return &w.attention.wo; }});
+}
+
+void SwiGluTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+  out.push_back({"ffn_gate.weight", {c.n_embd, l.n_ff}, true, nullptr,
+                 [](LayerWeights& w) { return &w.dense.gate; }});
+  out.push_back({"ffn_up.weight", {c.n_embd, l.n_ff}, true, nullptr,
+                 [](LayerWeights& w) { return &w.dense.up; }});
+  out.push_back({"ffn_down.weight", {l.n_ff, c.n_embd}, true, nullptr,
+                 [](LayerWeights& w) { return &w.dense.down; }});
+}
+
+void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+  out.push_back({"ffn_gate_inp.weight", {c.n_embd, l.n_expert}, true, nullptr,
+                 [](LayerWeights& w) { return &w.moe.router; }});
+  out.push_back({"ffn_gate_exps.weight", {c.n_embd, l.n_ff, l.n_expert}, true, nullptr, nullptr,
+                 &SwiGluWeights::gate});
+  out.push_back({"ffn_up_exps.weight", {c.n_embd, l.n_ff, l.n_expert}, true, nullptr, nullptr,
+                 &SwiGluWeights::up});
+  out.push_back({"ffn_down_exps.weight", {l.n_ff, c.n_embd, l.n_expert}, true, nullptr, nullptr,
+                 &SwiGluWeights::down});
+}
+
+// Indexed by FfnKind.
+constexpr void (*kFfnTensors[])(const ModelConfig&, const LayerConfig&, Tensors&) = {
+    SwiGluTensors, MoeTensors};
+
+}  // namespace
+
+std::vector<LayerTensor> LayerTensors(const ModelConfig& c, const LayerConfig& l) {
+  Tensors out;
+  AttentionTensors(c, l, out);
+  out.push_back({"ffn_norm.weight", {c.n_embd}, true, [](LayerWeights& w) { return &w.ffn_norm; }});
+  kFfnTensors[static_cast<int>(l.ffn)](c, l, out);
+  return out;
+}
+
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
-  const ArchTraits& arch = c.traits();
   std::vector<ExpectedTensor> out = {
-      {"token_embd.weight", {c.n_embd, c.n_vocab}},
-      {"output_norm.weight", {c.n_embd}},
-      {"output.weight", {c.n_embd, c.n_vocab}, arch.output_required},
+      {kTokenEmbdTensor, {c.n_embd, c.n_vocab}},
+      {kOutputNormTensor, {c.n_embd}},
+      {kOutputTensor, {c.n_embd, c.n_vocab}, c.traits().output_required},
   };
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const std::string p = absl::StrCat("blk.", l, ".");
-    out.push_back({p + "attn_norm.weight", {c.n_embd}});
-    out.push_back({p + "attn_q.weight", {c.n_embd, c.q_dim()}});
-    out.push_back({p + "attn_k.weight", {c.n_embd, c.kv_dim()}});
-    out.push_back({p + "attn_v.weight", {c.n_embd, c.kv_dim()}});
-    if (arch.qkv_bias) {
-      out.push_back({p + "attn_q.bias", {c.q_dim()}, false});
-      out.push_back({p + "attn_k.bias", {c.kv_dim()}, false});
-      out.push_back({p + "attn_v.bias", {c.kv_dim()}, false});
-    }
-    if (arch.qk_norm) {
-      out.push_back({p + "attn_q_norm.weight", {c.head_dim}});
-      out.push_back({p + "attn_k_norm.weight", {c.head_dim}});
-    }
-    out.push_back({p + "attn_output.weight", {c.q_dim(), c.n_embd}});
-    out.push_back({p + "ffn_norm.weight", {c.n_embd}});
-    if (arch.moe) {
-      out.push_back({p + "ffn_gate_inp.weight", {c.n_embd, c.n_expert}});
-      out.push_back({p + "ffn_gate_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert}});
-      out.push_back({p + "ffn_up_exps.weight", {c.n_embd, c.n_ff_exp, c.n_expert}});
-      out.push_back({p + "ffn_down_exps.weight", {c.n_ff_exp, c.n_embd, c.n_expert}});
-    } else {
-      out.push_back({p + "ffn_gate.weight", {c.n_embd, c.n_ff}});
-      out.push_back({p + "ffn_up.weight", {c.n_embd, c.n_ff}});
-      out.push_back({p + "ffn_down.weight", {c.n_ff, c.n_embd}});
+    const std::string prefix = LayerPrefix(l);
+    for (LayerTensor& t : LayerTensors(c, c.layers[static_cast<size_t>(l)])) {
+      out.push_back({prefix + t.suffix, std::move(t.ne), t.required});
     }
   }
   return out;
@@ -64,30 +108,37 @@ std::string ShapeSource(const ModelConfig& c, absl::string_view name) {
 
 }  // namespace
 
-std::vector<std::string> CompatibilityProblems(const GgufFile& file, const ModelConfig& c) {
-  std::vector<std::string> problems;
+std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
+                                                        const ModelConfig& c) {
+  std::vector<CompatibilityProblem> problems;
+  const auto unsupported = [&problems](std::string message) {
+    problems.push_back({absl::StatusCode::kUnimplemented, std::move(message)});
+  };
+  const auto invalid = [&problems](std::string message) {
+    problems.push_back({absl::StatusCode::kInvalidArgument, std::move(message)});
+  };
   for (const GgufTensor& t : file.tensors()) {
     const GgmlTypeTraits& traits = TraitsOf(t.type);
     if (!traits.supported) {
-      problems.push_back(absl::StrCat("unsupported tensor type ", traits.name, " for tensor ",
+      unsupported(absl::StrCat("unsupported tensor type ", traits.name, " for tensor ",
                                       t.name));
     }
   }
   const ArchTraits& arch = c.traits();
   if (file.FindTensor("blk.0.attn_qkv.weight") != nullptr) {
-    problems.push_back("unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
+    unsupported("unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
                        "attn_q/attn_k/attn_v are supported)");
   }
   if (file.FindTensor("blk.0.ffn_gate_up_exps.weight") != nullptr) {
-    problems.push_back("unsupported tensor layout: merged blk.0.ffn_gate_up_exps.weight");
+    unsupported("unsupported tensor layout: merged blk.0.ffn_gate_up_exps.weight");
   }
   if (!arch.qkv_bias && file.FindTensor("blk.0.attn_q.bias") != nullptr) {
-    problems.push_back(absl::StrCat(arch.name, " files have no q/k/v biases, but "
+    invalid(absl::StrCat(arch.name, " files have no q/k/v biases, but "
                                     "blk.0.attn_q.bias is present"));
   }
-  if (arch.q_is_n_embd && c.q_dim() != c.n_embd) {
-    problems.push_back(absl::StrCat(arch.name, ": head_count ", c.n_head, " x key_length ",
-                                    c.head_dim, " = ", c.q_dim(), " must equal embedding_length ",
+  if (arch.q_is_n_embd && c.n_head * c.head_dim != c.n_embd) {
+    invalid(absl::StrCat(arch.name, ": head_count ", c.n_head, " x key_length ",
+                                    c.head_dim, " = ", c.n_head * c.head_dim, " must equal embedding_length ",
                                     c.n_embd, " (attn_q is [n_embd, n_embd])"));
   }
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
@@ -96,21 +147,20 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
     known.insert(e.name);
     const GgufTensor* t = file.FindTensor(e.name);
     if (t == nullptr) {
-      if (e.required) problems.push_back(absl::StrCat("missing tensor ", e.name));
+      if (e.required) invalid(absl::StrCat("missing tensor ", e.name));
       continue;
     }
     const std::vector<int64_t> shape(t->ne.begin(), t->ne.begin() + t->n_dims);
     if (shape != e.ne) {
-      problems.push_back(absl::StrCat("tensor ", e.name, " has shape ", t->ShapeString(),
+      invalid(absl::StrCat("tensor ", e.name, " has shape ", t->ShapeString(),
                                       ", expected [", absl::StrJoin(e.ne, ", "), "]",
                                       ShapeSource(c, e.name)));
     } else if (e.ne.size() == 1 && t->type != GgmlType::kF32) {
-      problems.push_back(absl::StrCat("tensor ", e.name, " is ", GgmlTypeName(t->type),
+      invalid(absl::StrCat("tensor ", e.name, " is ", GgmlTypeName(t->type),
                                       "; 1-D tensors must be F32"));
     } else if (e.ne.size() > 1 && TraitsOf(t->type).supported) {
-      if (std::string problem = LinearProblem(*t); !problem.empty()) {
-        problems.push_back(std::move(problem));
-      }
+      // The kernels' own limits: every one an unsupported type or layout.
+      if (std::string problem = LinearProblem(*t); !problem.empty()) unsupported(std::move(problem));
     }
   }
   // llama.cpp refuses a file with tensors its graph does not create ("wrong
@@ -119,23 +169,23 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
   for (const GgufTensor& t : file.tensors()) {
     if (!known.contains(t.name) && !absl::StrContains(t.name, "attn_qkv") &&
         !absl::StrContains(t.name, "gate_up_exps") && !absl::EndsWith(t.name, "attn_q.bias")) {
-      problems.push_back(absl::StrCat("unsupported tensor ", t.name, " (not part of the ",
+      unsupported(absl::StrCat("unsupported tensor ", t.name, " (not part of the ",
                                       arch.name, " graph)"));
       break;
     }
   }
   if (c.tokenizer_model != "gpt2") {
-    problems.push_back(absl::StrCat("tokenizer.ggml.model is '", c.tokenizer_model,
+    unsupported(absl::StrCat("tokenizer.ggml.model is '", c.tokenizer_model,
                                     "'; only byte-level BPE ('gpt2') is supported"));
   }
-  if (!file.HasKey("tokenizer.ggml.tokens")) problems.push_back("missing tokenizer.ggml.tokens");
+  if (!file.HasKey("tokenizer.ggml.tokens")) invalid("missing tokenizer.ggml.tokens");
   if (c.tokens.mask < 0) {
-    problems.push_back("missing tokenizer.ggml.mask_token_id (diffusion needs a mask token)");
+    invalid("missing tokenizer.ggml.mask_token_id (diffusion needs a mask token)");
   } else {
     for (const auto& [key, id] : {std::pair{"eos_token_id", c.tokens.eos},
                                   {"eot_token_id", c.tokens.eot}, {"bos_token_id", c.tokens.bos}}) {
       if (id == c.tokens.mask) {
-        problems.push_back(absl::StrCat("tokenizer.ggml.mask_token_id ", id, " is also the ",
+        invalid(absl::StrCat("tokenizer.ggml.mask_token_id ", id, " is also the ",
                                         key, " (the sampler could not tell a committed token "
                                         "from a masked one)"));
       }
@@ -144,7 +194,7 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
   // A prompt token and one generated position: the least a generation (and
   // the server's warm-up) needs.
   if (c.n_ctx_train < kMinContextLength) {
-    problems.push_back(absl::StrCat(ArchName(c.arch), ".context_length ", c.n_ctx_train,
+    invalid(absl::StrCat(ArchName(c.arch), ".context_length ", c.n_ctx_train,
                                     " is below ", kMinContextLength,
                                     " (a prompt token and a generated position)"));
   }
@@ -152,11 +202,10 @@ std::vector<std::string> CompatibilityProblems(const GgufFile& file, const Model
 }
 
 absl::Status CheckCompatible(const GgufFile& file, const ModelConfig& config) {
-  const std::vector<std::string> problems = CompatibilityProblems(file, config);
+  const std::vector<CompatibilityProblem> problems = CompatibilityProblems(file, config);
   if (problems.empty()) return absl::OkStatus();
-  const std::string msg = absl::StrCat("gguf: ", file.path(), ": ", problems.front());
-  return absl::StartsWith(problems.front(), "unsupported") ? absl::UnimplementedError(msg)
-                                                           : absl::InvalidArgumentError(msg);
+  return absl::Status(problems.front().code,
+                      absl::StrCat("gguf: ", file.path(), ": ", problems.front().message));
 }
 
 }  // namespace dllm

@@ -1,6 +1,7 @@
-// The tensors a model GGUF must (or may) hold, with their shapes,
-// and the compatibility check that the loader, `dllm inspect` and
-// `dllm doctor` share.
+// The tensors a model GGUF must (or may) hold, with their shapes and where
+// the loader puts each (the one list of tensor names: the compatibility
+// check and Model::Load both read it), and the compatibility check that the
+// loader, `dllm inspect` and `dllm doctor` share.
 #ifndef DLLM_ENGINE_MODEL_TENSOR_LAYOUT_H_
 #define DLLM_ENGINE_MODEL_TENSOR_LAYOUT_H_
 
@@ -10,9 +11,35 @@
 
 #include "absl/status/status.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/model_config.h"
 
 namespace dllm {
+
+// The tensors outside the layers.
+inline constexpr char kTokenEmbdTensor[] = "token_embd.weight";
+inline constexpr char kOutputNormTensor[] = "output_norm.weight";
+inline constexpr char kOutputTensor[] = "output.weight";  // absent: the head reuses token_embd
+
+// "blk.7.", the prefix of layer 7's tensor names.
+std::string LayerPrefix(int64_t layer);
+
+// One tensor of a layer and the member of LayerWeights it fills: a 1-D
+// float vector read in place (`vector`), a matrix repacked as a Linear
+// (`matrix`), or a 3-D expert tensor cut into one Linear per expert, each
+// going to `expert` of MoeWeights::experts[e].
+struct LayerTensor {
+  std::string suffix;       // after LayerPrefix(l), e.g. "attn_q.weight"
+  std::vector<int64_t> ne;  // GGUF order: ne[0] = row length
+  bool required = true;
+  const float** (*vector)(LayerWeights&) = nullptr;
+  std::unique_ptr<Linear>* (*matrix)(LayerWeights&) = nullptr;
+  std::unique_ptr<Linear> SwiGluWeights::*expert = nullptr;
+};
+
+// The tensors of a layer of kind `layer` in a model of `config`: its
+// attention's, then its FFN's.
+std::vector<LayerTensor> LayerTensors(const ModelConfig& config, const LayerConfig& layer);
 
 struct ExpectedTensor {
   std::string name;         // e.g. "blk.0.attn_q.weight"
@@ -26,13 +53,19 @@ inline constexpr int64_t kMinContextLength = 2;
 // Every tensor the forward pass reads for `config`'s architecture.
 std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& config);
 
-// Everything that stops this build from running `file`, one sentence each
-// (empty when it can run). Types the kernels lack are reported as
-// "unsupported tensor type T for tensor NAME".
-std::vector<std::string> CompatibilityProblems(const GgufFile& file, const ModelConfig& config);
+// One thing that stops this build from running a file: UNIMPLEMENTED for
+// what dllm does not support (a type, a layout, a tensor, a tokenizer),
+// INVALID_ARGUMENT for a file that contradicts itself or lacks a part.
+struct CompatibilityProblem {
+  absl::StatusCode code;
+  std::string message;  // one sentence, e.g. "unsupported tensor type T for tensor NAME"
+};
 
-// The first problem as a status (UNIMPLEMENTED for unsupported types or
-// architectures, INVALID_ARGUMENT otherwise), or OK.
+// Everything that stops this build from running `file` (empty when it can run).
+std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
+                                                        const ModelConfig& config);
+
+// The first problem as a status with its code, or OK.
 absl::Status CheckCompatible(const GgufFile& file, const ModelConfig& config);
 
 }  // namespace dllm

@@ -1,8 +1,12 @@
 // Scratch for each worker slot of a oneTBB task arena, allocated up front
 // for every slot the arena can have, so that hot loops (GEMM tiles,
 // attention blocks, sampler rows) never allocate, whichever threads happen
-// to take part. Indexed by tbb::this_task_arena::current_thread_index(): a
-// worker runs one task body at a time, so a slot is never used twice at once.
+// to take part. Indexed by tbb::this_task_arena::current_thread_index(). A
+// slot is the thread's alone only while its user starts no parallel work:
+// a thread that waits for a nested parallel_for may run another task in
+// the meantime, which would take the same slot. So a task takes its slot
+// inside the innermost loop body (attention blocks, GEMM panels) and
+// gives it up before it returns.
 #ifndef DLLM_ENGINE_PARALLEL_PER_THREAD_H_
 #define DLLM_ENGINE_PARALLEL_PER_THREAD_H_
 

@@ -10,6 +10,8 @@
 #include <numeric>
 #include <vector>
 
+#include "engine/base/stopwatch.h"
+
 namespace dllm {
 
 double MeasureReadBandwidth(int threads) {
@@ -34,7 +36,7 @@ double MeasureReadBandwidth(int threads) {
                               s0 + s1 + s2 + s3;
                         });
     });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = SecondsSince(start);
     volatile uint64_t sink = std::accumulate(sums.begin(), sums.end(), uint64_t{0});
     (void)sink;
     best = std::max(best, n * 8.0 / seconds);

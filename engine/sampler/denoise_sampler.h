@@ -23,6 +23,7 @@
 #ifndef DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_
 #define DLLM_ENGINE_SAMPLER_DENOISE_SAMPLER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -97,9 +98,9 @@ class DenoiseSampler {
   std::span<const int32_t> canvas() const { return canvas_; }
   std::span<const int32_t> stop_ids() const { return stop_ids_; }
 
-  // The logits row that predicts canvas position `p`: p - 1 under
-  // shift_logits (row 0 for p = 0), else p. The one place the shift lives.
-  int32_t LogitRowOf(int p) const { return config_.shift_logits && p > 0 ? p - 1 : p; }
+  // The logits row the sampler reads for canvas position `p`: the row that
+  // predicts it (PredictingRow), or row 0 for position 0 of a shifted model.
+  int32_t LogitRowOf(int p) const { return std::max(0, PredictingRow(config_.shift_logits, p)); }
 
   // Rows (canvas positions, ascending, unique) whose logits the next Step()
   // reads. Empty when the step commits nothing; the forward is then skipped

@@ -10,15 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
+#include "engine/base/stopwatch.h"
 #include "engine/sampler/remasking.h"
 
 namespace dllm {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+using Clock = MonotonicClock;
 
 absl::Status CheckTopK(int k) {
   if (k < 1 || k > kMaxCandidates) {
@@ -44,8 +42,7 @@ const char* CacheUseName(CacheUse use) {
 
 SessionModel SessionModel::Of(const ModelConfig& c) {
   return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
-                      static_cast<int>(c.n_vocab), c.n_ctx_train,
-                      static_cast<int>(c.n_layer), c.kv_dim()};
+                      static_cast<int>(c.n_vocab), c.n_ctx_train, KvCache::LayerWidths(c)};
 }
 
 ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
@@ -155,9 +152,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   // 128 would otherwise page in eight times the memory at every request.
   session->logits_.resize(static_cast<size_t>(LogitRows(config)) * model.n_vocab);
   if (config.cache != CacheMode::kNone) {
-    session->cache_ = std::make_unique<KvCache>(model.n_layer, canvas, model.kv_dim);
+    session->cache_ = std::make_unique<KvCache>(model.kv_widths, canvas);
     if (config.cfg_scale > 0) {
-      session->uncond_cache_ = std::make_unique<KvCache>(model.n_layer, canvas, model.kv_dim);
+      session->uncond_cache_ = std::make_unique<KvCache>(model.kv_widths, canvas);
     }
   }
   session->batch_.sequences.reserve(2);
@@ -244,7 +241,7 @@ absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const F
       return status;
     }
   }
-  return Finish(forward, Since(plan_.start), forced);
+  return Finish(forward, SecondsSince(plan_.start), forced);
 }
 
 absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
@@ -282,7 +279,7 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
     tokens_.assign(forced->tokens.begin(), forced->tokens.end());
     sampler_.ApplyStep(positions_, tokens_);
   }
-  report.sample_seconds = Since(sample_start);
+  report.sample_seconds = SecondsSince(sample_start);
   report.positions = positions_;
   report.tokens = tokens_;
   report.masked_remaining = masked_remaining();
@@ -317,7 +314,7 @@ DenoiseSession::RowRange DenoiseSession::CachedRows() const {
   const int32_t end = c.cache == CacheMode::kDual ? begin + block_length
                                                   : static_cast<int32_t>(canvas().size());
   // Under the shift the block's first position is scored by the row before.
-  return {c.shift_logits && begin > 0 ? begin - 1 : begin, end};
+  return {sampler_.LogitRowOf(begin), end};
 }
 
 bool DenoiseSession::NeedsFullStep(std::span<const int32_t> rows) const {
@@ -459,7 +456,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   DLLM_RETURN_IF_ERROR(source_->Run(batch_, check, nullptr));
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
-  report.forward_seconds = Since(start);
+  report.forward_seconds = SecondsSince(start);
 
   report.candidates.resize(wanted.size());
   tbb::parallel_for(size_t{0}, wanted.size(), [&](size_t i) {

@@ -67,13 +67,13 @@ struct StepReport {
   std::span<const int32_t> positions;   // committed this step, ascending
   std::span<const int32_t> tokens;
   int masked_remaining = 0;             // in the generated region
-  int forward_passes = 0;               // 0 (nothing to commit), 1, or 2 (CFG)
+  int forward_passes = 0;               // canvases run: 0 (nothing to commit), 1, or 2 (CFG)
   int64_t rows_computed = 0;            // canvas rows the forward computed (CFG: both canvases)
   CacheUse cache_use = CacheUse::kNone;
   double forward_seconds = 0;
   double sample_seconds = 0;
   double step_seconds = 0;
-  ForwardStats forward;                 // summed over this step's passes
+  ForwardStats forward;                 // the forward the step's canvases rode in (batched: the batch's)
 };
 
 // The most probable tokens at one position (candidates.h says what the
@@ -98,9 +98,8 @@ struct SessionModel {
   SpecialTokens tokens;
   int n_vocab = 0;
   int64_t n_ctx = 0;
-  // The K/V cache's shape (n_layer x kv_dim floats per position, twice).
-  int n_layer = 0;
-  int64_t kv_dim = 0;
+  // The K/V cache's shape: each layer's kv_dim (KvCache::LayerWidths).
+  std::vector<int64_t> kv_widths;
 
   static SessionModel Of(const ModelConfig& config);
 };

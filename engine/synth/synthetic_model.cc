@@ -308,6 +308,7 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   config.n_vocab = s.n_vocab;
   config.n_expert = s.n_expert, config.n_expert_used = s.n_expert_used;
   config.n_ff_exp = s.n_ff_exp;
+  config.layers = UniformLayers(config);
   struct Planned {
     std::string name;
     std::vector<int64_t> ne;

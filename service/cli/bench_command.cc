@@ -67,13 +67,20 @@ double Int8PeakPerThread(IsaLevel isa) {
 // projection and FFN, and the head, run only for the `rows` the sampler reads.
 // A MoE FFN counts the router and the active experts of each row.
 double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
-  const double d = c.n_embd, q = c.q_dim(), kv = c.kv_dim();
-  const double ffn_per_row = c.moe() ? d * c.n_expert + 3.0 * d * c.n_ff_exp * c.n_expert_used
-                                     : 3.0 * d * c.n_ff;
-  const double per_row_kv = d * 2 * kv;
-  const double per_row_rest = d * q + q * d + ffn_per_row;
-  return 2.0 * (c.n_layer * canvas * per_row_kv + (c.n_layer - 1) * canvas * per_row_rest +
-                rows * per_row_rest + rows * d * c.n_vocab);
+  const double d = static_cast<double>(c.n_embd);
+  double macs = static_cast<double>(rows) * d * static_cast<double>(c.n_vocab);
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const LayerConfig& layer = c.layers[l];
+    const double q = static_cast<double>(layer.q_dim()), kv = static_cast<double>(layer.kv_dim());
+    const double ffn_per_row =
+        layer.ffn == FfnKind::kMoe
+            ? d * static_cast<double>(layer.n_expert) +
+                  3.0 * d * static_cast<double>(layer.n_ff * layer.n_expert_used)
+            : 3.0 * d * static_cast<double>(layer.n_ff);
+    const double rest_rows = static_cast<double>(l + 1 == c.layers.size() ? rows : canvas);
+    macs += static_cast<double>(canvas) * d * 2 * kv + rest_rows * (d * q + q * d + ffn_per_row);
+  }
+  return 2.0 * macs;
 }
 
 }  // namespace
@@ -162,11 +169,7 @@ absl::StatusOr<StepSamples> MeasureSteps(DenoiseSession& session, tbb::task_aren
 // Milliseconds per step of each part of the forward pass, over `n` steps.
 Json OpSplitJson(const ForwardStats& ops, double n) {
   Json split = Json::object();
-  split["attention"] = ops.attention * 1e3 / n;
-  split["projections"] = ops.projections * 1e3 / n;
-  split["ffn"] = ops.ffn * 1e3 / n;
-  split["head"] = ops.head * 1e3 / n;
-  split["norm_embed"] = (ops.norm + ops.embed) * 1e3 / n;
+  for (const ForwardOp& op : kForwardOps) split[op.name] = ops.*op.seconds * 1e3 / n;
   return split;
 }
 
@@ -341,7 +344,7 @@ int RunBench(int argc, char** argv) {
                    "embedding %.1f\n",
                    ops["ffn"].get<double>(), ops["projections"].get<double>(),
                    ops["attention"].get<double>(), ops["head"].get<double>(),
-                   ops["norm_embed"].get<double>());
+                   ops["norm"].get<double>() + ops["embed"].get<double>());
     }
   }
   result["runs"] = runs;

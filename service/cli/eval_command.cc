@@ -83,8 +83,8 @@ absl::StatusOr<Canvas> MakeCanvas(const Json& window, const std::string& ratio,
   std::sort(positions.begin(), positions.end());
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
   for (int32_t p : positions) {
-    const int32_t row = c.shift_logits ? p - 1 : p;
-    if (row < 0) continue;  // nothing scores position 0 of a shifted model
+    const int32_t row = PredictingRow(c.shift_logits, p);
+    if (row < 0) continue;  // nothing predicts position 0 of a shifted model
     out.positions.push_back(p);
     out.truth.push_back(out.tokens[p]);
     out.rows.push_back(row);

@@ -127,9 +127,9 @@ absl::StatusOr<Json> InspectReport(const GgufFile& f, int canvas) {
   if (config.ok()) {
     r["hyperparameters"] = HyperparametersJson(*config);
     r["tokenizer"] = TokenizerJson(f, *config);
-    for (const std::string& p : CompatibilityProblems(f, *config)) {
-      if (!spec.ok() && absl::StrContains(spec.status().message(), p)) continue;
-      problems.push_back(p);
+    for (const CompatibilityProblem& p : CompatibilityProblems(f, *config)) {
+      if (!spec.ok() && absl::StrContains(spec.status().message(), p.message)) continue;
+      problems.push_back(p.message);
     }
     if (canvas > 0) {
       // What serving a canvas of this size keeps resident: the weights once

@@ -66,9 +66,14 @@ constexpr std::array<const char*, 17> kGrpcCodes = {
     "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
     "DATA_LOSS", "UNAUTHENTICATED"};
 constexpr int kUnknownCode = 2;
-// ForwardStats fields, then the sampler.
-constexpr std::array<const char*, 7> kOpNames = {"embed", "norm", "projections", "attention",
-                                                 "ffn",   "head", "sample"};
+// The forward pass's ops (kForwardOps), then the sampler's.
+constexpr size_t kSampleOp = kForwardOps.size();
+constexpr std::array<const char*, kForwardOps.size() + 1> kOpNames = [] {
+  std::array<const char*, kForwardOps.size() + 1> names{};
+  for (size_t i = 0; i < kForwardOps.size(); ++i) names[i] = kForwardOps[i].name;
+  names[kSampleOp] = "sample";
+  return names;
+}();
 
 // Index into kGrpcCodes (the canonical code numbers); a value outside them
 // counts as UNKNOWN so the label set stays closed.
@@ -354,9 +359,9 @@ void ServiceMetrics::OnStep(const StepReport& step) {
 
 void ServiceMetrics::OnForward(const ForwardStats& ops, double forward_seconds) {
   if (impl_ == nullptr) return;  // the no-op object
-  const std::array<double, kOpNames.size() - 1> op_seconds = {
-      ops.embed, ops.norm, ops.projections, ops.attention, ops.ffn, ops.head};
-  for (size_t i = 0; i < op_seconds.size(); ++i) impl_->op_duration[i]->Observe(op_seconds[i]);
+  for (size_t i = 0; i < kForwardOps.size(); ++i) {
+    impl_->op_duration[i]->Observe(ops.*kForwardOps[i].seconds);
+  }
   impl_->forward_duration->Observe(forward_seconds);
 }
 
@@ -370,7 +375,7 @@ void ServiceMetrics::OnStep(int64_t rows, double step_seconds, double sample_sec
   } else if (cache == CacheUse::kRead) {
     impl_->cache_step_duration[1]->Observe(step_seconds);
   }
-  impl_->op_duration[kOpNames.size() - 1]->Observe(sample_seconds);  // "sample": the request's own
+  impl_->op_duration[kSampleOp]->Observe(sample_seconds);  // the request's own
   impl_->step_duration->Observe(step_seconds);
   impl_->steps->Increment();
   impl_->forward_passes->Increment(forward_passes);

@@ -15,9 +15,6 @@
 namespace dllm {
 namespace {
 
-double SecondsBetween(EngineClock::time_point a, EngineClock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
 
 // Hands the heap's free pages back to the kernel. Each request frees its
 // activations, logits and stream buffers when it ends; without this, glibc

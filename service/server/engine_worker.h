@@ -34,6 +34,7 @@
 
 #include <tbb/task_arena.h>
 
+#include "engine/base/stopwatch.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model/forward.h"
@@ -47,7 +48,7 @@ namespace dllm {
 class ServiceMetrics;
 class EngineWorker;
 
-using EngineClock = std::chrono::steady_clock;
+using EngineClock = MonotonicClock;
 
 struct EngineOptions {
   int max_running = 1;   // requests advancing at once (round-robin per turn)

@@ -9,9 +9,6 @@
 namespace dllm {
 namespace {
 
-double SecondsSince(EngineClock::time_point t) {
-  return std::chrono::duration<double>(EngineClock::now() - t).count();
-}
 
 }  // namespace
 
@@ -114,11 +111,7 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
     t->set_forward_seconds(report.forward_seconds);
     t->set_sample_seconds(report.sample_seconds);
     auto& ops = *t->mutable_op_seconds();
-    ops["attention"] = report.forward.attention;
-    ops["projections"] = report.forward.projections;
-    ops["ffn"] = report.forward.ffn;
-    ops["head"] = report.forward.head;
-    ops["norm_embed"] = report.forward.norm + report.forward.embed;
+    for (const ForwardOp& op : kForwardOps) ops[op.name] = report.forward.*op.seconds;
   }
   if (detail == v1::DETAIL_FINAL_ONLY) return !done;
   if (pending_steps_ == 0) {
@@ -185,7 +178,8 @@ void GenerateJob::Finish(const absl::Status& status) {
   }
   std::fprintf(stderr, "dllm-server: request %s: %d steps, %.1f ms, finish %s%s\n",
                spec_.request_id.c_str(), steps_, total * 1e3, reason.c_str(), why.c_str());
-  // The session's ForwardPass belongs to the arena: release it here, inside it.
+  // The session's K/V caches and logits are what admission reserved for
+  // this request: free them as it finishes, not when the job object goes.
   session_.reset();
 }
 

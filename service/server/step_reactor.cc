@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "engine/base/stopwatch.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "service/server/diffusion_lm_service.h"
@@ -206,8 +207,7 @@ void StepReactor::OnDone() {
     status = end_status_;
   }
   if (registered_) {
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const double seconds = SecondsSince(started_);
     // Only opened sessions finished a request; a client that ended its
     // session before the canvas was complete closed it.
     if (!rejected_ && state_->open) {

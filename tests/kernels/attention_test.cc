@@ -32,13 +32,15 @@ struct Qkv {
 };
 
 // Reference output row for query row `qi`, head `h`, in float64.
+// Over the keys [key_begin, key_end) (key_end -1: the whole canvas).
 std::vector<double> Reference(const AttentionShape& s, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v, int qi,
-                              int h) {
+                              int h, int key_begin = 0, int key_end = -1) {
   const int d = s.head_dim, kvh = h / (s.n_head / s.n_head_kv);
-  std::vector<double> scores(s.n_tokens);
+  if (key_end < 0) key_end = s.n_tokens;
+  std::vector<double> scores(s.n_tokens, -1e300);
   double m = -1e300;
-  for (int j = 0; j < s.n_tokens; ++j) {
+  for (int j = key_begin; j < key_end; ++j) {
     double dot = 0;
     for (int c = 0; c < d; ++c) {
       dot += double(q[qi * s.q_stride + h * d + c]) * k[j * s.kv_stride + kvh * d + c];
@@ -47,7 +49,7 @@ std::vector<double> Reference(const AttentionShape& s, const std::vector<float>&
     m = std::max(m, scores[j]);
   }
   double sum = 0;
-  for (double& x : scores) sum += (x = std::exp(x - m));
+  for (double& x : scores) sum += (x = x == -1e300 ? 0.0 : std::exp(x - m));
   std::vector<double> out(d, 0.0);
   for (int j = 0; j < s.n_tokens; ++j) {
     for (int c = 0; c < d; ++c) out[c] += scores[j] / sum * v[j * s.kv_stride + kvh * d + c];
@@ -86,7 +88,7 @@ TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
       for (int h = 0; h < c.n_head; ++h) {
         for (int i0 = 0; i0 < c.n_tokens; i0 += kAttnQueryBlock) {
           const int i1 = std::min(c.n_tokens, i0 + kAttnQueryBlock);
-          attend(s, q.data(), k.data(), v.data(), out.data(), h, i0, i1, scratch.data());
+          attend(s, q.data(), k.data(), v.data(), out.data(), h, i0, i1, nullptr, scratch.data());
         }
       }
       // float32 scores of |q.k| ~ d * 2.25 / sqrt(d) and a float32 weighted
@@ -122,10 +124,10 @@ TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
     std::vector<float> full(50 * 64), picked(rows.size() * 64), scratch(AttentionScratchFloats(s));
     for (int h = 0; h < 2; ++h) {
       for (int i0 = 0; i0 < 50; i0 += kAttnQueryBlock) {
-        attend(s, q.data(), k.data(), v.data(), full.data(), h, i0, std::min(50, i0 + 16),
+        attend(s, q.data(), k.data(), v.data(), full.data(), h, i0, std::min(50, i0 + 16), nullptr,
                scratch.data());
       }
-      attend(s, compact.data(), k.data(), v.data(), picked.data(), h, 0, 4, scratch.data());
+      attend(s, compact.data(), k.data(), v.data(), picked.data(), h, 0, 4, nullptr, scratch.data());
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       for (int c = 0; c < 64; ++c) {
@@ -148,11 +150,92 @@ TEST(AttentionTest, OneCallOverManyRowsEqualsBlockByBlockCalls) {
     for (int h = 0; h < 4; ++h) {
       for (int i0 = 0; i0 < 70; i0 += kAttnQueryBlock) {
         attend(s, q.data(), k.data(), v.data(), blocks.data(), h, i0, std::min(70, i0 + kAttnQueryBlock),
-               scratch.data());
+               nullptr, scratch.data());
       }
-      attend(s, q.data(), k.data(), v.data(), whole.data(), h, 0, 70, scratch.data());
+      attend(s, q.data(), k.data(), v.data(), whole.data(), h, 0, 70, nullptr, scratch.data());
     }
     EXPECT_EQ(0, std::memcmp(blocks.data(), whole.data(), sizeof(float) * whole.size()))
+        << IsaLevelName(level);
+  }
+}
+
+// Per-row key ranges (the masks: causal rows, block-causal blocks, a
+// sliding window) against the float64 softmax over exactly those keys, on
+// every path; ranges that start past 0, end before the canvas, and differ
+// within one 16-row block and across key blocks.
+TEST(AttentionTest, RowKeyRangesMatchFloat64ReferenceOverThoseKeys) {
+  AttentionShape s{150, 4, 2, 32, 128, 64, 128, 0.17f};
+  const Qkv in(s, 11);
+  struct Mask {
+    const char* name;
+    KeyRange (*keys)(int row, int n);
+  };
+  const Mask masks[] = {
+      {"causal", [](int row, int) { return KeyRange{0, row + 1}; }},
+      {"block-causal 32", [](int row, int n) { return KeyRange{0, std::min(n, (row / 32 + 1) * 32)}; }},
+      {"window 20", [](int row, int n) { return KeyRange{std::max(0, row - 19), std::min(n, row + 20)}; }},
+      {"prompt 40 causal", [](int row, int n) { return KeyRange{0, row < 40 ? row + 1 : n}; }},
+  };
+  for (IsaLevel level : SupportedIsaLevels()) {
+    const AttentionFn attend = SelectAttention(level);
+    for (const Mask& mask : masks) {
+      SCOPED_TRACE(testing::Message() << IsaLevelName(level) << " " << mask.name);
+      std::vector<KeyRange> ranges(150);
+      for (int i = 0; i < 150; ++i) ranges[i] = mask.keys(i, 150);
+      std::vector<float> out(150 * 128, -1.0f), scratch(AttentionScratchFloats(s));
+      for (int h = 0; h < 4; ++h) {
+        for (int i0 = 0; i0 < 150; i0 += kAttnRowsPerCall) {
+          attend(s, in.q.data(), in.k.data(), in.v.data(), out.data(), h, i0,
+                 std::min(150, i0 + kAttnRowsPerCall), ranges.data(), scratch.data());
+        }
+      }
+      double max_err = 0;
+      for (int i = 0; i < 150; ++i) {
+        for (int h = 0; h < 4; ++h) {
+          const std::vector<double> ref =
+              Reference(s, in.q, in.k, in.v, i, h, ranges[i].begin, ranges[i].end);
+          for (int c = 0; c < 32; ++c) {
+            max_err = std::max(max_err, std::abs(ref[c] - out[i * 128 + h * 32 + c]));
+          }
+        }
+      }
+      EXPECT_LT(max_err, 1e-4);
+    }
+  }
+}
+
+// Ranges that are the whole canvas give the bits of no ranges at all, and
+// a row whose range starts at 0 gets the bits of a canvas cut at its end
+// (so a block-causal pass equals bidirectional passes over prefixes).
+TEST(AttentionTest, FullRangesAreBitIdenticalAndPrefixRangesEqualACutCanvas) {
+  AttentionShape s{150, 4, 2, 32, 128, 64, 128, 0.17f};
+  const Qkv in(s, 12);
+  for (IsaLevel level : SupportedIsaLevels()) {
+    const AttentionFn attend = SelectAttention(level);
+    std::vector<float> plain(150 * 128), ranged(150 * 128), cut(150 * 128),
+        scratch(AttentionScratchFloats(s));
+    std::vector<KeyRange> whole(150, KeyRange{0, 150}), prefix(150);
+    for (int i = 0; i < 150; ++i) prefix[i] = {0, i < 100 ? 100 : 150};
+    AttentionShape cut_shape = s;
+    cut_shape.n_tokens = 100;
+    for (int h = 0; h < 4; ++h) {
+      attend(s, in.q.data(), in.k.data(), in.v.data(), plain.data(), h, 0, 150, nullptr,
+             scratch.data());
+      attend(s, in.q.data(), in.k.data(), in.v.data(), ranged.data(), h, 0, 150, whole.data(),
+             scratch.data());
+      attend(cut_shape, in.q.data(), in.k.data(), in.v.data(), cut.data(), h, 0, 100, nullptr,
+             scratch.data());
+    }
+    EXPECT_EQ(0, std::memcmp(plain.data(), ranged.data(), sizeof(float) * plain.size()))
+        << IsaLevelName(level);
+    for (int h = 0; h < 4; ++h) {
+      attend(s, in.q.data(), in.k.data(), in.v.data(), ranged.data(), h, 0, 150, prefix.data(),
+             scratch.data());
+    }
+    EXPECT_EQ(0, std::memcmp(cut.data(), ranged.data(), sizeof(float) * 100 * 128))
+        << IsaLevelName(level);
+    EXPECT_EQ(0, std::memcmp(plain.data() + 100 * 128, ranged.data() + 100 * 128,
+                             sizeof(float) * 50 * 128))
         << IsaLevelName(level);
   }
 }

@@ -280,8 +280,8 @@ TEST(ForwardTest, LogitsReachEachSequencesBufferAndStoppedSequencesAreDropped) {
 
       // The middle sequence is stopped before the pass and its cache
       // given: neither its logits nor its cache are written.
-      KvCache cache(static_cast<int>(c.n_layer), 17, c.kv_dim());
-      std::fill(cache.k(0), cache.k(0) + 17 * c.kv_dim(), kUntouched);
+      KvCache cache(KvCache::LayerWidths(c), 17);
+      std::fill(cache.k(0), cache.k(0) + 17 * cache.kv_dim(0), kUntouched);
       std::fill(arena.begin(), arena.end(), kUntouched);
       std::atomic<bool> stop{true};
       batch.sequences[1].cache = &cache;
@@ -292,7 +292,7 @@ TEST(ForwardTest, LogitsReachEachSequencesBufferAndStoppedSequencesAreDropped) {
       }
       EXPECT_TRUE(std::all_of(out[1], out[1] + alone[1].size(),
                               [&](float x) { return x == kUntouched; }));
-      EXPECT_TRUE(std::all_of(cache.k(0), cache.k(0) + 17 * c.kv_dim(),
+      EXPECT_TRUE(std::all_of(cache.k(0), cache.k(0) + 17 * cache.kv_dim(0),
                               [&](float x) { return x == kUntouched; }));
       for (SequenceInput& in : batch.sequences) in.stop = &stop;
       EXPECT_THAT((*pass)->Run(batch),
@@ -317,7 +317,7 @@ TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
       std::vector<int32_t> tokens = TestCanvas(L, 5, V);
       auto pass = ForwardPass::Create(*model, L);
       ASSERT_TRUE(pass.ok());
-      KvCache cache(static_cast<int>(c.n_layer), L, c.kv_dim());
+      KvCache cache(KvCache::LayerWidths(c), L);
       const std::vector<int32_t> all = Range(0, L);
       std::vector<float> full(L * V);
       ForwardBatch fill;
@@ -365,8 +365,8 @@ TEST(ForwardTest, RefusesMalformedBatchesNamingTheSequence) {
   ASSERT_TRUE(pass.ok());
   const std::vector<int32_t> tokens = TestCanvas(32, 0, c.n_vocab);
   const std::vector<int32_t> rows = {10, 11};
-  KvCache cache(static_cast<int>(c.n_layer), 32, c.kv_dim());
-  KvCache small(static_cast<int>(c.n_layer), 16, c.kv_dim());
+  KvCache cache(KvCache::LayerWidths(c), 32);
+  KvCache small(KvCache::LayerWidths(c), 16);
   std::vector<float> logits(4 * c.n_vocab);
   const auto run = [&](std::vector<SequenceInput> sequences) {
     ForwardBatch batch;

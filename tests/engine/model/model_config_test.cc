@@ -1,5 +1,6 @@
 #include "engine/model/model_config.h"
 
+#include "engine/model/kv_cache.h"
 #include "engine/model/tensor_layout.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_builder.h"
@@ -113,10 +114,11 @@ TEST(ModelConfigTest, CompatibilityListsEveryProblem) {
   ASSERT_TRUE(p->file.ok()) << p->file.status();
   auto c = ModelConfigFromGguf(*p->file);
   ASSERT_TRUE(c.ok());
-  const std::vector<std::string> problems = CompatibilityProblems(*p->file, *c);
+  const std::vector<CompatibilityProblem> problems = CompatibilityProblems(*p->file, *c);
   ASSERT_EQ(problems.size(), 2u);
-  EXPECT_EQ(problems[0], "missing tensor output_norm.weight");
-  EXPECT_EQ(problems[1], "tensor blk.0.attn_q.weight has shape [32, 7], expected [32, 32]");
+  EXPECT_EQ(problems[0].message, "missing tensor output_norm.weight");
+  EXPECT_EQ(problems[0].code, absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(problems[1].message, "tensor blk.0.attn_q.weight has shape [32, 7], expected [32, 32]");
 }
 
 TEST(ModelConfigTest, MissingMaskTokenIsAProblem) {
@@ -131,7 +133,45 @@ TEST(ModelConfigTest, MissingMaskTokenIsAProblem) {
   config->tokens.mask = -1;
   const auto problems = CompatibilityProblems(*p->file, *config);
   ASSERT_EQ(problems.size(), 1u);
-  EXPECT_NE(problems[0].find("mask_token_id"), std::string::npos);
+  EXPECT_NE(problems[0].message.find("mask_token_id"), std::string::npos);
+}
+
+// head_count_kv may be a per-layer array: each layer gets its own width,
+// which the tensor shapes, the K/V cache and the activations follow.
+TEST(ModelConfigTest, PerLayerHeadCountKvGivesEachLayerItsWidths) {
+  GgufBuilder b = testing::TinyModelBuilder("llada");
+  b.Drop("llada.attention.head_count_kv").I32Array("llada.attention.head_count_kv", {4, 2});
+  for (GgufBuilder::Tensor& t : b.tensors()) {
+    if (t.name == "blk.1.attn_k.weight" || t.name == "blk.1.attn_v.weight") {
+      t.ne = {32, 16};
+      t.data.assign(32 * 16 * 4, '\0');
+    }
+  }
+  auto p = ParseBuilder(b);
+  ASSERT_TRUE(p->file.ok()) << p->file.status();
+  auto c = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->layers.size(), 2u);
+  EXPECT_EQ(c->layers[0].kv_dim(), 32);
+  EXPECT_EQ(c->layers[1].kv_dim(), 16);
+  EXPECT_EQ(c->max_kv_dim(), 32);
+  EXPECT_EQ(c->kv_floats_per_position(), 48);
+  EXPECT_EQ(KvCache::BytesFor(*c, 10), 2u * 10 * 48 * sizeof(float));
+  EXPECT_TRUE(CompatibilityProblems(*p->file, *c).empty());
+
+  b.Drop("llada.attention.head_count_kv").I32Array("llada.attention.head_count_kv", {4, 2, 2});
+  auto wrong = ParseBuilder(b);
+  ASSERT_TRUE(wrong->file.ok());
+  EXPECT_THAT(ModelConfigFromGguf(*wrong->file).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key 'llada.attention.head_count_kv' is an array of 3 entries; expected one "
+                       "per layer (2)"));
+  b.Drop("llada.attention.head_count_kv").I32Array("llada.attention.head_count_kv", {4, 3});
+  auto odd = ParseBuilder(b);
+  ASSERT_TRUE(odd->file.ok());
+  EXPECT_THAT(ModelConfigFromGguf(*odd->file).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "head_count 4 is not a multiple of layer 1's head_count_kv 3"));
 }
 
 }  // namespace

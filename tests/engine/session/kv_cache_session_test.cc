@@ -65,8 +65,7 @@ SessionModel ToyModel(const SamplerConfig& config) {
   m.tokens = toy::Special();
   m.n_vocab = toy::kVocab;
   m.n_ctx = 1 << 16;
-  m.n_layer = 2;
-  m.kv_dim = 4;
+  m.kv_widths = {4, 4};
   return m;
 }
 
@@ -277,6 +276,7 @@ TEST(KvCacheSessionTest, MemoryCountsTheCaches) {
   m.n_ff = 128;
   m.n_vocab = 100;
   m.n_ctx_train = 4096;
+  m.layers = UniformLayers(m);
   SamplerConfig c = toy::Llada(32, 8, 8);
   const size_t exact = DenoiseSession::MemoryBytes(m, c, 40);
   c.cache = CacheMode::kDual;
