@@ -28,18 +28,6 @@ absl::Status CheckTopK(int k) {
 
 }  // namespace
 
-const char* CacheUseName(CacheUse use) {
-  switch (use) {
-    case CacheUse::kRefill:
-      return "full";
-    case CacheUse::kRead:
-      return "cached";
-    case CacheUse::kNone:
-      break;
-  }
-  return "none";
-}
-
 SessionModel SessionModel::Of(const ModelConfig& c) {
   return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
                       static_cast<int>(c.n_vocab), c.n_ctx_train, KvCache::LayerWidths(c)};
@@ -145,8 +133,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   const int canvas = static_cast<int>(sampler.canvas().size());
   const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
-  auto session = std::unique_ptr<DenoiseSession>(
-      new DenoiseSession(model, std::move(sampler), std::move(source)));
+  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
+      model, std::move(sampler), std::move(source),
+      MakeCachePolicy(config.cache, config.cache_refresh_steps)));
   // Logits only for rows that score generated positions (at most one each),
   // not the whole canvas: an infill canvas of 1,024 tokens around a span of
   // 128 would otherwise page in eight times the memory at every request.
@@ -170,8 +159,18 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
 }
 
 DenoiseSession::DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
-                               std::unique_ptr<LogitsSource> source)
-    : model_(model), sampler_(std::move(sampler)), source_(std::move(source)) {}
+                               std::unique_ptr<LogitsSource> source,
+                               std::unique_ptr<CachePolicy> cache_policy)
+    : model_(model),
+      sampler_(std::move(sampler)),
+      source_(std::move(source)),
+      cache_policy_(std::move(cache_policy)) {}
+
+CanvasView DenoiseSession::View() const {
+  const SamplerConfig& c = sampler_.config();
+  return CanvasView{static_cast<int32_t>(canvas().size()), prompt_len(), sampler_.block(),
+                    c.EffectiveBlockLength(), c.shift_logits};
+}
 
 absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
   return Step(check, nullptr);
@@ -220,9 +219,8 @@ absl::StatusOr<std::span<const SequenceInput>> DenoiseSession::PlanStep(
   batch_.sequences.clear();
   const std::span<const int32_t> rows = sampler_.rows();
   if (rows.empty()) return std::span<const SequenceInput>();
-  plan_.cached = cache_ != nullptr;
-  plan_.whole = !plan_.cached || NeedsFullStep(rows);
-  PlanBatch(rows, plan_.cached, plan_.whole, stop);
+  plan_.cache = cache_policy_->Plan(View(), rows);
+  PlanBatch(rows, plan_.cache.rows, plan_.cache.use_cache, stop);
   return std::span<const SequenceInput>(batch_.sequences);
 }
 
@@ -257,10 +255,8 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
     // Only a forward that ran fills the cache.
-    if (plan_.cached) CountCachedStep(plan_.whole);
-    report.cache_use = !plan_.cached ? CacheUse::kNone
-                       : plan_.whole ? CacheUse::kRefill
-                                     : CacheUse::kRead;
+    cache_policy_->OnForward(View(), plan_.cache);
+    report.cache_use = plan_.cache.use;
     report.forward_passes = static_cast<int>(batch_.sequences.size());
     report.rows_computed = batch_.rows();
     report.forward = forward;
@@ -307,35 +303,8 @@ const float* DenoiseSession::UncondLogits(size_t n_rows) const {
   return logits_.data() + n_rows * static_cast<size_t>(sampler_.n_vocab());
 }
 
-DenoiseSession::RowRange DenoiseSession::CachedRows() const {
-  const SamplerConfig& c = sampler_.config();
-  const int block_length = c.EffectiveBlockLength();
-  const int32_t begin = prompt_len() + sampler_.block() * block_length;
-  const int32_t end = c.cache == CacheMode::kDual ? begin + block_length
-                                                  : static_cast<int32_t>(canvas().size());
-  // Under the shift the block's first position is scored by the row before.
-  return {sampler_.LogitRowOf(begin), end};
-}
-
-bool DenoiseSession::NeedsFullStep(std::span<const int32_t> rows) const {
-  const SamplerConfig& c = sampler_.config();
-  const RowRange part = CachedRows();
-  return !cache_state_.valid || cache_state_.block != sampler_.block() ||
-         (c.cache_refresh_steps > 0 && cache_state_.steps_since_full >= c.cache_refresh_steps) ||
-         rows.front() < part.begin || rows.back() >= part.end;
-}
-
-void DenoiseSession::CountCachedStep(bool whole) {
-  if (whole) {
-    cache_state_ = CacheState{true, sampler_.block(), 0};
-    ++cache_refreshes_;
-  }
-  ++cache_state_.steps_since_full;
-}
-
-void DenoiseSession::PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole,
+void DenoiseSession::PlanBatch(std::span<const int32_t> rows, RowRange range, bool use_cache,
                                const std::atomic<bool>* stop) {
-  const RowRange range = whole ? RowRange{0, static_cast<int32_t>(canvas().size())} : CachedRows();
   DLLM_CHECK(rows.size() * (sampler_.config().cfg_scale > 0 ? 2 : 1) * sampler_.n_vocab() <=
              logits_.size());
   batch_.sequences.clear();
@@ -452,7 +421,8 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   plan_.valid = false;
   const Clock::time_point start = Clock::now();
   const bool cfg = sampler_.config().cfg_scale > 0;
-  PlanBatch(forward_rows_, /*use_cache=*/false, /*whole=*/true, nullptr);
+  PlanBatch(forward_rows_, RowRange{0, static_cast<int32_t>(canvas().size())},
+            /*use_cache=*/false, nullptr);
   DLLM_RETURN_IF_ERROR(source_->Run(batch_, check, nullptr));
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
@@ -518,11 +488,7 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   }
   last_op_advanced_ = false;
   plan_.valid = false;
-  // A token the next cached step would not recompute leaves stale keys.
-  const RowRange part = CachedRows();
-  for (int32_t p : canvas_positions) {
-    if (p < part.begin || p >= part.end) cache_state_.valid = false;
-  }
+  cache_policy_->OnCommit(View(), canvas_positions);
   sampler_.Commit(canvas_positions, sorted_tokens);
   Record(/*scheduled=*/false, canvas_positions, sorted_tokens);
   return absl::OkStatus();
@@ -539,7 +505,7 @@ absl::Status DenoiseSession::Rewind(int to_step) {
   }
   last_op_advanced_ = false;
   plan_.valid = false;
-  cache_state_.valid = false;
+  cache_policy_->OnRewind();
   sampler_.Restart();
   for (int i = 0; i < to_step; ++i) {
     const HistoryEntry& e = history_[i];

@@ -12,22 +12,9 @@
 // draws are keyed by seed, step and position).
 //
 // Caches (SamplerConfig::cache, opt-in): each sequence (two under CFG)
-// keeps a KvCache of every layer's keys and values. A block's first step,
-// every `cache_refresh_steps`-th step after it, and the first step after
-// anything that makes the cache stale compute the whole canvas and refill
-// it; the other steps of the block compute only
-//   prefix: [block start, canvas end), reading the prompt and the finished
-//           blocks from the cache;
-//   dual:   [block start, block end), reading the rest from the cache (the
-//           suffix as the block's last full step left it).
-// Dream's family has no blocks: its one block is the whole generated
-// region, so prefix and dual both cache the prompt. Under the logit shift
-// (Dream, RND1) position p is scored by row p - 1, so a cached step also
-// computes the row just before the block: that keeps the official sampler's
-// schedule and rows unchanged (Fast-dLLM instead commits the block's first
-// position at its start, which changes the schedule). A Rewind, or a
-// Commit of a position outside the rows a cached step computes, makes the
-// cache stale. Forward() is always exact and leaves the cache alone.
+// keeps a KvCache of every layer's keys and values, and the session's
+// CachePolicy (cache_policy.h) plans which rows each step computes through
+// them. Forward() is always exact and leaves the cache alone.
 //
 // Positions: StepReport holds canvas positions (prompt included); the
 // session operations below take and return positions in the generated
@@ -49,17 +36,10 @@
 #include "engine/sampler/candidates.h"
 #include "engine/sampler/denoise_sampler.h"
 #include "engine/sampler/sampler_config.h"
+#include "engine/session/cache_policy.h"
 #include "engine/session/logits_source.h"
 
 namespace dllm {
-
-// How a step used the session's K/V cache: none (exact decoding, or a step
-// that ran no forward), refilled it (computed the whole canvas), or read it
-// (computed only some rows).
-enum class CacheUse { kNone, kRefill, kRead };
-// "none", "full" (refilled), "cached" (read): the step kinds' names in
-// `dllm generate --json` and the metrics' `step` label.
-const char* CacheUseName(CacheUse use);
 
 // What one Advance() did. Spans are valid until the next Advance().
 struct StepReport {
@@ -242,11 +222,13 @@ class DenoiseSession {
   int forward_passes() const { return forward_passes_; }
   // Steps that computed the whole canvas under a cache (block starts,
   // refreshes, and the first step after the cache went stale).
-  int cache_refreshes() const { return cache_refreshes_; }
+  int cache_refreshes() const { return cache_policy_->refreshes(); }
 
  private:
   DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
-                 std::unique_ptr<LogitsSource> source);
+                 std::unique_ptr<LogitsSource> source, std::unique_ptr<CachePolicy> cache_policy);
+  // The canvas as the cache policy plans from it.
+  CanvasView View() const;
   // Advance(), committing `forced` (positions, tokens) when set instead of
   // the sampler's choice.
   struct Forced {
@@ -286,21 +268,9 @@ class DenoiseSession {
   // The logits row canvas position `p` reads (guided into `cfg_row` under CFG).
   std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
                                const float* uncond, std::span<float> cfg_row) const;
-  // The canvas rows a cached step of the current block computes.
-  struct RowRange {
-    int32_t begin = 0, end = 0;
-  };
-  RowRange CachedRows() const;
-  // Whether the next step, reading `rows`, must compute the whole canvas
-  // under the cache rules (a block's first step, a refresh, a stale cache,
-  // a row outside CachedRows()).
-  bool NeedsFullStep(std::span<const int32_t> rows) const;
-  // Moves the cache state on after a step's forward ran (`whole`: it
-  // refilled the cache).
-  void CountCachedStep(bool whole);
-  // Fills batch_ for logits of `rows`: one sequence (two under CFG), the
-  // whole canvas or CachedRows(), through the caches when `use_cache`.
-  void PlanBatch(std::span<const int32_t> rows, bool use_cache, bool whole,
+  // Fills batch_ for logits of `rows`: one sequence (two under CFG)
+  // computing the canvas rows `range`, through the caches when `use_cache`.
+  void PlanBatch(std::span<const int32_t> rows, RowRange range, bool use_cache,
                  const std::atomic<bool>* stop);
   // The unconditional logits under CFG: after the `n_rows` conditional rows.
   const float* UncondLogits(size_t n_rows) const;
@@ -315,22 +285,14 @@ class DenoiseSession {
   // The step PlanStep() planned (valid until FinishStep or another operation).
   struct StepPlan {
     bool valid = false;
-    bool cached = false;  // the step goes through the cache
-    bool whole = false;   // it computes the whole canvas
+    CachePlan cache;  // the rows it computes and how it uses the cache
     std::chrono::steady_clock::time_point start;
   };
   StepPlan plan_;
   // Caches (config().cache != kNone): the canvas's, and under CFG the
-  // unconditional canvas's. `cache_block` is the block they were last
-  // filled for, `steps_since_full` the forwards since then.
+  // unconditional canvas's; the policy that plans their use.
   std::unique_ptr<KvCache> cache_, uncond_cache_;
-  struct CacheState {
-    bool valid = false;
-    int block = -1;
-    int steps_since_full = 0;
-  };
-  CacheState cache_state_;
-  int cache_refreshes_ = 0;
+  std::unique_ptr<CachePolicy> cache_policy_;
   std::vector<int32_t> positions_, tokens_;
   int forward_passes_ = 0;
 
