@@ -412,6 +412,10 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
                                                      s.mask.prompt_length,
                                                      " positions is outside the canvas of ", L));
     }
+    if (!s.self_conditioning.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "self-conditioning input, but ", ArchName(c.arch), " has no self-conditioning"));
+    }
     if (!s.logit_rows.empty() && s.logits == nullptr) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, s.logit_rows.size(), " logit rows but nowhere to write them"));

@@ -78,6 +78,12 @@ struct SequenceInput {
   const std::atomic<bool>* stop = nullptr;
   // Which keys each row reads (bidirectional: the whole canvas).
   AttentionMask mask;
+  // Self-conditioning (DiffusionGemma): the previous step's logits of
+  // `logit_rows` (rows x n_vocab), which the model folds into the inputs of
+  // those rows at `self_conditioning_temp_inv`; empty: none. A model without
+  // self-conditioning weights refuses it.
+  std::span<const float> self_conditioning;
+  float self_conditioning_temp_inv = 1.0f;
 };
 
 struct ForwardBatch {

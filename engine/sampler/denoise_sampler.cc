@@ -80,11 +80,11 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   s.commit_positions_.reserve(len);
   s.commit_tokens_.reserve(len);
   s.scratch_ = PerThread<WorkerScratch>(n_vocab, config.cfg_scale > 0);
-  s.Plan();
+  s.PlanNext();
   return s;
 }
 
-void DenoiseSampler::Plan() {
+void DenoiseSampler::PlanNext() {
   rows_.clear();
   candidates_.clear();
   candidate_row_.clear();
@@ -321,7 +321,7 @@ void DenoiseSampler::EndStep() {
       step_in_block_ = 0;
     }
   }
-  Plan();
+  PlanNext();
 }
 
 void DenoiseSampler::ApplyStep(std::span<const int32_t> positions,
@@ -340,7 +340,7 @@ void DenoiseSampler::Commit(std::span<const int32_t> positions, std::span<const 
   Write(positions, tokens);
   // The step's plan (rows, candidates, count) depended on the masks; the
   // block schedule, fixed at the block's first step, is kept (see header).
-  Plan();
+  PlanNext();
 }
 
 void DenoiseSampler::Restart() {
@@ -352,7 +352,20 @@ void DenoiseSampler::Restart() {
   step_ = 0;
   block_ = 0;
   step_in_block_ = 0;
-  Plan();
+  PlanNext();
+}
+
+DenoiserPlan DenoiseSampler::Plan() const {
+  DenoiserPlan plan;
+  plan.canvas = canvas_;
+  plan.logit_rows = rows_;
+  if (needs_unconditional()) plan.uncond_canvas = uncond_canvas_;
+  return plan;
+}
+
+std::span<const int32_t> DenoiseSampler::Output() const {
+  return OutputTokens(std::span<const int32_t>(canvas_).first(static_cast<size_t>(gen_end())),
+                      prompt_len_, stop_ids_);
 }
 
 }  // namespace dllm

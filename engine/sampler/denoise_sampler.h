@@ -32,17 +32,11 @@
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
 #include "engine/parallel/per_thread.h"
+#include "engine/sampler/denoiser.h"
 #include "engine/sampler/remasking.h"
 #include "engine/sampler/sampler_config.h"
 
 namespace dllm {
-
-// The tokens one Step() wrote, positions ascending. Views into the sampler,
-// valid until the next Step().
-struct StepCommits {
-  std::span<const int32_t> positions;
-  std::span<const int32_t> tokens;
-};
 
 // Early exit: true when some position e >= prompt_len holds a stop token and
 // no position in [prompt_len, e) is masked. Committed tokens are never
@@ -60,7 +54,7 @@ bool EarlyExitReached(std::span<const int32_t> canvas, int prompt_len, int32_t m
 std::span<const int32_t> OutputTokens(std::span<const int32_t> canvas, int prompt_len,
                                       std::span<const int32_t> stop_ids);
 
-class DenoiseSampler {
+class DenoiseSampler : public Denoiser {
  public:
   // Validates `config` against the prompt and context and sizes every buffer.
   // `special.mask` is required; `special.eos` / `special.eot` (when >= 0)
@@ -79,15 +73,17 @@ class DenoiseSampler {
                                                int64_t n_ctx,
                                                std::span<const int32_t> suffix = {});
 
-  bool done() const { return done_; }
+  bool done() const override { return done_; }
   // Done before the last scheduled step because early exit held (masks
   // remain after the first stop token).
   bool exited_early() const;
-  int step() const { return step_; }  // Step() calls so far
-  int block() const { return block_; }  // current block (0 for Dream's official one-block run)
-  int prompt_len() const { return prompt_len_; }
+  int step() const override { return step_; }  // Step() calls so far
+  // Current block (0 for Dream's official one-block run).
+  int block() const override { return block_; }
+  int block_length() const override { return config_.EffectiveBlockLength(); }
+  int prompt_len() const override { return prompt_len_; }
   // The canvas's end of the generated region: the suffix (infill) starts here.
-  int gen_end() const { return prompt_len_ + config_.gen_length; }
+  int gen_end() const override { return prompt_len_ + config_.gen_length; }
   int suffix_len() const { return static_cast<int>(canvas_.size()) - gen_end(); }
   // The generated region of the canvas (the suffix excluded).
   std::span<const int32_t> generated() const {
@@ -95,7 +91,7 @@ class DenoiseSampler {
   }
   int n_vocab() const { return n_vocab_; }
   const SamplerConfig& config() const { return config_; }
-  std::span<const int32_t> canvas() const { return canvas_; }
+  std::span<const int32_t> canvas() const override { return canvas_; }
   std::span<const int32_t> stop_ids() const { return stop_ids_; }
 
   // The logits row the sampler reads for canvas position `p`: the row that
@@ -110,11 +106,15 @@ class DenoiseSampler {
   // needed, for the same rows.
   bool needs_unconditional() const { return config_.cfg_scale > 0 && !rows_.empty(); }
   std::span<const int32_t> unconditional_canvas() const { return uncond_canvas_; }
+  // canvas() and rows(), with unconditional_canvas() under CFG.
+  DenoiserPlan Plan() const override;
+  // The generated tokens up to the first stop token (OutputTokens).
+  std::span<const int32_t> Output() const override;
 
   // Commits this step's tokens. `logits` (and `uncond` under CFG) hold
   // rows().size() x n_vocab floats, row i for canvas row rows()[i]; empty
   // when rows() is. Must not be called when done().
-  StepCommits Step(std::span<const float> logits, std::span<const float> uncond = {});
+  StepCommits Step(std::span<const float> logits, std::span<const float> uncond = {}) override;
 
   // Client-driven sessions (DenoiseSession's Commit and Rewind).
   //
@@ -141,7 +141,7 @@ class DenoiseSampler {
 
  private:
   DenoiseSampler() = default;
-  void Plan();  // fills rows_ and the candidates for step_, or sets done_
+  void PlanNext();  // fills rows_ and the candidates for step_, or sets done_
   // The family's candidates and count for step_; false when the run is over.
   bool PlanLladaStep();
   bool PlanDreamStep();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
+#include "engine/sampler/entropy_bound_denoiser.h"
 #include "engine/sampler/remasking.h"
 
 namespace dllm {
@@ -84,20 +85,71 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
                });
 }
 
+namespace {
+
+// `source`, when it takes a canvas and a batch of `limits`.
+absl::StatusOr<std::unique_ptr<LogitsSource>> SourceFor(std::unique_ptr<LogitsSource> source,
+                                                        ForwardLimits limits) {
+  const ForwardLimits has = source->limits();
+  if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the logits source takes ", has.max_positions, " tokens and ", has.max_rows,
+        " rows, the canvas needs ", limits.max_positions, " and ", limits.max_rows));
+  }
+  return source;
+}
+
+// Every fixed token is in the vocabulary and not the mask: a mask would be
+// a position the sampler generates into (the official samplers take every
+// mask on the canvas as one).
+absl::Status CheckFixedTokens(const SessionModel& model, const char* what,
+                              const std::vector<int32_t>& tokens) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= model.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " token ", tokens[i], " at index ", i,
+                                                     " is outside the vocabulary of ",
+                                                     model.n_vocab));
+    }
+    if (tokens[i] == model.tokens.mask) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " token ", tokens[i], " at index ", i, " is the mask token"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     const SessionModel& model, const SamplerConfig& config, CanvasInput input,
     std::unique_ptr<LogitsSource> logits) {
   return Build(model, config, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
-                 const ForwardLimits has = logits->limits();
-                 if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
-                   return absl::InvalidArgumentError(absl::StrCat(
-                       "the logits source takes ", has.max_positions, " tokens and ",
-                       has.max_rows, " rows, the canvas needs ", limits.max_positions, " and ",
-                       limits.max_rows));
-                 }
-                 return std::move(logits);
+                 return SourceFor(std::move(logits), limits);
                });
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    const SessionModel& model, const EntropyBoundConfig& config, std::vector<int32_t> prompt,
+    std::unique_ptr<LogitsSource> logits) {
+  DLLM_RETURN_IF_ERROR(CheckFixedTokens(model, "prompt", prompt));
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<EntropyBoundDenoiser> denoiser,
+                        EntropyBoundDenoiser::Create(config, prompt, model.n_vocab));
+  const int canvas = static_cast<int>(denoiser->canvas().size());
+  if (canvas > model.n_ctx) {
+    return absl::InvalidArgumentError(absl::StrCat("prompt of ", prompt.size(), " tokens and ",
+                                                   config.canvas_length,
+                                                   " canvas positions exceed the context of ",
+                                                   model.n_ctx));
+  }
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source,
+                        SourceFor(std::move(logits), ForwardLimits{canvas, canvas}));
+  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
+      model, std::move(denoiser), nullptr, std::move(source), MakeCachePolicy(CacheMode::kNone, 0)));
+  session->logits_.resize(static_cast<size_t>(config.canvas_length) * model.n_vocab);
+  session->batch_.sequences.reserve(1);
+  session->history_.reserve(static_cast<size_t>(config.max_steps));
+  return session;
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
@@ -107,34 +159,19 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
-  // Every fixed token is in the vocabulary and not the mask: a mask would be
-  // a position the sampler generates into (the official samplers take every
-  // mask on the canvas as one).
-  const auto check = [&](const char* what, const std::vector<int32_t>& tokens) -> absl::Status {
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      if (tokens[i] < 0 || tokens[i] >= model.n_vocab) {
-        return absl::InvalidArgumentError(absl::StrCat(what, " token ", tokens[i], " at index ", i,
-                                                       " is outside the vocabulary of ",
-                                                       model.n_vocab));
-      }
-      if (tokens[i] == model.tokens.mask) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(what, " token ", tokens[i], " at index ", i, " is the mask token"));
-      }
-    }
-    return absl::OkStatus();
-  };
-  DLLM_RETURN_IF_ERROR(check("prompt", input.prompt));
-  DLLM_RETURN_IF_ERROR(check("suffix", input.suffix));
+  DLLM_RETURN_IF_ERROR(CheckFixedTokens(model, "prompt", input.prompt));
+  DLLM_RETURN_IF_ERROR(CheckFixedTokens(model, "suffix", input.suffix));
   // The sampler validates the request before anything is allocated for it.
-  DLLM_ASSIGN_OR_RETURN(DenoiseSampler sampler,
+  DLLM_ASSIGN_OR_RETURN(DenoiseSampler created,
                         DenoiseSampler::Create(effective, model.tokens, input.prompt,
                                                model.n_vocab, model.n_ctx, input.suffix));
-  const int canvas = static_cast<int>(sampler.canvas().size());
+  auto sampler = std::make_unique<DenoiseSampler>(std::move(created));
+  const int canvas = static_cast<int>(sampler->canvas().size());
   const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
+  DenoiseSampler* masked = sampler.get();
   auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
-      model, std::move(sampler), std::move(source),
+      model, std::move(sampler), masked, std::move(source),
       MakeCachePolicy(config.cache, config.cache_refresh_steps)));
   // Logits only for rows that score generated positions (at most one each),
   // not the whole canvas: an infill canvas of 1,024 tokens around a span of
@@ -158,18 +195,25 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   return session;
 }
 
-DenoiseSession::DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
-                               std::unique_ptr<LogitsSource> source,
+DenoiseSession::DenoiseSession(const SessionModel& model, std::unique_ptr<Denoiser> denoiser,
+                               DenoiseSampler* sampler, std::unique_ptr<LogitsSource> source,
                                std::unique_ptr<CachePolicy> cache_policy)
     : model_(model),
-      sampler_(std::move(sampler)),
+      denoiser_(std::move(denoiser)),
+      sampler_(sampler),
       source_(std::move(source)),
       cache_policy_(std::move(cache_policy)) {}
 
 CanvasView DenoiseSession::View() const {
-  const SamplerConfig& c = sampler_.config();
-  return CanvasView{static_cast<int32_t>(canvas().size()), prompt_len(), sampler_.block(),
-                    c.EffectiveBlockLength(), c.shift_logits};
+  return CanvasView{static_cast<int32_t>(canvas().size()), prompt_len(), denoiser_->block(),
+                    denoiser_->block_length(), model_.shift_logits};
+}
+
+absl::Status DenoiseSession::RequireMasked(const char* what) const {
+  if (sampler_ != nullptr) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, ": the session's denoiser rewrites the whole canvas every step; only "
+                         "masked denoising (LLaDA, Dream) takes it"));
 }
 
 absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
@@ -179,14 +223,15 @@ absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
 absl::StatusOr<StepReport> DenoiseSession::AdvanceWith(std::span<const int32_t> positions,
                                                        std::span<const int32_t> tokens,
                                                        const LayerCheck* check) {
+  DLLM_RETURN_IF_ERROR(RequireMasked("advance with"));
   if (positions.size() != tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("advance with: ", positions.size(),
                                                    " positions but ", tokens.size(), " tokens"));
   }
-  const std::span<const int32_t> canvas = sampler_.canvas();
+  const std::span<const int32_t> canvas = sampler_->canvas();
   for (size_t i = 0; i < positions.size(); ++i) {
     const int32_t p = positions[i], t = tokens[i];
-    if (p < prompt_len() || p >= sampler_.gen_end() ||
+    if (p < prompt_len() || p >= sampler_->gen_end() ||
         canvas[p] != model_.tokens.mask || (i > 0 && p <= positions[i - 1])) {
       return absl::InvalidArgumentError(absl::StrCat(
           "advance with: canvas position ", p, " is not a masked generated position in order"));
@@ -206,21 +251,22 @@ absl::StatusOr<DenoiseSession::StepLogits> DenoiseSession::LastStepLogits() cons
   }
   return StepLogits{last_rows_, std::span<const float>(logits_.data(),
                                                        last_rows_.size() *
-                                                           static_cast<size_t>(sampler_.n_vocab()))};
+                                                           static_cast<size_t>(model_.n_vocab))};
 }
 
 absl::StatusOr<std::span<const SequenceInput>> DenoiseSession::PlanStep(
     const std::atomic<bool>* stop) {
-  if (sampler_.done()) return absl::FailedPreconditionError("generation already finished");
+  if (denoiser_->done()) return absl::FailedPreconditionError("generation already finished");
   last_op_advanced_ = false;
   plan_ = StepPlan{};
   plan_.valid = true;
   plan_.start = Clock::now();
+  plan_.step = denoiser_->Plan();
   batch_.sequences.clear();
-  const std::span<const int32_t> rows = sampler_.rows();
+  const std::span<const int32_t> rows = plan_.step.logit_rows;
   if (rows.empty()) return std::span<const SequenceInput>();
   plan_.cache = cache_policy_->Plan(View(), rows);
-  PlanBatch(rows, plan_.cache.rows, plan_.cache.use_cache, stop);
+  PlanBatch(plan_.step, plan_.cache.rows, plan_.cache.use_cache, stop);
   return std::span<const SequenceInput>(batch_.sequences);
 }
 
@@ -249,9 +295,9 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
   }
   plan_.valid = false;
   StepReport report;
-  report.step = sampler_.step();
-  const std::span<const int32_t> rows = sampler_.rows();
-  const size_t n = rows.size() * static_cast<size_t>(sampler_.n_vocab());
+  report.step = denoiser_->step();
+  const std::span<const int32_t> rows = plan_.step.logit_rows;
+  const size_t n = rows.size() * static_cast<size_t>(model_.n_vocab);
   std::span<const float> logits, uncond;
   if (!rows.empty()) {
     // Only a forward that ran fills the cache.
@@ -262,18 +308,20 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
     report.forward = forward;
     report.forward_seconds = forward_seconds;
     logits = std::span<const float>(logits_.data(), n);
-    if (sampler_.needs_unconditional()) uncond = std::span<const float>(UncondLogits(rows.size()), n);
+    if (!plan_.step.uncond_canvas.empty()) {
+      uncond = std::span<const float>(UncondLogits(rows.size()), n);
+    }
   }
   const Clock::time_point sample_start = Clock::now();
   last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
   if (forced == nullptr) {
-    const StepCommits commits = sampler_.Step(logits, uncond);
+    const StepCommits commits = denoiser_->Step(logits, uncond);
     positions_.assign(commits.positions.begin(), commits.positions.end());
     tokens_.assign(commits.tokens.begin(), commits.tokens.end());
   } else {
     positions_.assign(forced->positions.begin(), forced->positions.end());
     tokens_.assign(forced->tokens.begin(), forced->tokens.end());
-    sampler_.ApplyStep(positions_, tokens_);
+    sampler_->ApplyStep(positions_, tokens_);  // AdvanceWith: masked sessions only
   }
   report.sample_seconds = SecondsSince(sample_start);
   report.positions = positions_;
@@ -287,7 +335,7 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
 }
 
 int DenoiseSession::masked_remaining() const {
-  const std::span<const int32_t> gen = sampler_.generated();
+  const std::span<const int32_t> gen = generated();
   return static_cast<int>(std::count(gen.begin(), gen.end(), model_.tokens.mask));
 }
 
@@ -300,36 +348,37 @@ void DenoiseSession::Record(bool scheduled, std::span<const int32_t> positions,
 }
 
 const float* DenoiseSession::UncondLogits(size_t n_rows) const {
-  return logits_.data() + n_rows * static_cast<size_t>(sampler_.n_vocab());
+  return logits_.data() + n_rows * static_cast<size_t>(model_.n_vocab);
 }
 
-void DenoiseSession::PlanBatch(std::span<const int32_t> rows, RowRange range, bool use_cache,
+void DenoiseSession::PlanBatch(const DenoiserPlan& plan, RowRange range, bool use_cache,
                                const std::atomic<bool>* stop) {
-  DLLM_CHECK(rows.size() * (sampler_.config().cfg_scale > 0 ? 2 : 1) * sampler_.n_vocab() <=
-             logits_.size());
+  const std::span<const int32_t> rows = plan.logit_rows;
+  const size_t n_vocab = static_cast<size_t>(model_.n_vocab);
+  DLLM_CHECK(rows.size() * (plan.uncond_canvas.empty() ? 1 : 2) * n_vocab <= logits_.size());
   batch_.sequences.clear();
-  batch_.sequences.push_back(SequenceInput{canvas(), range.begin, range.end, rows,
-                                           use_cache ? cache_.get() : nullptr, logits_.data(),
-                                           stop});
-  if (sampler_.config().cfg_scale > 0) {
-    batch_.sequences.push_back(SequenceInput{sampler_.unconditional_canvas(), range.begin,
-                                             range.end, rows,
+  SequenceInput& in = batch_.sequences.emplace_back(SequenceInput{
+      plan.canvas, range.begin, range.end, rows, use_cache ? cache_.get() : nullptr,
+      logits_.data(), stop});
+  in.self_conditioning = plan.self_conditioning;
+  in.self_conditioning_temp_inv = plan.self_conditioning_temp_inv;
+  if (!plan.uncond_canvas.empty()) {
+    batch_.sequences.push_back(SequenceInput{plan.uncond_canvas, range.begin, range.end, rows,
                                              use_cache ? uncond_cache_.get() : nullptr,
-                                             logits_.data() + rows.size() * sampler_.n_vocab(),
-                                             stop});
+                                             logits_.data() + rows.size() * n_vocab, stop});
   }
 }
 
 std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> rows,
                                              const float* logits, const float* uncond,
                                              std::span<float> cfg_row) const {
-  const size_t v = static_cast<size_t>(sampler_.n_vocab());
-  const auto it = std::lower_bound(rows.begin(), rows.end(), sampler_.LogitRowOf(p));
-  DLLM_CHECK(it != rows.end() && *it == sampler_.LogitRowOf(p));
+  const size_t v = static_cast<size_t>(model_.n_vocab);
+  const auto it = std::lower_bound(rows.begin(), rows.end(), sampler_->LogitRowOf(p));
+  DLLM_CHECK(it != rows.end() && *it == sampler_->LogitRowOf(p));
   const size_t r = static_cast<size_t>(it - rows.begin());
   std::span<const float> row(logits + r * v, v);
   if (uncond == nullptr) return row;
-  CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_.config().cfg_scale,
+  CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_->config().cfg_scale,
              cfg_row);
   return cfg_row;
 }
@@ -338,7 +387,7 @@ void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
                                   const float* logits, const float* uncond,
                                   std::span<float> cfg_row, PositionCandidates* out) const {
   const std::span<const float> row = RowAt(p, rows, logits, uncond, cfg_row);
-  out->position = p - sampler_.prompt_len();
+  out->position = p - prompt_len();
   out->top.resize(static_cast<size_t>(k));
   out->top.resize(static_cast<size_t>(TopCandidates(row, k, out->top)));
 }
@@ -349,9 +398,10 @@ absl::Status DenoiseSession::ForEachStepRow(const char* what, Fn fn) const {
     return absl::FailedPreconditionError(
         absl::StrCat(what, ": the last operation was not a successful advance"));
   }
-  const bool cfg = sampler_.config().cfg_scale > 0;
+  DLLM_RETURN_IF_ERROR(RequireMasked(what));
+  const bool cfg = sampler_->config().cfg_scale > 0;
   tbb::parallel_for(size_t{0}, positions_.size(), [&](size_t i) {
-    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    std::vector<float> cfg_row(cfg ? static_cast<size_t>(model_.n_vocab) : 0);
     fn(i, cfg_row);
   });
   return absl::OkStatus();
@@ -359,7 +409,8 @@ absl::Status DenoiseSession::ForEachStepRow(const char* what, Fn fn) const {
 
 absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(int k) const {
   DLLM_RETURN_IF_ERROR(CheckTopK(k));
-  const bool cfg = sampler_.config().cfg_scale > 0;
+  DLLM_RETURN_IF_ERROR(RequireMasked("step candidates"));
+  const bool cfg = sampler_->config().cfg_scale > 0;
   std::vector<PositionCandidates> out(positions_.size());
   DLLM_RETURN_IF_ERROR(ForEachStepRow("step candidates", [&](size_t i, std::span<float> cfg_row) {
     CandidatesAt(positions_[i], k, last_rows_, logits_.data(),
@@ -369,7 +420,8 @@ absl::StatusOr<std::vector<PositionCandidates>> DenoiseSession::StepCandidates(i
 }
 
 absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
-  const bool cfg = sampler_.config().cfg_scale > 0;
+  DLLM_RETURN_IF_ERROR(RequireMasked("step log-probabilities"));
+  const bool cfg = sampler_->config().cfg_scale > 0;
   std::vector<double> out(positions_.size());
   DLLM_RETURN_IF_ERROR(
       ForEachStepRow("step log-probabilities", [&](size_t i, std::span<float> cfg_row) {
@@ -384,14 +436,15 @@ absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
 absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> positions, int k,
                                                       const LayerCheck* check) {
   DLLM_RETURN_IF_ERROR(CheckTopK(k));
+  DLLM_RETURN_IF_ERROR(RequireMasked("forward"));
   const int gen = gen_length();
-  const int prompt_len = sampler_.prompt_len();
+  const int prompt_len = this->prompt_len();
   // Canvas positions, in the order asked for.
   std::vector<int32_t> wanted;
   if (positions.empty()) {
     const int32_t mask = model_.tokens.mask;
     for (int p = prompt_len; p < prompt_len + gen; ++p) {
-      if (sampler_.canvas()[p] == mask) wanted.push_back(p);
+      if (canvas()[p] == mask) wanted.push_back(p);
     }
   } else {
     std::vector<bool> seen(static_cast<size_t>(gen), false);
@@ -412,7 +465,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   if (wanted.empty()) return report;
 
   forward_rows_.clear();
-  for (int32_t p : wanted) forward_rows_.push_back(sampler_.LogitRowOf(p));
+  for (int32_t p : wanted) forward_rows_.push_back(sampler_->LogitRowOf(p));
   std::sort(forward_rows_.begin(), forward_rows_.end());
   forward_rows_.erase(std::unique(forward_rows_.begin(), forward_rows_.end()), forward_rows_.end());
 
@@ -420,9 +473,13 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
   last_op_advanced_ = false;
   plan_.valid = false;
   const Clock::time_point start = Clock::now();
-  const bool cfg = sampler_.config().cfg_scale > 0;
-  PlanBatch(forward_rows_, RowRange{0, static_cast<int32_t>(canvas().size())},
-            /*use_cache=*/false, nullptr);
+  const bool cfg = sampler_->config().cfg_scale > 0;
+  DenoiserPlan probe;
+  probe.canvas = canvas();
+  probe.logit_rows = forward_rows_;
+  if (cfg) probe.uncond_canvas = sampler_->unconditional_canvas();
+  PlanBatch(probe, RowRange{0, static_cast<int32_t>(canvas().size())}, /*use_cache=*/false,
+            nullptr);
   DLLM_RETURN_IF_ERROR(source_->Run(batch_, check, nullptr));
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
@@ -430,7 +487,7 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
 
   report.candidates.resize(wanted.size());
   tbb::parallel_for(size_t{0}, wanted.size(), [&](size_t i) {
-    std::vector<float> cfg_row(cfg ? static_cast<size_t>(sampler_.n_vocab()) : 0);
+    std::vector<float> cfg_row(cfg ? static_cast<size_t>(model_.n_vocab) : 0);
     CandidatesAt(wanted[i], k, forward_rows_, logits_.data(),
                  cfg ? UncondLogits(forward_rows_.size()) : nullptr, cfg_row,
                  &report.candidates[i]);
@@ -440,15 +497,16 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
 
 absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
                                     std::span<const int32_t> tokens) {
-  if (sampler_.done()) return absl::FailedPreconditionError("commit: generation already finished");
+  DLLM_RETURN_IF_ERROR(RequireMasked("commit"));
+  if (sampler_->done()) return absl::FailedPreconditionError("commit: generation already finished");
   if (positions.empty()) return absl::InvalidArgumentError("commit: no tokens");
   if (positions.size() != tokens.size()) {
     return absl::InvalidArgumentError(absl::StrCat("commit: ", positions.size(),
                                                    " positions but ", tokens.size(), " tokens"));
   }
   const int gen = gen_length();
-  const int prompt_len = sampler_.prompt_len();
-  const int n_vocab = sampler_.n_vocab();
+  const int prompt_len = sampler_->prompt_len();
+  const int n_vocab = model_.n_vocab;
   const int32_t mask = model_.tokens.mask;
   std::vector<bool> seen(static_cast<size_t>(gen), false);
   for (size_t i = 0; i < positions.size(); ++i) {
@@ -471,7 +529,7 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
     }
   }
   for (int32_t p : positions) {
-    const int32_t current = sampler_.canvas()[prompt_len + p];
+    const int32_t current = sampler_->canvas()[prompt_len + p];
     if (current != mask) {
       return absl::FailedPreconditionError(absl::StrCat(
           "commit: position ", p, " is not masked (token ", current, " is committed there)"));
@@ -489,12 +547,13 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   last_op_advanced_ = false;
   plan_.valid = false;
   cache_policy_->OnCommit(View(), canvas_positions);
-  sampler_.Commit(canvas_positions, sorted_tokens);
+  sampler_->Commit(canvas_positions, sorted_tokens);
   Record(/*scheduled=*/false, canvas_positions, sorted_tokens);
   return absl::OkStatus();
 }
 
 absl::Status DenoiseSession::Rewind(int to_step) {
+  DLLM_RETURN_IF_ERROR(RequireMasked("rewind"));
   if (to_step < 0) {
     return absl::InvalidArgumentError(absl::StrCat("rewind: step ", to_step, " is negative"));
   }
@@ -506,15 +565,15 @@ absl::Status DenoiseSession::Rewind(int to_step) {
   last_op_advanced_ = false;
   plan_.valid = false;
   cache_policy_->OnRewind();
-  sampler_.Restart();
+  sampler_->Restart();
   for (int i = 0; i < to_step; ++i) {
     const HistoryEntry& e = history_[i];
     const std::span<const int32_t> positions(history_positions_.data() + e.offset, e.count);
     const std::span<const int32_t> tokens(history_tokens_.data() + e.offset, e.count);
     if (e.scheduled) {
-      sampler_.ApplyStep(positions, tokens);
+      sampler_->ApplyStep(positions, tokens);
     } else {
-      sampler_.Commit(positions, tokens);
+      sampler_->Commit(positions, tokens);
     }
   }
   const size_t kept = to_step == 0 ? 0 : static_cast<size_t>(history_[to_step - 1].offset +
@@ -526,10 +585,11 @@ absl::Status DenoiseSession::Rewind(int to_step) {
 }
 
 std::span<const int32_t> DenoiseSession::OutputTokens() const {
-  return dllm::OutputTokens(sampler_.canvas().first(static_cast<size_t>(sampler_.gen_end())),
-                            sampler_.prompt_len(), sampler_.stop_ids());
+  return denoiser_->Output();
 }
 
-bool DenoiseSession::exited_early() const { return sampler_.exited_early(); }
+bool DenoiseSession::exited_early() const {
+  return sampler_ != nullptr && sampler_->exited_early();
+}
 
 }  // namespace dllm

@@ -1,5 +1,7 @@
-// DenoiseSession: one generation request end to end — the sampler's canvas,
-// the forward pass that feeds it, and per-step timings. The CLI's
+// DenoiseSession: one generation request end to end — a Denoiser's canvas
+// (the masked samplers of LLaDA and Dream, or DiffusionGemma's
+// entropy-bound renoising), the forward pass that feeds it, CFG's twin
+// canvas, the cache policy, the history and per-step timings. The CLI's
 // `generate` and the gRPC service both drive generations through it.
 //
 // Client-driven sessions (the Step RPC) add, beside Advance(): candidates
@@ -35,6 +37,7 @@
 #include "engine/model/model.h"
 #include "engine/sampler/candidates.h"
 #include "engine/sampler/denoise_sampler.h"
+#include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/sampler/sampler_config.h"
 #include "engine/session/cache_policy.h"
 #include "engine/session/logits_source.h"
@@ -94,6 +97,11 @@ struct CanvasInput {
   std::vector<int32_t> suffix;
 };
 
+// The client-driven operations (AdvanceWith, candidates and log-probs,
+// Forward, Commit, Rewind) take masked denoising only: a denoiser that
+// rewrites the whole canvas every step has no committed positions to
+// choose, score or replay; they answer FAILED_PRECONDITION there.
+//
 // One thread at a time. The ForwardPass must have been created in the task
 // arena that Advance() runs in; Forward() and StepCandidates() run in it too.
 // A failed operation (any non-OK status except CANCELLED) changes nothing:
@@ -129,8 +137,15 @@ class DenoiseSession {
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       const SessionModel& model, const SamplerConfig& config, CanvasInput input,
       std::unique_ptr<LogitsSource> logits);
+  // A session of DiffusionGemma's entropy-bound denoiser over `prompt` and
+  // config.canvas_length positions after it; its forwards compute the whole
+  // canvas and carry the self-conditioning input (no cache yet).
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
+      const SessionModel& model, const EntropyBoundConfig& config, std::vector<int32_t> prompt,
+      std::unique_ptr<LogitsSource> logits);
 
-  bool done() const { return sampler_.done(); }
+  bool done() const { return denoiser_->done(); }
+  int steps() const { return denoiser_->step(); }  // steps taken
   // Runs one denoising step and appends it to the history.
   // FAILED_PRECONDITION when done(). CANCELLED if `check` stops the
   // forward (the session is then unusable).
@@ -203,19 +218,22 @@ class DenoiseSession {
 
   // Advance() and Commit() calls in the history (what Rewind counts).
   int history_size() const { return static_cast<int>(history_.size()); }
-  int gen_length() const { return sampler_.config().gen_length; }
+  int gen_length() const { return denoiser_->gen_end() - denoiser_->prompt_len(); }
   // Masked positions in the generated region.
   int masked_remaining() const;
 
   // The whole canvas: prompt, generated region, suffix (infill).
-  std::span<const int32_t> canvas() const { return sampler_.canvas(); }
+  std::span<const int32_t> canvas() const { return denoiser_->canvas(); }
   // The generated region alone (what API positions index).
-  std::span<const int32_t> generated() const { return sampler_.generated(); }
-  int prompt_len() const { return sampler_.prompt_len(); }
-  int suffix_len() const { return sampler_.suffix_len(); }
-  const DenoiseSampler& sampler() const { return sampler_; }
-  // Generated tokens up to the first stop token (EOS/EoT); under infill the
-  // end-of-text tokens that pad the region before the suffix are cut too.
+  std::span<const int32_t> generated() const {
+    return canvas().subspan(static_cast<size_t>(prompt_len()), static_cast<size_t>(gen_length()));
+  }
+  int prompt_len() const { return denoiser_->prompt_len(); }
+  int suffix_len() const { return static_cast<int>(canvas().size()) - denoiser_->gen_end(); }
+  // The masked sampler (sessions of masked denoising only).
+  const DenoiseSampler& sampler() const { return *sampler_; }
+  // The denoiser's output (Denoiser::Output): for masked denoising the
+  // generated tokens up to the first stop token (EOS/EoT).
   std::span<const int32_t> OutputTokens() const;
   // Whether the loop stopped before its last scheduled step (early exit).
   bool exited_early() const;
@@ -225,8 +243,12 @@ class DenoiseSession {
   int cache_refreshes() const { return cache_policy_->refreshes(); }
 
  private:
-  DenoiseSession(const SessionModel& model, DenoiseSampler sampler,
-                 std::unique_ptr<LogitsSource> source, std::unique_ptr<CachePolicy> cache_policy);
+  // `sampler`: `denoiser` as the masked sampler when it is one, else null.
+  DenoiseSession(const SessionModel& model, std::unique_ptr<Denoiser> denoiser,
+                 DenoiseSampler* sampler, std::unique_ptr<LogitsSource> source,
+                 std::unique_ptr<CachePolicy> cache_policy);
+  // FAILED_PRECONDITION naming `what` unless the denoiser is masked.
+  absl::Status RequireMasked(const char* what) const;
   // The canvas as the cache policy plans from it.
   CanvasView View() const;
   // Advance(), committing `forced` (positions, tokens) when set instead of
@@ -268,15 +290,16 @@ class DenoiseSession {
   // The logits row canvas position `p` reads (guided into `cfg_row` under CFG).
   std::span<const float> RowAt(int p, std::span<const int32_t> rows, const float* logits,
                                const float* uncond, std::span<float> cfg_row) const;
-  // Fills batch_ for logits of `rows`: one sequence (two under CFG)
-  // computing the canvas rows `range`, through the caches when `use_cache`.
-  void PlanBatch(std::span<const int32_t> rows, RowRange range, bool use_cache,
+  // Fills batch_ for `plan`: one sequence (two under CFG) computing the
+  // canvas rows `range`, through the caches when `use_cache`.
+  void PlanBatch(const DenoiserPlan& plan, RowRange range, bool use_cache,
                  const std::atomic<bool>* stop);
   // The unconditional logits under CFG: after the `n_rows` conditional rows.
   const float* UncondLogits(size_t n_rows) const;
 
   SessionModel model_;
-  DenoiseSampler sampler_;
+  std::unique_ptr<Denoiser> denoiser_;
+  DenoiseSampler* sampler_ = nullptr;  // denoiser_, when it is the masked sampler
   std::unique_ptr<LogitsSource> source_;
   // (canvas, n_vocab): the most rows a step can ask for; under CFG twice
   // that, the conditional rows then the unconditional ones.
@@ -285,7 +308,8 @@ class DenoiseSession {
   // The step PlanStep() planned (valid until FinishStep or another operation).
   struct StepPlan {
     bool valid = false;
-    CachePlan cache;  // the rows it computes and how it uses the cache
+    DenoiserPlan step;  // what the denoiser asked for
+    CachePlan cache;    // the rows it computes and how it uses the cache
     std::chrono::steady_clock::time_point start;
   };
   StepPlan plan_;

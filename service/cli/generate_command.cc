@@ -239,7 +239,7 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
                 const DenoiseSession& session, std::span<const int32_t> prompt,
                 const std::string& text, const RunTotals& totals, int threads, IsaLevel isa) {
   const std::span<const int32_t> canvas = session.canvas();
-  const int steps_run = session.sampler().step();
+  const int steps_run = session.steps();
   Json out = Json::object();
   out["arch"] = std::string(ArchName(mc.arch));
   out["model_file"] = flags.Get("model");
@@ -282,7 +282,7 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
 // The one-line summary on stderr after the text.
 void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
                   const RunTotals& totals, int threads, IsaLevel isa) {
-  const int steps_run = session.sampler().step();
+  const int steps_run = session.steps();
   auto per_step = [&](double seconds) { return steps_run ? seconds * 1e3 / steps_run : 0.0; };
   const std::string early =
       session.exited_early() ? absl::StrCat(" of ", config.PlannedSteps(), ", early exit") : "";

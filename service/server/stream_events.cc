@@ -106,7 +106,7 @@ v1::Final MakeFinal(const DenoiseSession& session, const GenerationSpec& spec,
   u->set_generated_tokens(static_cast<uint32_t>(output.size()));
   u->set_canvas_tokens(spec.canvas_tokens());
   u->set_suffix_tokens(static_cast<uint32_t>(spec.suffix.size()));
-  u->set_steps(session.sampler().step());
+  u->set_steps(session.steps());
   u->set_forward_passes(session.forward_passes());
   f.set_seed(spec.sampler.seed);
   f.set_exited_early(session.exited_early());

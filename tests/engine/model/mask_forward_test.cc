@@ -203,6 +203,16 @@ TEST(MaskForwardTest, MalformedMasksAreRefusedNamingTheSequence) {
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << MaskKindName(mask.kind);
     EXPECT_NE(status.message().find("sequence 0"), std::string::npos) << status;
   }
+  // Self-conditioning rides in the batch; a model without its weights says so.
+  ForwardBatch batch;
+  batch.sequences.push_back(SequenceInput{tokens, 0, 10, row, nullptr, logits.data()});
+  batch.sequences[0].self_conditioning = logits;
+  const absl::Status status = (*pass)->Run(batch);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("sequence 0: self-conditioning input, but llada has no "
+                                  "self-conditioning"),
+            std::string::npos)
+      << status;
 }
 
 }  // namespace
