@@ -42,21 +42,23 @@ void BM_Tiles(benchmark::State& state) {
     arena.execute([&] {
       tbb::enumerable_thread_specific<double> local(0.0);
       if constexpr (kDynamic) {
-        tbb::parallel_for(tbb::blocked_range<int>(0, kTiles, 1),
-                          [&](const tbb::blocked_range<int>& r) {
-                            for (int t = r.begin(); t != r.end(); ++t) {
-                              RunTile(iterations, slowdown, &local.local());
-                            }
-                          },
-                          tbb::simple_partitioner());
+        tbb::parallel_for(
+            tbb::blocked_range<int>(0, kTiles, 1),
+            [&](const tbb::blocked_range<int>& r) {
+              for (int t = r.begin(); t != r.end(); ++t) {
+                RunTile(iterations, slowdown, &local.local());
+              }
+            },
+            tbb::simple_partitioner());
       } else {
-        tbb::parallel_for(tbb::blocked_range<int>(0, kTiles, kTiles / 2),
-                          [&](const tbb::blocked_range<int>& r) {
-                            for (int t = r.begin(); t != r.end(); ++t) {
-                              RunTile(iterations, slowdown, &local.local());
-                            }
-                          },
-                          tbb::static_partitioner());
+        tbb::parallel_for(
+            tbb::blocked_range<int>(0, kTiles, kTiles / 2),
+            [&](const tbb::blocked_range<int>& r) {
+              for (int t = r.begin(); t != r.end(); ++t) {
+                RunTile(iterations, slowdown, &local.local());
+              }
+            },
+            tbb::static_partitioner());
       }
       sink += local.combine([](double a, double b) { return a + b; });
     });
@@ -67,9 +69,19 @@ void BM_Tiles(benchmark::State& state) {
 
 // Arg: how many times longer worker 1 takes per tile (0 = equal cores,
 // 3 = a core 4x slower, roughly an E-core under a vector-heavy load).
-BENCHMARK(BM_Tiles<true>)->Name("BM_DynamicTiles")->Arg(0)->Arg(1)->Arg(3)->UseRealTime()
+BENCHMARK(BM_Tiles<true>)
+    ->Name("BM_DynamicTiles")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(3)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Tiles<false>)->Name("BM_StaticSplit")->Arg(0)->Arg(1)->Arg(3)->UseRealTime()
+BENCHMARK(BM_Tiles<false>)
+    ->Name("BM_StaticSplit")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(3)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -25,7 +25,7 @@ constexpr int kAttnKeyBlock = 64;    // keys scored at a time
 constexpr int kAttnRowsPerCall = 64;
 
 struct AttentionShape {
-  int n_tokens = 0;   // canvas length L (keys and values)
+  int n_tokens = 0;  // canvas length L (keys and values)
   int n_head = 0;
   int n_head_kv = 0;
   int head_dim = 0;

@@ -15,8 +15,8 @@ namespace {
 }  // namespace
 
 void AttentionAvx512(const AttentionShape& shape, const float* q, const float* k, const float* v,
-                  float* out, int head, int q_begin, int q_end, const KeyRange* row_keys,
-                  float* scratch) {
+                     float* out, int head, int q_begin, int q_end, const KeyRange* row_keys,
+                     float* scratch) {
   AttentionBlock(shape, q, k, v, out, head, q_begin, q_end, row_keys, scratch);
 }
 

@@ -51,8 +51,8 @@ DLLM_ATTN_INLINE Vec Exp(Vec x) {
   x = Max(x, Splat(-87.0f));
   const Vec t = x * 1.44269504088896341f;
   Vec n = __builtin_convertvector(__builtin_convertvector(t, VecInts), Vec);  // trunc
-  n = n > t ? n - 1.0f : n;                                                  // floor
-  const Vec f = t - n;  // [0, 1)
+  n = n > t ? n - 1.0f : n;                                                   // floor
+  const Vec f = t - n;                                                        // [0, 1)
   Vec p = Splat(1.5353362e-4f);
   p = p * f + 1.3398874e-3f;
   p = p * f + 9.6180944e-3f;
@@ -69,7 +69,8 @@ DLLM_ATTN_INLINE Vec Exp(Vec x) {
 }
 
 // pt[j] = sum_c qt[c] * k_j[c] for the nk keys at `k` (row stride `ks`).
-DLLM_ATTN_INLINE void Scores(const float* qt, const float* k, int64_t ks, int nk, int d, float* pt) {
+DLLM_ATTN_INLINE void Scores(const float* qt, const float* k, int64_t ks, int nk, int d,
+                             float* pt) {
   int j = 0;
   for (; j + kUnroll <= nk; j += kUnroll) {
     const float* kr = k + j * ks;
@@ -272,7 +273,8 @@ void AttentionBlock(const dllm::AttentionShape& s, const float* q, const float* 
   // power-of-two stride one head's rows share a few cache sets and evict
   // each other. With row ranges only the union of the call's ranges is
   // staged.
-  float* qt = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+  float* qt =
+      reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
   float* ot = qt + kLanes * d;
   float* pt = ot + kLanes * d;
   float* kb = pt + kLanes * dllm::kAttnKeyBlock;

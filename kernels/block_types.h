@@ -7,15 +7,15 @@
 
 namespace dllm {
 
-constexpr int kQK = 32;   // elements per block of the legacy formats
-constexpr int kQKK = 256;  // elements per super-block of the K formats
+constexpr int kQK = 32;           // elements per block of the legacy formats
+constexpr int kQKK = 256;         // elements per super-block of the K formats
 constexpr int kKScaleBytes = 12;  // packed 6-bit scales/mins of Q4_K and Q5_K
 
 using f16_bits = uint16_t;  // IEEE half, stored raw
 
 struct BlockQ4_0 {
-  f16_bits d;            // scale
-  uint8_t qs[kQK / 2];   // nibbles: element j in low nibble of qs[j], j+16 in high
+  f16_bits d;           // scale
+  uint8_t qs[kQK / 2];  // nibbles: element j in low nibble of qs[j], j+16 in high
 };
 struct BlockQ4_1 {
   f16_bits d, m;  // scale, min
@@ -36,7 +36,7 @@ struct BlockQ8_0 {
   int8_t qs[kQK];
 };
 struct BlockQ4_K {
-  f16_bits d, dmin;  // super-block scale for scales / mins
+  f16_bits d, dmin;              // super-block scale for scales / mins
   uint8_t scales[kKScaleBytes];  // 8 x (6-bit scale, 6-bit min)
   uint8_t qs[kQKK / 2];
 };

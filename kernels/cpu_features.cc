@@ -158,8 +158,8 @@ IsaLevel BestIsaLevel() {
 
 std::vector<IsaLevel> SupportedIsaLevels() {
   std::vector<IsaLevel> levels;
-  for (IsaLevel level : {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512Vnni,
-                         IsaLevel::kAmx}) {
+  for (IsaLevel level :
+       {IsaLevel::kScalar, IsaLevel::kAvx2, IsaLevel::kAvx512Vnni, IsaLevel::kAmx}) {
     if (IsaLevelSupported(level)) levels.push_back(level);
   }
   return levels;

@@ -34,10 +34,10 @@ struct CpuFeatures {
   bool amx_tile = false;
   bool amx_int8 = false;
   bool amx_bf16 = false;
-  bool os_avx = false;     // XCR0 enables YMM state
-  bool os_avx512 = false;  // XCR0 enables opmask and ZMM state
-  bool os_amx = false;     // XCR0 enables tile config and tile data
-  bool amx_permitted = false;  // arch_prctl(ARCH_REQ_XCOMP_PERM) succeeded
+  bool os_avx = false;            // XCR0 enables YMM state
+  bool os_avx512 = false;         // XCR0 enables opmask and ZMM state
+  bool os_amx = false;            // XCR0 enables tile config and tile data
+  bool amx_permitted = false;     // arch_prctl(ARCH_REQ_XCOMP_PERM) succeeded
   std::string amx_denied_reason;  // why AMX is unusable, when the CPU has it
 };
 

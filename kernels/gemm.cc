@@ -59,9 +59,9 @@ GemmTiling PlanGemmTiles(const GemmKernels& kernels, const GemmArgs& args, int n
   // should stay in L2: long K means fewer rows. (On Zen 5's 1 MB L2, 512 KB
   // to 1 MB measured alike within the VM's noise, 256 KB clearly slower.)
   constexpr int64_t kActBytesInL2 = 768 * 1024;
-  const int64_t max_rows = std::clamp<int64_t>(kActBytesInL2 / std::max<int64_t>(args.w->cols, 1) /
-                                                   row_block * row_block,
-                                               std::max<int64_t>(16, row_block), kMaxTileRows);
+  const int64_t max_rows = std::clamp<int64_t>(
+      kActBytesInL2 / std::max<int64_t>(args.w->cols, 1) / row_block * row_block,
+      std::max<int64_t>(16, row_block), kMaxTileRows);
   t.tile_rows = std::min(rows, max_rows);
   if (rows > max_rows) {  // equal heights, whole row blocks
     const int64_t n = (rows + max_rows - 1) / max_rows;

@@ -41,7 +41,6 @@
 namespace dllm::gemm_internal {
 namespace {
 
-
 // Two sets, alternating by group: C tiles 0, 1 (16 x 16 int32); A tiles
 // 4, 5 (16 rows x S codes); B tiles 6, 7 (S/4 quad-rows x 64 bytes).
 constexpr AmxTileConfig MakeConfig(int S) {
@@ -131,7 +130,8 @@ StagedPanel StagePanel(const QuantizedMatrix& w, int64_t p, uint8_t* codes_out, 
     // kU6G16 stores no offsets: c = -2^shift d.
     const __m512 neg_pow = _mm512_set1_ps(-std::ldexp(1.0f, w.offset_shift));
     for (int64_t g = 0; g < groups; ++g) {
-      _mm512_store_ps(c_out + g * kPanelRows, _mm512_mul_ps(_mm512_load_ps(d + g * kPanelRows), neg_pow));
+      _mm512_store_ps(c_out + g * kPanelRows,
+                      _mm512_mul_ps(_mm512_load_ps(d + g * kPanelRows), neg_pow));
     }
     sp.d = d;
     sp.c = c_out;
@@ -199,8 +199,7 @@ StagedRows StageRows(const GemmArgs& a, const int64_t* rows, int nb, int8_t* cod
 // inlined, so that acc stays in 16 zmm registers (as a loop GCC keeps it on
 // the stack, and every row pays a store-to-load round trip).
 __attribute__((always_inline)) inline void Epilogue(const int32_t (*c)[16], __m512 dv, __m512 cv,
-                                                    const float* s, const float* xs,
-                                                    __m512* acc) {
+                                                    const float* s, const float* xs, __m512* acc) {
 #pragma GCC unroll 16
   for (int r = 0; r < 16; ++r) {
     const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(c[r]));

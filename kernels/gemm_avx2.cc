@@ -51,11 +51,15 @@ inline __m256i Bcast4(const int8_t* p) {
 // [half, half + 32) of it. The 16-bit shifts are safe: the masks drop the
 // bits that cross a byte.
 inline __m256i Unpack6(const uint8_t* codes, int q, int half) {
-  auto load = [&](int v) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * v + half)); };
+  auto load = [&](int v) {
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * v + half));
+  };
   if (q < 2) return _mm256_and_si256(load(q), _mm256_set1_epi8(0x3f));
   const __m256i low = load(2);
-  const __m256i lo = _mm256_and_si256(q == 2 ? low : _mm256_srli_epi16(low, 4), _mm256_set1_epi8(0x0f));
-  return _mm256_or_si256(lo, _mm256_and_si256(_mm256_srli_epi16(load(q - 2), 2), _mm256_set1_epi8(0x30)));
+  const __m256i lo =
+      _mm256_and_si256(q == 2 ? low : _mm256_srli_epi16(low, 4), _mm256_set1_epi8(0x0f));
+  return _mm256_or_si256(
+      lo, _mm256_and_si256(_mm256_srli_epi16(load(q - 2), 2), _mm256_set1_epi8(0x30)));
 }
 
 // acc += the int32 dot of each lane's 4 codes `w` with the 4 activations `x`.
@@ -76,8 +80,8 @@ struct Avx2 {
     return !kAvxVnni && PackCodeBits(kind) == 8 ? 128.0f : 0.0f;
   }
   template <PackKind kKind, bool kIntOffset, int R, int P>
-  static void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0,
-                         int64_t g1, const ChunkScales<Avx2>& cs, int shift, float* part);
+  static void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0, int64_t g1,
+                         const ChunkScales<Avx2>& cs, int shift, float* part);
 };
 
 // The integer dot of one scale group for R rows, both halves of the panel,
@@ -90,7 +94,8 @@ inline void GroupDots(const uint8_t* codes, const int8_t* const* x, const __m256
     const __m256i nib = _mm256_set1_epi8(0x0f);
     for (int q = 0; q < 4; ++q) {
       for (int h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
+        const __m256i v =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
         const __m256i lo = _mm256_and_si256(v, nib);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
         for (int r = 0; r < R; ++r) {
@@ -98,7 +103,8 @@ inline void GroupDots(const uint8_t* codes, const int8_t* const* x, const __m256
           if constexpr (kAvxVnni) {
             dot[r][h] = Dot4(Dot4(dot[r][h], lo, xl), hi, xh);
           } else {  // both products in int16 first: 4 * 15 * 127 < 32767
-            const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
+            const __m256i p16 =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh));
             dot[r][h] = _mm256_add_epi32(dot[r][h], _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
           }
         }
@@ -116,7 +122,8 @@ inline void GroupDots(const uint8_t* codes, const int8_t* const* x, const __m256
   } else {
     for (int q = 0; q < 8; ++q) {
       for (int h = 0; h < 2; ++h) {
-        const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
+        const __m256i v =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(codes + 64 * q + 32 * h));
         if constexpr (kAvxVnni) {
           for (int r = 0; r < R; ++r) dot[r][h] = Dot4(dot[r][h], v, Bcast4(x[r] + 4 * q));
         } else {  // recentred: |u - 128| x sign(x, u - 128)

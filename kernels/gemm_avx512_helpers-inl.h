@@ -10,7 +10,8 @@ inline __m512i Unpack6(const uint8_t* codes, int q) {
   if (q < 2) return _mm512_and_si512(_mm512_load_si512(codes + 64 * q), m6);
   const __m512i top = _mm512_load_si512(codes + 64 * (q - 2));
   const __m512i low = _mm512_load_si512(codes + 128);
-  const __m512i lo = _mm512_and_si512(q == 2 ? low : _mm512_srli_epi16(low, 4), _mm512_set1_epi8(0x0f));
+  const __m512i lo =
+      _mm512_and_si512(q == 2 ? low : _mm512_srli_epi16(low, 4), _mm512_set1_epi8(0x0f));
   return _mm512_or_si512(lo, _mm512_and_si512(_mm512_srli_epi16(top, 2), _mm512_set1_epi8(0x30)));
 }
 

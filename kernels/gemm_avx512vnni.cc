@@ -87,8 +87,8 @@ struct Avx512Vnni {
   static constexpr int kPanelBlock = 3;
   static constexpr float CodeBias(PackKind) { return 0.0f; }
   template <PackKind kKind, bool kIntOffset, int R, int P>
-  static void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0,
-                         int64_t g1, const ChunkScales<Avx512Vnni>& cs, int shift, float* part);
+  static void BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, int64_t g0, int64_t g1,
+                         const ChunkScales<Avx512Vnni>& cs, int shift, float* part);
 };
 
 // Adds groups [g0, g1) (one chunk) of rows rows[0..R) x panels p0..p0+P to
@@ -132,7 +132,8 @@ void Avx512Vnni::BlockChunk(const GemmArgs& a, const int64_t* rows, int64_t p0, 
     for (int r = 0; r < R; ++r) {
       const __m512 sv = _mm512_set1_ps(sx[r][k0 / kActBlock]);
       for (int p = 0; p < P; ++p) {
-        const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_load_ps(cs.d[p][g - g0]));
+        const __m512 t =
+            _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_load_ps(cs.d[p][g - g0]));
         acc[r][p] = _mm512_fmadd_ps(t, sv, acc[r][p]);
       }
     }

@@ -21,11 +21,11 @@ struct FloatGemmArgs {
   const void* w = nullptr;         // n rows of k elements, `w_row_bytes` apart
   size_t w_row_bytes = 0;
   int64_t n = 0, k = 0;
-  const float* x = nullptr;        // activation rows, `ldx` floats apart
+  const float* x = nullptr;  // activation rows, `ldx` floats apart
   int64_t ldx = 0;
-  const int32_t* rows = nullptr;   // rows of x to use (nullptr: 0..m-1)
+  const int32_t* rows = nullptr;  // rows of x to use (nullptr: 0..m-1)
   int64_t m = 0;
-  float* y = nullptr;              // m rows of n outputs, `ldy` floats apart
+  float* y = nullptr;  // m rows of n outputs, `ldy` floats apart
   int64_t ldy = 0;
 };
 

@@ -44,7 +44,8 @@ void TileScalar(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p
             } else if constexpr (kKind == PackKind::kU6G16) {
               const int q = e / 4, at = n * 4 + e % 4;
               u = q < 2 ? codes[64 * q + at] & 63
-                        : ((codes[128 + at] >> (4 * (q - 2))) & 15) | (codes[64 * (q - 2) + at] >> 6) << 4;
+                        : ((codes[128 + at] >> (4 * (q - 2))) & 15) |
+                              (codes[64 * (q - 2) + at] >> 6) << 4;
             } else {
               u = codes[((e / 4) * kPanelRows + n) * 4 + e % 4];
             }

@@ -154,11 +154,12 @@ void RowsChunk(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t p0
   for (int r = 0; r < left; ++r) rows[r] = i + r;
   float* at = part + (i - row_begin) * kPartStride;
   [&]<int... kR>(std::integer_sequence<int, kR...>) {
-    ((left == kR + 1 ? Policy::template BlockChunk<kKind, kIntOffset, kR + 1, P>(
-                           a, rows, p0, g0, g1, cs, shift, at)
+    ((left == kR + 1 ? Policy::template BlockChunk<kKind, kIntOffset, kR + 1, P>(a, rows, p0, g0,
+                                                                                 g1, cs, shift, at)
                      : void()),
      ...);
-  }(std::make_integer_sequence<int, kRows - 1>{});
+  }
+  (std::make_integer_sequence<int, kRows - 1>{});
 }
 
 template <typename Policy, PackKind kKind, bool kIntOffset>
@@ -185,15 +186,18 @@ void TileImpl(const GemmArgs& a, int64_t row_begin, int64_t row_end, int64_t pan
         if (g1 < groups) {
           AddChunk<Policy, kKind>(w, p0, np, g1, std::min(groups, g1 + chunk_groups), &next);
         } else if (p0 + kPanels < panel_end) {
-          const int next_np = static_cast<int>(std::min<int64_t>(kPanels, panel_end - p0 - kPanels));
-          AddChunk<Policy, kKind>(w, p0 + kPanels, next_np, 0, std::min(groups, chunk_groups), &next);
+          const int next_np =
+              static_cast<int>(std::min<int64_t>(kPanels, panel_end - p0 - kPanels));
+          AddChunk<Policy, kKind>(w, p0 + kPanels, next_np, 0, std::min(groups, chunk_groups),
+                                  &next);
         }
         [&]<int... kP>(std::integer_sequence<int, kP...>) {
           ((np == kP + 1 ? RowsChunk<Policy, kKind, kIntOffset, kP + 1>(a, r0, r1, p0, g0, g1, cs,
-                                                                       shift, &next, part)
+                                                                        shift, &next, part)
                          : void()),
            ...);
-        }(std::make_integer_sequence<int, kPanels>{});
+        }
+        (std::make_integer_sequence<int, kPanels>{});
       }
       for (int p = 0; p < np; ++p) {
         const int64_t col0 = (p0 + p) * kPanelRows;

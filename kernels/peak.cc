@@ -18,10 +18,22 @@ void DependentAddBlocks(int64_t blocks) {
   const int64_t one = 1;
   __asm__ volatile(
       "1:\n\t"
-      "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t"
-      "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t"
-      "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t"
-      "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t" "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
+      "add %2, %1\n\t"
       "dec %0\n\t"
       "jnz 1b\n\t"
       : "+r"(blocks), "+r"(x)
@@ -45,17 +57,23 @@ struct LoopEntry {
 // ports documented for server cores (Intel optimization manual; AMX:
 // 16 x 16 x 64 MACs per 16 cycles, 1024 MACs a cycle).
 const LoopEntry kLoops[] = {
-    {{PeakLoop::kAvx2Int8, "avx2-int8", "vpmaddubsw ymm", 64, 2}, Avx2Int8Blocks,
+    {{PeakLoop::kAvx2Int8, "avx2-int8", "vpmaddubsw ymm", 64, 2},
+     Avx2Int8Blocks,
      kAvx2Int8PerBlock},
-    {{PeakLoop::kAvxVnniInt8, "avxvnni-int8", "vpdpbusd ymm", 64, 2}, AvxVnniInt8Blocks,
+    {{PeakLoop::kAvxVnniInt8, "avxvnni-int8", "vpdpbusd ymm", 64, 2},
+     AvxVnniInt8Blocks,
      kYmmChainsPerBlock},
     {{PeakLoop::kAvx512VnniInt8, "avx512vnni-int8", "vpdpbusd zmm", 128, 2},
-     Avx512VnniInt8Blocks, kZmmChainsPerBlock},
-    {{PeakLoop::kAmxInt8, "amx-int8", "tdpbusd 16x16x64", 32768, 1.0 / 16}, AmxInt8Blocks,
+     Avx512VnniInt8Blocks,
+     kZmmChainsPerBlock},
+    {{PeakLoop::kAmxInt8, "amx-int8", "tdpbusd 16x16x64", 32768, 1.0 / 16},
+     AmxInt8Blocks,
      kAmxPerBlock},
-    {{PeakLoop::kAvx2Fp32, "avx2-fp32", "vfmadd231ps ymm", 16, 2}, Avx2Fp32Blocks,
+    {{PeakLoop::kAvx2Fp32, "avx2-fp32", "vfmadd231ps ymm", 16, 2},
+     Avx2Fp32Blocks,
      kYmmChainsPerBlock},
-    {{PeakLoop::kAvx512Fp32, "avx512-fp32", "vfmadd231ps zmm", 32, 2}, Avx512Fp32Blocks,
+    {{PeakLoop::kAvx512Fp32, "avx512-fp32", "vfmadd231ps zmm", 32, 2},
+     Avx512Fp32Blocks,
      kZmmChainsPerBlock},
 };
 
@@ -75,7 +93,8 @@ double BlocksPerSecond(void (*run)(int64_t), double seconds) {
     run(blocks);
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed >= seconds || blocks > (int64_t{1} << 40)) return static_cast<double>(blocks) / elapsed;
+    if (elapsed >= seconds || blocks > (int64_t{1} << 40))
+      return static_cast<double>(blocks) / elapsed;
     blocks = elapsed > seconds / 16 ? static_cast<int64_t>(blocks * seconds / elapsed * 1.05)
                                     : blocks * 8;
   }
@@ -88,12 +107,18 @@ const PeakSpec& PeakSpecOf(PeakLoop loop) { return EntryOf(loop).spec; }
 bool PeakLoopSupported(PeakLoop loop) {
   const CpuFeatures& f = GetCpuFeatures();
   switch (loop) {
-    case PeakLoop::kAvx2Int8: return IsaLevelSupported(IsaLevel::kAvx2);
-    case PeakLoop::kAvxVnniInt8: return IsaLevelSupported(IsaLevel::kAvx2) && f.avx_vnni;
-    case PeakLoop::kAvx512VnniInt8: return IsaLevelSupported(IsaLevel::kAvx512Vnni);
-    case PeakLoop::kAmxInt8: return IsaLevelSupported(IsaLevel::kAmx);
-    case PeakLoop::kAvx2Fp32: return IsaLevelSupported(IsaLevel::kAvx2);
-    case PeakLoop::kAvx512Fp32: return IsaLevelSupported(IsaLevel::kAvx512Vnni);
+    case PeakLoop::kAvx2Int8:
+      return IsaLevelSupported(IsaLevel::kAvx2);
+    case PeakLoop::kAvxVnniInt8:
+      return IsaLevelSupported(IsaLevel::kAvx2) && f.avx_vnni;
+    case PeakLoop::kAvx512VnniInt8:
+      return IsaLevelSupported(IsaLevel::kAvx512Vnni);
+    case PeakLoop::kAmxInt8:
+      return IsaLevelSupported(IsaLevel::kAmx);
+    case PeakLoop::kAvx2Fp32:
+      return IsaLevelSupported(IsaLevel::kAvx2);
+    case PeakLoop::kAvx512Fp32:
+      return IsaLevelSupported(IsaLevel::kAvx512Vnni);
   }
   return false;
 }
@@ -131,11 +156,14 @@ PeakReading ReadPeak(PeakLoop loop, double seconds) {
 
 std::optional<PeakLoop> Int8PeakLoopOf(IsaLevel isa) {
   switch (isa) {
-    case IsaLevel::kAmx: return PeakLoop::kAmxInt8;
-    case IsaLevel::kAvx512Vnni: return PeakLoop::kAvx512VnniInt8;
+    case IsaLevel::kAmx:
+      return PeakLoop::kAmxInt8;
+    case IsaLevel::kAvx512Vnni:
+      return PeakLoop::kAvx512VnniInt8;
     case IsaLevel::kAvx2:
       return GetCpuFeatures().avx_vnni ? PeakLoop::kAvxVnniInt8 : PeakLoop::kAvx2Int8;
-    case IsaLevel::kScalar: return std::nullopt;
+    case IsaLevel::kScalar:
+      return std::nullopt;
   }
   return std::nullopt;
 }
@@ -143,9 +171,12 @@ std::optional<PeakLoop> Int8PeakLoopOf(IsaLevel isa) {
 std::optional<PeakLoop> Fp32PeakLoopOf(IsaLevel isa) {
   switch (isa) {
     case IsaLevel::kAmx:
-    case IsaLevel::kAvx512Vnni: return PeakLoop::kAvx512Fp32;
-    case IsaLevel::kAvx2: return PeakLoop::kAvx2Fp32;
-    case IsaLevel::kScalar: return std::nullopt;
+    case IsaLevel::kAvx512Vnni:
+      return PeakLoop::kAvx512Fp32;
+    case IsaLevel::kAvx2:
+      return PeakLoop::kAvx2Fp32;
+    case IsaLevel::kScalar:
+      return std::nullopt;
   }
   return std::nullopt;
 }

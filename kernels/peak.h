@@ -5,9 +5,9 @@
 // (kernels/peak_*.cc, one translation unit per ISA), so the compiler can
 // neither spill the accumulators to the stack nor hoist the work: 15 (ymm)
 // or 16 (zmm) chains cover latency x ports of vpdpbusd, vpmaddubsw and
-// vfmadd (4-5 cycles on 2 ports, 8-10 in flight); AMX keeps 4 C tiles. The first peak loop of this project
-// kept 12 accumulators in a C array that GCC stored and reloaded every
-// iteration, and measured a quarter of the real VNNI rate.
+// vfmadd (4-5 cycles on 2 ports, 8-10 in flight); AMX keeps 4 C tiles. The first peak loop of this
+// project kept 12 accumulators in a C array that GCC stored and reloaded every iteration, and
+// measured a quarter of the real VNNI rate.
 //
 // The bound is documented ports x operations per instruction x the core
 // clock, and the clock is measured here too (a chain of dependent adds, one
@@ -34,8 +34,8 @@ enum class PeakLoop {
 
 struct PeakSpec {
   PeakLoop loop;
-  const char* name;         // "avx512vnni-int8", ...
-  const char* instruction;  // what the loop issues
+  const char* name;            // "avx512vnni-int8", ...
+  const char* instruction;     // what the loop issues
   double ops_per_instruction;  // 2 per multiply-add
   // Instructions per cycle per core, from the vendors' optimization manuals
   // (Intel: 2 ports for 256/512-bit integer and FMA on server cores; AMX: one

@@ -11,7 +11,6 @@
 namespace dllm::peak_internal {
 namespace {
 
-
 constexpr AmxTileConfig MakeConfig() {
   AmxTileConfig c{};
   c.palette_id = 1;

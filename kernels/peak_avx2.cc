@@ -38,7 +38,8 @@ void Avx2Int8Blocks(int64_t blocks) {
       "vzeroupper\n\t"
       : "+r"(blocks)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
 
 // kYmmChainsPerBlock accumulator chains of {vex} vpdpbusd ymm (AVX-VNNI;
@@ -68,7 +69,8 @@ void AvxVnniInt8Blocks(int64_t blocks) {
       "vzeroupper\n\t"
       : "+r"(blocks)
       : "r"(kOnes)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
 
 // kYmmChainsPerBlock chains of vfmadd231ps ymm (latency 4 x 2 ports = 8
@@ -97,7 +99,8 @@ void Avx2Fp32Blocks(int64_t blocks) {
       "vzeroupper\n\t"
       : "+r"(blocks)
       : "r"(kOnes)
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory");
 }
 
 }  // namespace dllm::peak_internal

@@ -34,7 +34,8 @@ void Avx512VnniInt8Blocks(int64_t blocks) {
       "vzeroupper\n\t"
       : "+r"(blocks)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm30", "xmm31", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm30", "xmm31", "cc");
 }
 
 // kZmmChainsPerBlock chains of vfmadd231ps zmm (latency 4 x 2 ports = 8).
@@ -64,7 +65,8 @@ void Avx512Fp32Blocks(int64_t blocks) {
       "vzeroupper\n\t"
       : "+r"(blocks)
       :
-      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm30", "xmm31", "cc");
+      : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10",
+        "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm30", "xmm31", "cc");
 }
 
 }  // namespace dllm::peak_internal

@@ -60,12 +60,11 @@ QuantizedRows CarveQuantizedRows(void* buffer, int64_t rows, int64_t cols) {
   return r;
 }
 
-void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
-                  const QuantizedRows& out) {
+void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows, const QuantizedRows& out) {
   const QuantizeRowFn quantize = BestQuantizeRow();
   for (int64_t r = 0; r < num_rows; ++r) {
     quantize(x + r * x_stride, out.cols, out.q + r * out.cols,
-                out.scale + r * (out.cols / kActBlock), out.sum16 + r * (out.cols / 16));
+             out.scale + r * (out.cols / kActBlock), out.sum16 + r * (out.cols / 16));
   }
 }
 
@@ -74,7 +73,7 @@ void QuantizeGatheredRows(const float* x, int64_t x_stride, const int32_t* row_i
   const QuantizeRowFn quantize = BestQuantizeRow();
   for (int64_t i = 0; i < num_rows; ++i) {
     quantize(x + row_ids[i] * x_stride, out.cols, out.q + i * out.cols,
-                out.scale + i * (out.cols / kActBlock), out.sum16 + i * (out.cols / 16));
+             out.scale + i * (out.cols / kActBlock), out.sum16 + i * (out.cols / 16));
   }
 }
 

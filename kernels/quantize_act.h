@@ -20,8 +20,8 @@ constexpr int kActBlock = 32;  // elements per activation scale
 
 // View of quantized activation rows; points into caller-owned memory.
 struct QuantizedRows {
-  int64_t rows = 0;  // M
-  int64_t cols = 0;  // K, a multiple of kActBlock
+  int64_t rows = 0;          // M
+  int64_t cols = 0;          // K, a multiple of kActBlock
   int8_t* q = nullptr;       // (rows, cols), row stride cols, 64-byte aligned
   float* scale = nullptr;    // (rows, cols / 32)
   int32_t* sum16 = nullptr;  // (rows, cols / 16): sum of q over each 16
@@ -49,8 +49,7 @@ void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* scale, int3
 
 // Quantizes rows 0..num_rows of `x` (row stride `x_stride` floats) into
 // `out` (out->cols elements each).
-void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows,
-                  const QuantizedRows& out);
+void QuantizeRows(const float* x, int64_t x_stride, int64_t num_rows, const QuantizedRows& out);
 
 // Gathers: quantizes x row row_ids[i] into row i of `out`, i < num_rows
 // (out->rows >= num_rows), so a GEMM over rows 0..num_rows writes a compact

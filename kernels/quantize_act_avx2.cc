@@ -29,8 +29,9 @@ void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* scale, int3
     const float* xb = x + b * kActBlock;
     __m256 v[4];
     for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(xb + 8 * i);
-    const __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                   _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    const __m256 m =
+        _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                      _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
     __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
     h = _mm_max_ps(h, _mm_movehl_ps(h, h));
     h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
@@ -41,11 +42,13 @@ void QuantizeRowAvx2(const float* x, int64_t cols, int8_t* q, float* scale, int3
     const __m256 vinv = _mm256_set1_ps(inv);
     __m256i c[4];
     for (int i = 0; i < 4; ++i) {
-      c[i] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], vinv)), lo), hi);
+      c[i] =
+          _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v[i], vinv)), lo), hi);
     }
     sum16[2 * b] = HorizontalSum(_mm256_add_epi32(c[0], c[1]));
     sum16[2 * b + 1] = HorizontalSum(_mm256_add_epi32(c[2], c[3]));
-    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    const __m256i bytes =
+        _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kActBlock),
                         _mm256_permutevar8x32_epi32(bytes, order));
   }

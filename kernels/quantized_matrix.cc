@@ -247,7 +247,6 @@ PackKind PackKindOf(GgmlType type) {
   }
 }
 
-
 int PackOffsetShift(GgmlType type) {
   switch (type) {
     case GgmlType::kQ4_0:
@@ -255,7 +254,7 @@ int PackOffsetShift(GgmlType type) {
     case GgmlType::kQ5_0:
       return 4;  // 0..31 around 16
     case GgmlType::kQ6_K:
-      return 5;  // 0..63 around 32
+      return 5;            // 0..63 around 32
     case GgmlType::kQ8_0:  // signed bytes shifted by 128
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -345,7 +344,7 @@ void PackPanels(const QuantizedMatrix& m, const void* src, int64_t panel_begin, 
           } else if (bits == 6) {
             const int q = e / 4;
             const size_t at = r * 4 + e % 4;  // byte within each 64-byte vector
-            if (q < 2) {  // whole code in vector q
+            if (q < 2) {                      // whole code in vector q
               codes[64 * q + at] |= v;
             } else {  // high 2 bits on top of vector q - 2, low nibble in vector 2
               codes[64 * (q - 2) + at] |= static_cast<uint8_t>((v >> 4) << 6);

@@ -69,7 +69,9 @@ PackKind PackKindOf(GgmlType type);
 // Elements per scale group (32 or 16), code bits (4, 6 or 8), and whether
 // groups store an offset `c` (else c = -32 d).
 constexpr bool PackHasOffsets(PackKind kind) { return kind != PackKind::kU6G16; }
-constexpr bool PackIsFourBit(PackKind kind) { return kind == PackKind::kU4G32 || kind == PackKind::kU4K; }
+constexpr bool PackIsFourBit(PackKind kind) {
+  return kind == PackKind::kU4G32 || kind == PackKind::kU4K;
+}
 constexpr int PackGroupSize(PackKind kind) { return kind == PackKind::kU6G16 ? 16 : 32; }
 constexpr int PackCodeBits(PackKind kind) {
   return PackIsFourBit(kind) ? 4 : kind == PackKind::kU6G16 ? 6 : 8;
@@ -87,10 +89,10 @@ int PackOffsetShift(GgmlType type);
 struct QuantizedMatrix {
   GgmlType type = GgmlType::kF32;  // the source format
   PackKind kind = PackKind::kU8G32;
-  int offset_shift = -1;  // PackOffsetShift(type)
-  int64_t rows = 0;  // N
-  int64_t cols = 0;  // K
-  size_t panel_bytes = 0;  // bytes of one 16-row panel
+  int offset_shift = -1;          // PackOffsetShift(type)
+  int64_t rows = 0;               // N
+  int64_t cols = 0;               // K
+  size_t panel_bytes = 0;         // bytes of one 16-row panel
   const uint8_t* data = nullptr;  // 64-byte aligned; panels back to back
 
   int64_t num_panels() const { return (rows + kPanelRows - 1) / kPanelRows; }
@@ -100,7 +102,9 @@ struct QuantizedMatrix {
   // offsets() is null for kU6G16; both are null for kU4K, which has
   // k_scales() / k_mins() (uint8, 16 a group) and super_scales() /
   // super_mins() (float, 16 a super-block of 8 groups) instead).
-  size_t group_code_bytes() const { return PackGroupSize(kind) * kPanelRows * PackCodeBits(kind) / 8; }
+  size_t group_code_bytes() const {
+    return PackGroupSize(kind) * kPanelRows * PackCodeBits(kind) / 8;
+  }
   const uint8_t* codes(int64_t p, int64_t g) const { return panel(p) + g * group_code_bytes(); }
   const float* scales(int64_t p) const {
     return kind == PackKind::kU4K
@@ -116,7 +120,9 @@ struct QuantizedMatrix {
   const float* super_scales(int64_t p) const {
     return reinterpret_cast<const float*>(k_mins(p) + num_groups() * kPanelRows);
   }
-  const float* super_mins(int64_t p) const { return super_scales(p) + num_groups() / 8 * kPanelRows; }
+  const float* super_mins(int64_t p) const {
+    return super_scales(p) + num_groups() / 8 * kPanelRows;
+  }
 };
 
 // Bytes `PackMatrix` writes for an N x K matrix of `type`.

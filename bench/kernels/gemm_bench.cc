@@ -49,8 +49,8 @@ struct Shape {
   int64_t k, n;
 };
 const Shape kShapes[] = {
-    {"llada-8b", 4096, 4096},  {"llada-8b", 4096, 12288}, {"llada-8b", 12288, 4096},
-    {"dream-7b", 3584, 3584},  {"dream-7b", 3584, 512},   {"dream-7b", 3584, 18944},
+    {"llada-8b", 4096, 4096},  {"llada-8b", 4096, 12288},       {"llada-8b", 12288, 4096},
+    {"dream-7b", 3584, 3584},  {"dream-7b", 3584, 512},         {"dream-7b", 3584, 18944},
     {"dream-7b", 18944, 3584}, {"llada-8b-head", 4096, 126464},
 };
 const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0};
@@ -79,7 +79,8 @@ std::vector<uint8_t> RandomWeightBytes(GgmlType type, int64_t n, int64_t k) {
 // weights are new to the caches), and small M is judged against the read
 // bandwidth, not L3's. Benchmarks are registered grouped by (type, shape),
 // so one ring at a time suffices.
-const std::vector<std::unique_ptr<PackedMatrix>>& PackedRingFor(GgmlType type, int64_t n, int64_t k) {
+const std::vector<std::unique_ptr<PackedMatrix>>& PackedRingFor(GgmlType type, int64_t n,
+                                                                int64_t k) {
   static std::vector<std::unique_ptr<PackedMatrix>> ring;
   static GgmlType c_type;
   static int64_t c_n = -1, c_k = -1;
@@ -127,7 +128,8 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   std::vector<float> x(m * k), y(m * n);
   FillUniform(&x, 12345);
   std::unique_ptr<uint8_t, void (*)(void*)> qbuf(
-      static_cast<uint8_t*>(std::aligned_alloc(64, (QuantizedRowsBytes(m, k) + 63) / 64 * 64)), std::free);
+      static_cast<uint8_t*>(std::aligned_alloc(64, (QuantizedRowsBytes(m, k) + 63) / 64 * 64)),
+      std::free);
   const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), m, k);
   QuantizeRows(x.data(), k, m, xq);
   GemmArgs args;
@@ -147,7 +149,8 @@ void BM_Gemm(benchmark::State& state, Record rec) {
   const double ops = 2.0 * m * n * k;
   state.counters["weight_bytes_per_s"] = benchmark::Counter(
       static_cast<double>(ring[0]->bytes()), benchmark::Counter::kIsIterationInvariantRate);
-  state.counters["ops_per_s"] = benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ops_per_s"] =
+      benchmark::Counter(ops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["m"] = m;
   state.counters["k"] = k;
   state.counters["n"] = n;
@@ -210,7 +213,8 @@ void BM_Attention(benchmark::State& state, AttnRecord rec) {
   }
   // Q K^T and P V: 2 FLOP per multiply-add, L x L x head_dim of each per head.
   const double flops = 4.0 * s.n_tokens * s.n_tokens * s.head_dim * s.n_head;
-  state.counters["ops_per_s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["ops_per_s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["peak_ops_per_s"] = Fp32PeakPerThread()[static_cast<int>(rec.isa)] * rec.threads;
 }
 
@@ -295,13 +299,15 @@ bool WriteResults(const std::string& path, const std::string& sweep,
   if (f == nullptr) return false;
   const CpuFeatures& cpu = GetCpuFeatures();
   std::fprintf(f, "{\n  \"cpu_model\": \"%s\",\n  \"cpu_flags\": \"%s\",\n  \"sweep\": \"%s\",\n",
-               JsonEscape(cpu.brand).c_str(), JsonEscape(CpuFlagsString(cpu)).c_str(), sweep.c_str());
+               JsonEscape(cpu.brand).c_str(), JsonEscape(CpuFlagsString(cpu)).c_str(),
+               sweep.c_str());
   std::fprintf(f, "  \"read_bandwidth_bytes_per_s\": {\"1\": %.4g, \"2\": %.4g},\n",
                ReadBandwidth()[1], ReadBandwidth()[2]);
   std::fprintf(f, "  \"peak_ops_per_s_per_thread\": {");
   bool first = true;
   for (const auto& [isa, v] : PeakPerThread()) {
-    std::fprintf(f, "%s\"%s\": %.4g", first ? "" : ", ", IsaLevelName(static_cast<IsaLevel>(isa)), v);
+    std::fprintf(f, "%s\"%s\": %.4g", first ? "" : ", ", IsaLevelName(static_cast<IsaLevel>(isa)),
+                 v);
     first = false;
   }
   // Each loop's measured rate beside its documented bound (peak.h).
@@ -324,16 +330,17 @@ bool WriteResults(const std::string& path, const std::string& sweep,
       if (name.rfind(rec.name, 0) != 0) continue;
       const double ops = run.counters.at("ops_per_s");
       const double peak = rec.peak_per_thread * rec.threads;
-      std::fprintf(f,
-                   "%s    {\"isa\": \"%s\", \"type\": \"%s\", \"model\": \"%s\", \"m\": %lld, \"k\": %lld, "
-                   "\"n\": %lld, \"threads\": %d, \"seconds_per_gemm\": %.6g, \"ops_per_s\": %.6g, "
-                   "\"pct_of_peak\": %.2f, \"weight_bytes_per_s\": %.6g, \"pct_of_read_bandwidth\": %.2f}",
-                   first ? "" : ",\n", rec.table.name, GgmlTypeName(rec.type), rec.shape.model,
-                   static_cast<long long>(rec.m), static_cast<long long>(rec.shape.k),
-                   static_cast<long long>(rec.shape.n), rec.threads,
-                   run.GetAdjustedRealTime() / 1e9 * (run.time_unit == benchmark::kMillisecond ? 1e6 : 1),
-                   ops, peak > 0 ? 100.0 * ops / peak : 0.0, run.counters.at("weight_bytes_per_s").value,
-                   100.0 * run.counters.at("weight_bytes_per_s").value / ReadBandwidth()[rec.threads]);
+      std::fprintf(
+          f,
+          "%s    {\"isa\": \"%s\", \"type\": \"%s\", \"model\": \"%s\", \"m\": %lld, \"k\": %lld, "
+          "\"n\": %lld, \"threads\": %d, \"seconds_per_gemm\": %.6g, \"ops_per_s\": %.6g, "
+          "\"pct_of_peak\": %.2f, \"weight_bytes_per_s\": %.6g, \"pct_of_read_bandwidth\": %.2f}",
+          first ? "" : ",\n", rec.table.name, GgmlTypeName(rec.type), rec.shape.model,
+          static_cast<long long>(rec.m), static_cast<long long>(rec.shape.k),
+          static_cast<long long>(rec.shape.n), rec.threads,
+          run.GetAdjustedRealTime() / 1e9 * (run.time_unit == benchmark::kMillisecond ? 1e6 : 1),
+          ops, peak > 0 ? 100.0 * ops / peak : 0.0, run.counters.at("weight_bytes_per_s").value,
+          100.0 * run.counters.at("weight_bytes_per_s").value / ReadBandwidth()[rec.threads]);
       first = false;
       break;
     }
@@ -385,11 +392,14 @@ int main(int argc, char** argv) {
     const PeakReading p = ReadPeak(loop, 0.6);
     Peaks().push_back(p);
     const PeakSpec& spec = PeakSpecOf(loop);
-    std::fprintf(stderr, "peak %-16s %-18s %8.1f G ops/s per core; bound %8.1f G (%g/cycle x %g ops x %.2f GHz): %.0f%%%s\n",
-                 spec.name, spec.instruction, p.measured / 1e9, p.bound / 1e9,
-                 spec.instructions_per_cycle, spec.ops_per_instruction, p.clock_hz / 1e9,
-                 100 * p.ratio(),
-                 p.exceeds_bound() ? "  WARNING: ABOVE THE DOCUMENTED BOUND: the loop or the table is wrong" : "");
+    std::fprintf(
+        stderr,
+        "peak %-16s %-18s %8.1f G ops/s per core; bound %8.1f G (%g/cycle x %g ops x %.2f GHz): "
+        "%.0f%%%s\n",
+        spec.name, spec.instruction, p.measured / 1e9, p.bound / 1e9, spec.instructions_per_cycle,
+        spec.ops_per_instruction, p.clock_hz / 1e9, 100 * p.ratio(),
+        p.exceeds_bound() ? "  WARNING: ABOVE THE DOCUMENTED BOUND: the loop or the table is wrong"
+                          : "");
     benchmark::RegisterBenchmark((std::string("peak/") + spec.name).c_str(), BM_Peak, loop)
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
@@ -400,12 +410,13 @@ int main(int argc, char** argv) {
     Fp32PeakPerThread()[static_cast<int>(l)] = MeasuredPeak(Fp32PeakLoopOf(l));
     // AMX runs the AVX-512 attention: time each implementation once.
     const AttentionFn fn = SelectAttention(l);
-    if (std::find(attention_paths.begin(), attention_paths.end(), fn) != attention_paths.end()) continue;
+    if (std::find(attention_paths.begin(), attention_paths.end(), fn) != attention_paths.end())
+      continue;
     attention_paths.push_back(fn);
     for (int n_tokens : {144, 512}) {
       for (int threads : {1, 2}) {
-        AttnRecord rec{std::string("attention/isa:") + IsaLevelName(l) + "/L:" +
-                           std::to_string(n_tokens) + "/threads:" + std::to_string(threads),
+        AttnRecord rec{std::string("attention/isa:") + IsaLevelName(l) +
+                           "/L:" + std::to_string(n_tokens) + "/threads:" + std::to_string(threads),
                        l, n_tokens, threads};
         AttnRecords().push_back(rec);
         benchmark::RegisterBenchmark(rec.name.c_str(), BM_Attention, rec)
@@ -415,8 +426,8 @@ int main(int argc, char** argv) {
       }
     }
   }
-  for (const auto& [name, fn] : {std::pair{"scalar", &QuantizeRowScalar},
-                                 std::pair{"avx2", &QuantizeRowAvx2}}) {
+  for (const auto& [name, fn] :
+       {std::pair{"scalar", &QuantizeRowScalar}, std::pair{"avx2", &QuantizeRowAvx2}}) {
     if (fn == &QuantizeRowAvx2 && !IsaLevelSupported(IsaLevel::kAvx2)) continue;
     for (int64_t k : {4096, 12288}) {
       benchmark::RegisterBenchmark(
@@ -431,8 +442,8 @@ int main(int argc, char** argv) {
                ReadBandwidth()[1] / 1e9, ReadBandwidth()[2] / 1e9);
   // 16 and 32 rows: a cached step's block (weight-bandwidth-bound); 144: an
   // exact LLaDA step's canvas (compute-bound).
-  const std::vector<int64_t> ms = full ? std::vector<int64_t>{16, 32, 64, 144, 256, 512}
-                                       : std::vector<int64_t>{16, 32, 144};
+  const std::vector<int64_t> ms =
+      full ? std::vector<int64_t>{16, 32, 64, 144, 256, 512} : std::vector<int64_t>{16, 32, 144};
   for (GgmlType type : kTypes) {
     for (const Shape& shape : kShapes) {
       if (!full && shape.n > 100000) continue;
@@ -448,7 +459,12 @@ int main(int argc, char** argv) {
             Record rec{std::string("gemm/isa:") + table.name + "/type:" + GgmlTypeName(type) +
                            "/m:" + std::to_string(m) + "/k:" + std::to_string(shape.k) +
                            "/n:" + std::to_string(shape.n) + "/threads:" + std::to_string(threads),
-                       table, peak, type, shape, m, threads};
+                       table,
+                       peak,
+                       type,
+                       shape,
+                       m,
+                       threads};
             Records().push_back(rec);
             benchmark::RegisterBenchmark(rec.name.c_str(), BM_Gemm, rec)
                 ->Unit(benchmark::kMillisecond)

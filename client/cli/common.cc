@@ -86,12 +86,11 @@ const std::set<std::string> kBoolFlags = {"show-canvas", "json", "chat", "no-ear
 const std::set<std::string> kConnectionFlags = {"target", "tls-ca", "tls-server-name",
                                                 "timeout-seconds"};
 const std::set<std::string> kGenerationFlags = {
-    "gen-length",  "steps",  "block-length", "algorithm",     "alg",
-    "temperature", "top-p",  "top-k",        "alg-temp",      "eps",
-    "cfg",         "seed",   "threshold",    "no-early-exit", "chat",
-    "system",      "tokens", "detail",       "step-stride",   "top-candidates",
-    "timings",     "model",  "request-id",   "show-canvas",   "json",
-    "cache",       "cache-refresh", "suffix", "suffix-tokens"};
+    "gen-length",  "steps",          "block-length",  "algorithm", "alg",          "temperature",
+    "top-p",       "top-k",          "alg-temp",      "eps",       "cfg",          "seed",
+    "threshold",   "no-early-exit",  "chat",          "system",    "tokens",       "detail",
+    "step-stride", "top-candidates", "timings",       "model",     "request-id",   "show-canvas",
+    "json",        "cache",          "cache-refresh", "suffix",    "suffix-tokens"};
 
 std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>& b) {
   a.insert(b.begin(), b.end());
@@ -99,7 +98,8 @@ std::set<std::string> Union(std::set<std::string> a, const std::set<std::string>
 }
 
 std::set<std::string> ValueFlags() {
-  std::set<std::string> all = Union(Union(kConnectionFlags, kGenerationFlags), {"service", "wait-seconds"});
+  std::set<std::string> all =
+      Union(Union(kConnectionFlags, kGenerationFlags), {"service", "wait-seconds"});
   for (const std::string& b : kBoolFlags) all.erase(b);
   return all;
 }
@@ -154,7 +154,8 @@ absl::Status FillPrompt(const ParsedFlags& flags, v1::Prompt* prompt) {
   }
   if (flags.Has("suffix")) prompt->mutable_suffix()->set_text(flags.Get("suffix"));
   if (flags.Has("suffix-tokens")) {
-    DLLM_RETURN_IF_ERROR(ParseIds(flags, "suffix-tokens", prompt->mutable_suffix()->mutable_token_ids()));
+    DLLM_RETURN_IF_ERROR(
+        ParseIds(flags, "suffix-tokens", prompt->mutable_suffix()->mutable_token_ids()));
   }
   if (flags.Has("tokens")) {
     if (!flags.positional.empty()) {
@@ -195,8 +196,7 @@ absl::Status FillSettings(const ParsedFlags& flags, v1::DiffusionParams* diffusi
                                        v1::CACHE_UNSPECIFIED, "none, prefix, dual", &cache));
     diffusion->set_cache(cache);
   }
-  DLLM_RETURN_IF_ERROR(
-      SetFromFlag(flags, "cache-refresh", diffusion, &D::set_cache_refresh_steps));
+  DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "cache-refresh", diffusion, &D::set_cache_refresh_steps));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "threshold", diffusion, &D::set_threshold));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "eps", diffusion, &D::set_eps));
   DLLM_RETURN_IF_ERROR(SetFromFlag(flags, "cfg", diffusion, &D::set_cfg_scale));
@@ -214,7 +214,8 @@ absl::StatusOr<v1::GenerateRequest> BuildGenerateRequest(const ParsedFlags& flag
   request.set_request_id(flags.Get("request-id"));
   request.set_model(flags.Get("model"));
   DLLM_RETURN_IF_ERROR(FillPrompt(flags, request.mutable_prompt()));
-  DLLM_RETURN_IF_ERROR(FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling()));
+  DLLM_RETURN_IF_ERROR(
+      FillSettings(flags, request.mutable_diffusion(), request.mutable_sampling()));
   v1::StreamOptions* stream = request.mutable_stream();
   const std::string detail = flags.Get("detail", flags.Has("show-canvas") ? "canvas" : "text");
   static const std::map<std::string, v1::Detail> kDetails = {{"final", v1::DETAIL_FINAL_ONLY},

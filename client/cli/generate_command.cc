@@ -1,6 +1,5 @@
-// dllm-client generate: streams the text as it stabilizes (or every event as JSON, or a live canvas).
-#include "client/cli/common.h"
-
+// dllm-client generate: streams the text as it stabilizes (or every event as JSON, or a live
+// canvas).
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "client/canvas_view.h"
+#include "client/cli/common.h"
 
 namespace dllm::client_cli {
 

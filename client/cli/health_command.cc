@@ -1,10 +1,10 @@
 // dllm-client health: exit 0 when the service reports SERVING.
-#include "client/cli/common.h"
-
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <thread>
+
+#include "client/cli/common.h"
 
 namespace dllm::client_cli {
 

@@ -1,10 +1,9 @@
 // dllm-client info: model and server information.
-#include "client/cli/common.h"
-
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_join.h"
+#include "client/cli/common.h"
 
 namespace dllm::client_cli {
 

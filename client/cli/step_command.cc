@@ -1,6 +1,4 @@
 // dllm-client step: a client-driven session, commands read from stdin.
-#include "client/cli/common.h"
-
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/canvas_view.h"
+#include "client/cli/common.h"
 
 namespace dllm::client_cli {
 namespace {

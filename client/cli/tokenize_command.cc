@@ -1,10 +1,9 @@
 // dllm-client tokenize: token ids and pieces of a text, as the server tokenizes it.
-#include "client/cli/common.h"
-
 #include <cstdio>
 #include <string>
 
 #include "client/canvas_view.h"
+#include "client/cli/common.h"
 
 namespace dllm::client_cli {
 
@@ -35,6 +34,5 @@ int RunTokenize(const ParsedFlags& flags) {
   }
   return 0;
 }
-
 
 }  // namespace dllm::client_cli

@@ -43,9 +43,8 @@ absl::StatusOr<int64_t> ParsedFlags::GetIntInRange(const std::string& name, int6
   absl::StatusOr<int64_t> v = GetInt(name, fallback);
   if (!v.ok()) {
     // Say the flag's own range, not int64's.
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": '", Get(name),
-                                                   "' is not a whole number in [", min, ", ", max,
-                                                   "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, ": '", Get(name), "' is not a whole number in [", min, ", ", max, "]"));
   }
   if (*v < min || *v > max) {
     return absl::InvalidArgumentError(
@@ -56,7 +55,8 @@ absl::StatusOr<int64_t> ParsedFlags::GetIntInRange(const std::string& name, int6
 
 absl::Status ParsedFlags::CheckOnly(const std::set<std::string>& allowed) const {
   for (const auto& [name, value] : values) {
-    if (!allowed.count(name)) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    if (!allowed.count(name))
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
   }
   return absl::OkStatus();
 }
@@ -94,11 +94,13 @@ absl::StatusOr<ParsedFlags> ParseFlags(int argc, char** argv,
       name = name.substr(0, eq);
     }
     if (bool_flags.count(name)) {
-      if (inline_value) return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
+      if (inline_value)
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " takes no value"));
       out.values[name] = "";
     } else if (value_flags.count(name)) {
       if (!inline_value) {
-        if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+        if (i + 1 >= argc)
+          return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
         value = argv[++i];
       }
       out.values[name] = value;

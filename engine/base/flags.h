@@ -77,9 +77,9 @@ absl::Status ParsedFlags::GetNumber(const std::string& name, T* out) const {
   } else {
     T v{};  // SimpleAtoi writes even when it fails; *out changes only on success
     if (!absl::SimpleAtoi(value, &v)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", name, ": '", value, "' is not a whole number in [", std::numeric_limits<T>::min(),
-          ", ", std::numeric_limits<T>::max(), "]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": '", value, "' is not a whole number in [",
+                       std::numeric_limits<T>::min(), ", ", std::numeric_limits<T>::max(), "]"));
     }
     *out = v;
   }

@@ -14,11 +14,11 @@
 #define DLLM_STATUS_CONCAT(a, b) DLLM_STATUS_CONCAT_INNER(a, b)
 
 // Returns the status from the enclosing function when `expr` is not OK.
-#define DLLM_RETURN_IF_ERROR(expr)                  \
-  do {                                              \
+#define DLLM_RETURN_IF_ERROR(expr)                                \
+  do {                                                            \
     if (absl::Status dllm_status_ = (expr); !dllm_status_.ok()) { \
-      return dllm_status_;                          \
-    }                                               \
+      return dllm_status_;                                        \
+    }                                                             \
   } while (0)
 
 // `DLLM_ASSIGN_OR_RETURN(auto x, F());` declares `x` from an OK StatusOr, or
@@ -31,13 +31,12 @@
   lhs = std::move(*tmp)
 
 // Aborts with a message when an invariant of our own code is broken.
-#define DLLM_CHECK(cond)                                                    \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
-      std::fprintf(stderr, "%s:%d: DLLM_CHECK failed: %s\n", __FILE__,     \
-                   __LINE__, #cond);                                        \
-      std::abort();                                                         \
-    }                                                                       \
+#define DLLM_CHECK(cond)                                                                 \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
+      std::fprintf(stderr, "%s:%d: DLLM_CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 #ifdef NDEBUG

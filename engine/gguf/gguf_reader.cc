@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_reader.h"
 
 #include <algorithm>
@@ -8,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "engine/base/status_macros.h"
 
 namespace dllm {
@@ -59,29 +59,52 @@ T Load(const uint8_t* p) {
 // Reads a scalar of `type` at `p` into the widened fields of `out`.
 void DecodeScalar(GgufValueType type, const uint8_t* p, GgufValue* out) {
   switch (type) {
-    case GgufValueType::kUint8: out->u = Load<uint8_t>(p); break;
-    case GgufValueType::kUint16: out->u = Load<uint16_t>(p); break;
-    case GgufValueType::kUint32: out->u = Load<uint32_t>(p); break;
-    case GgufValueType::kUint64: out->u = Load<uint64_t>(p); break;
-    case GgufValueType::kInt8: out->i = Load<int8_t>(p); break;
-    case GgufValueType::kInt16: out->i = Load<int16_t>(p); break;
-    case GgufValueType::kInt32: out->i = Load<int32_t>(p); break;
-    case GgufValueType::kInt64: out->i = Load<int64_t>(p); break;
-    case GgufValueType::kFloat32: out->f = Load<float>(p); break;
-    case GgufValueType::kFloat64: out->f = Load<double>(p); break;
-    case GgufValueType::kBool: out->b = Load<uint8_t>(p) != 0; break;
+    case GgufValueType::kUint8:
+      out->u = Load<uint8_t>(p);
+      break;
+    case GgufValueType::kUint16:
+      out->u = Load<uint16_t>(p);
+      break;
+    case GgufValueType::kUint32:
+      out->u = Load<uint32_t>(p);
+      break;
+    case GgufValueType::kUint64:
+      out->u = Load<uint64_t>(p);
+      break;
+    case GgufValueType::kInt8:
+      out->i = Load<int8_t>(p);
+      break;
+    case GgufValueType::kInt16:
+      out->i = Load<int16_t>(p);
+      break;
+    case GgufValueType::kInt32:
+      out->i = Load<int32_t>(p);
+      break;
+    case GgufValueType::kInt64:
+      out->i = Load<int64_t>(p);
+      break;
+    case GgufValueType::kFloat32:
+      out->f = Load<float>(p);
+      break;
+    case GgufValueType::kFloat64:
+      out->f = Load<double>(p);
+      break;
+    case GgufValueType::kBool:
+      out->b = Load<uint8_t>(p) != 0;
+      break;
     case GgufValueType::kString:
-    case GgufValueType::kArray: break;
+    case GgufValueType::kArray:
+      break;
   }
 }
 
 bool IsUnsigned(GgufValueType t) {
-  return t == GgufValueType::kUint8 || t == GgufValueType::kUint16 ||
-         t == GgufValueType::kUint32 || t == GgufValueType::kUint64;
+  return t == GgufValueType::kUint8 || t == GgufValueType::kUint16 || t == GgufValueType::kUint32 ||
+         t == GgufValueType::kUint64;
 }
 bool IsSigned(GgufValueType t) {
-  return t == GgufValueType::kInt8 || t == GgufValueType::kInt16 ||
-         t == GgufValueType::kInt32 || t == GgufValueType::kInt64;
+  return t == GgufValueType::kInt8 || t == GgufValueType::kInt16 || t == GgufValueType::kInt32 ||
+         t == GgufValueType::kInt64;
 }
 bool IsFloat(GgufValueType t) {
   return t == GgufValueType::kFloat32 || t == GgufValueType::kFloat64;
@@ -92,8 +115,7 @@ bool IsFloat(GgufValueType t) {
 // Walks the buffer once, front to back, checking each read against the end.
 class GgufParser {
  public:
-  GgufParser(const uint8_t* data, size_t size, const std::string& name,
-             const GgufLimits& limits)
+  GgufParser(const uint8_t* data, size_t size, const std::string& name, const GgufLimits& limits)
       : data_(data), size_(size), name_(name), limits_(limits) {}
 
   absl::Status Run(GgufFile* file) {
@@ -105,15 +127,14 @@ class GgufParser {
 
  private:
   absl::Status Fail(uint64_t at, absl::string_view reason) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gguf: ", name_, ": offset ", at, ": ", reason));
+    return absl::InvalidArgumentError(absl::StrCat("gguf: ", name_, ": offset ", at, ": ", reason));
   }
   uint64_t Left() const { return size_ - pos_; }
 
   absl::Status Need(uint64_t bytes, absl::string_view what) const {
     if (bytes > Left()) {
-      return Fail(pos_, absl::StrCat("truncated: ", what, " needs ", bytes,
-                                     " bytes but only ", Left(), " remain"));
+      return Fail(pos_, absl::StrCat("truncated: ", what, " needs ", bytes, " bytes but only ",
+                                     Left(), " remain"));
     }
     return absl::OkStatus();
   }
@@ -131,8 +152,8 @@ class GgufParser {
     uint64_t len = 0;
     DLLM_RETURN_IF_ERROR(Read(&len, absl::StrCat(what, " length")));
     if (len > max_bytes) {
-      return Fail(at, absl::StrCat(what, " length ", len, " exceeds the limit of ",
-                                   max_bytes, " bytes"));
+      return Fail(
+          at, absl::StrCat(what, " length ", len, " exceeds the limit of ", max_bytes, " bytes"));
     }
     DLLM_RETURN_IF_ERROR(Need(len, what));
     *out = absl::string_view(reinterpret_cast<const char*>(data_ + pos_), len);
@@ -158,12 +179,12 @@ class GgufParser {
     uint32_t version = 0;
     DLLM_RETURN_IF_ERROR(Read(&version, "version"));
     if (version == 1) {
-      return absl::UnimplementedError(absl::StrCat(
-          "gguf: ", name_, ": offset 4: GGUF version 1 is obsolete; supported: 2, 3"));
+      return absl::UnimplementedError(
+          absl::StrCat("gguf: ", name_, ": offset 4: GGUF version 1 is obsolete; supported: 2, 3"));
     }
     if ((version & 0xffff) == 0 && version != 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "gguf: ", name_, ": offset 4: big-endian GGUF files are not supported"));
+      return absl::UnimplementedError(
+          absl::StrCat("gguf: ", name_, ": offset 4: big-endian GGUF files are not supported"));
     }
     if (version != 2 && version != 3) {
       return Fail(4, absl::StrCat("unsupported GGUF version ", version, "; supported: 2, 3"));
@@ -172,12 +193,12 @@ class GgufParser {
     DLLM_RETURN_IF_ERROR(Read(&n_tensors_, "tensor count"));
     DLLM_RETURN_IF_ERROR(Read(&n_kv_, "metadata count"));
     if (n_tensors_ > limits_.max_tensors || n_tensors_ > Left() / kMinTensorInfoBytes) {
-      return Fail(8, absl::StrCat("tensor count ", n_tensors_,
-                                  " is impossible for a file of ", size_, " bytes"));
+      return Fail(8, absl::StrCat("tensor count ", n_tensors_, " is impossible for a file of ",
+                                  size_, " bytes"));
     }
     if (n_kv_ > limits_.max_kv || n_kv_ > Left() / kMinKvBytes) {
-      return Fail(16, absl::StrCat("metadata count ", n_kv_,
-                                   " is impossible for a file of ", size_, " bytes"));
+      return Fail(16, absl::StrCat("metadata count ", n_kv_, " is impossible for a file of ", size_,
+                                   " bytes"));
     }
     return absl::OkStatus();
   }
@@ -205,9 +226,9 @@ class GgufParser {
     const uint64_t min_elem =
         elem != 0 ? elem : (out->elem_type == GgufValueType::kString ? 8 : 12);
     if (out->count > limits_.max_array_elements || out->count > Left() / min_elem) {
-      return Fail(at, absl::StrCat("array length ", out->count, " of ",
-                                   GgufValueTypeName(out->elem_type),
-                                   " exceeds the ", Left(), " bytes left in the file"));
+      return Fail(
+          at, absl::StrCat("array length ", out->count, " of ", GgufValueTypeName(out->elem_type),
+                           " exceeds the ", Left(), " bytes left in the file"));
     }
     if (elem != 0) {
       out->raw = data_ + pos_;
@@ -253,8 +274,8 @@ class GgufParser {
                                        ", expected uint32"));
       }
       if (a->u == 0 || (a->u & (a->u - 1)) != 0 || a->u > (1u << 20)) {
-        return Fail(pos_, absl::StrCat("general.alignment ", a->u,
-                                       " is not a power of two in [1, 2^20]"));
+        return Fail(
+            pos_, absl::StrCat("general.alignment ", a->u, " is not a power of two in [1, 2^20]"));
       }
       file->alignment_ = static_cast<uint32_t>(a->u);
     } else {
@@ -273,8 +294,8 @@ class GgufParser {
       uint32_t n_dims = 0;
       DLLM_RETURN_IF_ERROR(Read(&n_dims, absl::StrCat(who, " n_dims")));
       if (n_dims < 1 || n_dims > static_cast<uint32_t>(limits_.max_dims)) {
-        return Fail(at, absl::StrCat(who, ": n_dims ", n_dims, " not in [1, ",
-                                     limits_.max_dims, "]"));
+        return Fail(at,
+                    absl::StrCat(who, ": n_dims ", n_dims, " not in [1, ", limits_.max_dims, "]"));
       }
       t.n_dims = static_cast<int>(n_dims);
       uint64_t n_elements = 1;
@@ -350,10 +371,10 @@ class GgufParser {
       const GgufTensor& prev = *by_offset[k - 1];
       const GgufTensor& cur = *by_offset[k];
       if (prev.offset + prev.n_bytes > cur.offset) {
-        return Fail(data_offset + cur.offset,
-                    absl::StrCat("tensor '", cur.name, "' (offset ", cur.offset,
-                                 ") overlaps tensor '", prev.name, "' (offset ", prev.offset,
-                                 ", ", prev.n_bytes, " bytes)"));
+        return Fail(
+            data_offset + cur.offset,
+            absl::StrCat("tensor '", cur.name, "' (offset ", cur.offset, ") overlaps tensor '",
+                         prev.name, "' (offset ", prev.offset, ", ", prev.n_bytes, " bytes)"));
       }
     }
     return absl::OkStatus();
@@ -370,19 +391,32 @@ class GgufParser {
 
 absl::string_view GgufValueTypeName(GgufValueType type) {
   switch (type) {
-    case GgufValueType::kUint8: return "uint8";
-    case GgufValueType::kInt8: return "int8";
-    case GgufValueType::kUint16: return "uint16";
-    case GgufValueType::kInt16: return "int16";
-    case GgufValueType::kUint32: return "uint32";
-    case GgufValueType::kInt32: return "int32";
-    case GgufValueType::kFloat32: return "float32";
-    case GgufValueType::kBool: return "bool";
-    case GgufValueType::kString: return "string";
-    case GgufValueType::kArray: return "array";
-    case GgufValueType::kUint64: return "uint64";
-    case GgufValueType::kInt64: return "int64";
-    case GgufValueType::kFloat64: return "float64";
+    case GgufValueType::kUint8:
+      return "uint8";
+    case GgufValueType::kInt8:
+      return "int8";
+    case GgufValueType::kUint16:
+      return "uint16";
+    case GgufValueType::kInt16:
+      return "int16";
+    case GgufValueType::kUint32:
+      return "uint32";
+    case GgufValueType::kInt32:
+      return "int32";
+    case GgufValueType::kFloat32:
+      return "float32";
+    case GgufValueType::kBool:
+      return "bool";
+    case GgufValueType::kString:
+      return "string";
+    case GgufValueType::kArray:
+      return "array";
+    case GgufValueType::kUint64:
+      return "uint64";
+    case GgufValueType::kInt64:
+      return "int64";
+    case GgufValueType::kFloat64:
+      return "float64";
   }
   return "unknown";
 }
@@ -447,8 +481,8 @@ absl::Status WrongType(const std::string& file, absl::string_view key, const Ggu
 
 absl::Status OutOfRange(const std::string& file, absl::string_view key, absl::string_view value,
                         absl::string_view expected) {
-  return absl::InvalidArgumentError(absl::StrCat("gguf: ", file, ": key '", key, "' value ",
-                                                 value, " is out of range for ", expected));
+  return absl::InvalidArgumentError(absl::StrCat("gguf: ", file, ": key '", key, "' value ", value,
+                                                 " is out of range for ", expected));
 }
 
 }  // namespace
@@ -513,14 +547,14 @@ absl::StatusOr<std::vector<absl::string_view>> GgufFile::GetStringArray(
 absl::StatusOr<std::vector<int64_t>> GgufFile::GetIntArray(absl::string_view key) const {
   const GgufValue* v = FindValue(key);
   if (v == nullptr) return Missing(name_, key);
-  if (v->type != GgufValueType::kArray ||
-      !(IsSigned(v->elem_type) || IsUnsigned(v->elem_type))) {
+  if (v->type != GgufValueType::kArray || !(IsSigned(v->elem_type) || IsUnsigned(v->elem_type))) {
     return WrongType(name_, key, *v, "an array of integers");
   }
   std::vector<int64_t> out(v->count);
   for (uint64_t k = 0; k < v->count; ++k) {
     if (v->elem_type == GgufValueType::kUint64 &&
-        Load<uint64_t>(v->raw + 8 * k) > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        Load<uint64_t>(v->raw + 8 * k) >
+            static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
       return OutOfRange(name_, key, absl::StrCat("[", k, "]"), "int64");
     }
     out[k] = GgufArrayInt(*v, k);
@@ -550,7 +584,7 @@ absl::StatusOr<bool> GgufFile::GetBoolOr(absl::string_view key, bool fallback) c
   return HasKey(key) ? GetBool(key) : absl::StatusOr<bool>(fallback);
 }
 absl::StatusOr<absl::string_view> GgufFile::GetStringOr(absl::string_view key,
-                                                       absl::string_view fallback) const {
+                                                        absl::string_view fallback) const {
   return HasKey(key) ? GetString(key) : absl::StatusOr<absl::string_view>(fallback);
 }
 

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/gguf/mapped_file.h"
 #include "kernels/ggml_types.h"
 
@@ -58,10 +58,10 @@ struct GgufLimits {
 // strings and scalar arrays are views into the mapping.
 struct GgufValue {
   GgufValueType type = GgufValueType::kUint8;
-  uint64_t u = 0;    // unsigned integer types
-  int64_t i = 0;     // signed integer types
-  double f = 0;      // float32 / float64
-  bool b = false;    // bool
+  uint64_t u = 0;         // unsigned integer types
+  int64_t i = 0;          // signed integer types
+  double f = 0;           // float32 / float64
+  bool b = false;         // bool
   absl::string_view str;  // string
 
   // Arrays: element type and count. Scalar elements stay in the file
@@ -83,7 +83,7 @@ struct GgufTensor {
   GgmlType type = GgmlType::kF32;
   int n_dims = 0;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};  // ne[0] = row length (fastest)
-  uint64_t offset = 0;    // relative to the start of the data section
+  uint64_t offset = 0;                       // relative to the start of the data section
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // non-owning; into the mapping
 
@@ -96,11 +96,9 @@ struct GgufTensor {
 class GgufFile {
  public:
   // Maps and parses `path`.
-  static absl::StatusOr<GgufFile> Open(const std::string& path,
-                                       const GgufLimits& limits = {});
+  static absl::StatusOr<GgufFile> Open(const std::string& path, const GgufLimits& limits = {});
   // Parses a buffer the caller keeps alive (fuzzing, tests).
-  static absl::StatusOr<GgufFile> Parse(const uint8_t* data, size_t size,
-                                        std::string name,
+  static absl::StatusOr<GgufFile> Parse(const uint8_t* data, size_t size, std::string name,
                                         const GgufLimits& limits = {});
 
   GgufFile(GgufFile&&) = default;
@@ -113,9 +111,7 @@ class GgufFile {
   size_t file_size() const { return size_; }
   const uint8_t* file_data() const { return data_; }
 
-  const std::vector<std::pair<absl::string_view, GgufValue>>& metadata() const {
-    return kv_;
-  }
+  const std::vector<std::pair<absl::string_view, GgufValue>>& metadata() const { return kv_; }
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
 
   // After loading: MappedFile::DetachFromFile over this file's mapping, so
@@ -144,7 +140,7 @@ class GgufFile {
   absl::StatusOr<double> GetFloatOr(absl::string_view key, double fallback) const;
   absl::StatusOr<bool> GetBoolOr(absl::string_view key, bool fallback) const;
   absl::StatusOr<absl::string_view> GetStringOr(absl::string_view key,
-                                               absl::string_view fallback) const;
+                                                absl::string_view fallback) const;
 
  private:
   GgufFile() = default;

@@ -79,8 +79,8 @@ class BounceBuffer {
 absl::Status ReplaceWithAnonymous(uint8_t* begin, uint8_t* end, bool copy,
                                   const BounceBuffer& buffer) {
   for (uint8_t* p = begin; p < end;) {
-    const size_t n = copy ? std::min(buffer.size(), static_cast<size_t>(end - p))
-                          : static_cast<size_t>(end - p);
+    const size_t n =
+        copy ? std::min(buffer.size(), static_cast<size_t>(end - p)) : static_cast<size_t>(end - p);
     if (copy) std::memcpy(buffer.data(), p, n);
     void* got = ::mmap(p, n, copy ? PROT_READ | PROT_WRITE : PROT_READ,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);

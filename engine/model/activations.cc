@@ -12,7 +12,9 @@ constexpr size_t kAlign = 64;
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
 int64_t XqCols(const ModelConfig& c, int slot) {
-  return slot == kXqO ? c.max_q_dim() : slot == kXqDown ? c.max_ffn_width() : c.n_embd;  // others read h
+  return slot == kXqO      ? c.max_q_dim()
+         : slot == kXqDown ? c.max_ffn_width()
+                           : c.n_embd;  // others read h
 }
 
 // Walks the views in one fixed order: Bytes() sums their sizes and Create()

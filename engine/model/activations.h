@@ -54,20 +54,20 @@ class Activations {
   // the layer's window limits them.
   KeyRange* row_keys = nullptr;  // (max_rows)
   // MoE only (null for dense models).
-  float* router_logits = nullptr;  // (n_expert)
-  float* route_weights = nullptr;  // (n_expert_used)
-  float* expert_out = nullptr;     // (n_embd): one expert's down projection, compacted
-  float* moe_sum = nullptr;        // (n_embd): the weighted sum over the row's experts
+  float* router_logits = nullptr;    // (n_expert)
+  float* route_weights = nullptr;    // (n_expert_used)
+  float* expert_out = nullptr;       // (n_embd): one expert's down projection, compacted
+  float* moe_sum = nullptr;          // (n_embd): the weighted sum over the row's experts
   int32_t* route_experts = nullptr;  // (max_rows, n_expert_used)
-  ExpertGroups groups;             // spans of `group_ints`
-  int32_t* group_ints = nullptr;   // (2 x max_rows x n_expert_used + 2 x n_expert + 1)
-  float* route_probs = nullptr;    // (n_expert) scratch for RouteRow
-  int32_t* route_order = nullptr;  // (n_expert) scratch for RouteRow
+  ExpertGroups groups;               // spans of `group_ints`
+  int32_t* group_ints = nullptr;     // (2 x max_rows x n_expert_used + 2 x n_expert + 1)
+  float* route_probs = nullptr;      // (n_expert) scratch for RouteRow
+  int32_t* route_order = nullptr;    // (n_expert) scratch for RouteRow
   // The batch's rows: per computed row its token and RoPE position, and
   // per logits row the computed row it comes from.
-  int32_t* row_tokens = nullptr;     // (max_rows)
-  int32_t* row_positions = nullptr;  // (max_rows)
-  int32_t* logit_rows = nullptr;     // (max_rows)
+  int32_t* row_tokens = nullptr;       // (max_rows)
+  int32_t* row_positions = nullptr;    // (max_rows)
+  int32_t* logit_rows = nullptr;       // (max_rows)
   int32_t* logit_positions = nullptr;  // (max_rows)
   QuantizedRows xq[kNumXq];
 

@@ -79,16 +79,17 @@ struct SequenceRows {
 // and where each sequence's keys come from.
 struct BatchRows {
   std::span<const SequenceRows> sequences;
-  int64_t m = 0;                    // computed rows, all sequences
-  const int32_t* positions = nullptr;  // (m) RoPE position of each computed row
-  int64_t m_logits = 0;             // logits rows, all sequences
+  int64_t m = 0;                             // computed rows, all sequences
+  const int32_t* positions = nullptr;        // (m) RoPE position of each computed row
+  int64_t m_logits = 0;                      // logits rows, all sequences
   const int32_t* logit_rows = nullptr;       // (m_logits) the computed row of each
   const int32_t* logit_positions = nullptr;  // (m_logits) its RoPE position
 };
 
-void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n,
-                 const float* weight, float eps, float* out) {
-  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) { vk.rms_norm(x + r * n, weight, eps, n, out + r * n); });
+void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n, const float* weight,
+                 float eps, float* out) {
+  tbb::parallel_for(int64_t{0}, m,
+                    [&](int64_t r) { vk.rms_norm(x + r * n, weight, eps, n, out + r * n); });
 }
 
 // What follows a q/k/v projection, per row: the bias (may be null), the
@@ -173,8 +174,8 @@ void Attend(const LayerContext& ctx, const LayerConfig& config, const BatchRows&
   for (const SequenceRows& s : batch.sequences) {
     const SequenceInput& in = *s.input;
     const int64_t q0 = logits_only ? s.logit_offset : s.row_offset;
-    const int64_t nq = logits_only ? static_cast<int64_t>(in.logit_rows.size())
-                                   : in.row_end - in.row_begin;
+    const int64_t nq =
+        logits_only ? static_cast<int64_t>(in.logit_rows.size()) : in.row_end - in.row_begin;
     if (nq == 0) continue;
     if (!s.live) {
       // A dropped sequence's rows go on through the GEMMs: give them zeros
@@ -197,19 +198,19 @@ void Attend(const LayerContext& ctx, const LayerConfig& config, const BatchRows&
     const int64_t q_blocks = (nq + kAttnRowsPerCall - 1) / kAttnRowsPerCall;
     // One task per (head, kAttnRowsPerCall query rows): each stages its
     // head's K and V once for those rows.
-    tbb::parallel_for(
-        tbb::blocked_range2d<int64_t>(0, shape.n_head, 1, 0, q_blocks, 1),
-        [&](const tbb::blocked_range2d<int64_t>& range) {
-          std::vector<float>& scratch = ctx.thread_floats->Local();
-          for (int64_t hd = range.rows().begin(); hd != range.rows().end(); ++hd) {
-            for (int64_t b = range.cols().begin(); b != range.cols().end(); ++b) {
-              const int64_t i0 = q0 + b * kAttnRowsPerCall;
-              const int64_t i1 = std::min(q0 + nq, i0 + kAttnRowsPerCall);
-              ctx.attend(shape, act.q, k, v, act.attn, static_cast<int>(hd), static_cast<int>(i0),
-                         static_cast<int>(i1), row_keys, scratch.data());
-            }
-          }
-        });
+    tbb::parallel_for(tbb::blocked_range2d<int64_t>(0, shape.n_head, 1, 0, q_blocks, 1),
+                      [&](const tbb::blocked_range2d<int64_t>& range) {
+                        std::vector<float>& scratch = ctx.thread_floats->Local();
+                        for (int64_t hd = range.rows().begin(); hd != range.rows().end(); ++hd) {
+                          for (int64_t b = range.cols().begin(); b != range.cols().end(); ++b) {
+                            const int64_t i0 = q0 + b * kAttnRowsPerCall;
+                            const int64_t i1 = std::min(q0 + nq, i0 + kAttnRowsPerCall);
+                            ctx.attend(shape, act.q, k, v, act.attn, static_cast<int>(hd),
+                                       static_cast<int>(i0), static_cast<int>(i1), row_keys,
+                                       scratch.data());
+                          }
+                        }
+                      });
   }
 }
 
@@ -328,7 +329,8 @@ void RunLayer(const LayerContext& ctx, const LayerConfig& config, const LayerWei
     if (logits_only) {
       QuantizeShared({w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
     } else {
-      QuantizeShared({w.wq.get(), w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
+      QuantizeShared({w.wq.get(), w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act,
+                     kXqAttnIn);
     }
     tbb::parallel_invoke(
         [&] {
@@ -380,14 +382,13 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
     const int64_t L = static_cast<int64_t>(s.tokens.size());
     const std::string where = absl::StrCat("sequence ", i, ": ");
     if (L < 1 || L > limits.max_positions) {
-      return absl::InvalidArgumentError(absl::StrCat(where, "canvas of ", L,
-                                                     " tokens exceeds the buffers for ",
-                                                     limits.max_positions));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "canvas of ", L, " tokens exceeds the buffers for ", limits.max_positions));
     }
     if (s.row_begin < 0 || s.row_end > L || s.row_begin >= s.row_end) {
       return absl::InvalidArgumentError(absl::StrCat(where, "computed rows [", s.row_begin, ", ",
-                                                     s.row_end, ") are empty or outside the canvas of ",
-                                                     L));
+                                                     s.row_end,
+                                                     ") are empty or outside the canvas of ", L));
     }
     if (s.cache == nullptr && (s.row_begin != 0 || s.row_end != L)) {
       return absl::InvalidArgumentError(
@@ -423,22 +424,22 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
     for (size_t r = 0; r < s.logit_rows.size(); ++r) {
       const int32_t p = s.logit_rows[r];
       if (p < s.row_begin || p >= s.row_end || (r > 0 && p <= s.logit_rows[r - 1])) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            where, "logit row ", p, " at index ", r, " is outside the computed rows [", s.row_begin,
-            ", ", s.row_end, ") or not ascending (canvas ", L, ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "logit row ", p, " at index ", r, " is outside the computed rows [",
+                         s.row_begin, ", ", s.row_end, ") or not ascending (canvas ", L, ")"));
       }
     }
     for (int64_t p = s.row_begin; p < s.row_end; ++p) {
       if (s.tokens[p] < 0 || s.tokens[p] >= c.n_vocab) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "token id ", s.tokens[p],
-                                                       " at position ", p,
-                                                       " is outside the vocabulary of ", c.n_vocab));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "token id ", s.tokens[p], " at position ", p,
+                         " is outside the vocabulary of ", c.n_vocab));
       }
     }
   }
   if (batch.rows() > limits.max_rows) {
-    return absl::InvalidArgumentError(absl::StrCat("forward batch of ", batch.rows(),
-                                                   " rows exceeds the budget of ", limits.max_rows));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "forward batch of ", batch.rows(), " rows exceeds the budget of ", limits.max_rows));
   }
   return absl::OkStatus();
 }
@@ -449,7 +450,7 @@ struct ForwardPass::Impl {
   std::shared_ptr<const Model> model;
   ForwardLimits limits;
   std::unique_ptr<Activations> act;
-  std::vector<RopeTable> ropes;  // ModelConfig::ropes, in order
+  std::vector<RopeTable> ropes;                 // ModelConfig::ropes, in order
   PerThread<std::vector<float>> thread_floats;  // attention blocks, float GEMM panels
   LayerContext ctx;
   std::vector<SequenceRows> sequences;  // this pass's, reserved for 16
@@ -493,13 +494,13 @@ size_t ForwardPass::ActivationBytes(const ModelConfig& c, int max_tokens) {
   return ActivationBytes(c, ForwardLimits{max_tokens, max_tokens});
 }
 
-absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
-    std::shared_ptr<const Model> model, int max_tokens) {
+absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr<const Model> model,
+                                                                 int max_tokens) {
   return Create(std::move(model), ForwardLimits{max_tokens, max_tokens});
 }
 
-absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
-    std::shared_ptr<const Model> model, ForwardLimits limits) {
+absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr<const Model> model,
+                                                                 ForwardLimits limits) {
   const ModelConfig& c = model->config();
   if (limits.max_positions < 1 || limits.max_positions > c.n_ctx_train) {
     return absl::InvalidArgumentError(absl::StrCat("canvas of ", limits.max_positions,
@@ -522,8 +523,10 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(
     for (int64_t pos = 0; pos < limits.max_positions; ++pos) {
       for (int64_t i = 0; i < half; ++i) {
         const double freq = std::pow(spec.theta, -2.0 * double(i) / double(spec.dims));
-        table.cos[static_cast<size_t>(pos * half + i)] = static_cast<float>(std::cos(double(pos) * freq));
-        table.sin[static_cast<size_t>(pos * half + i)] = static_cast<float>(std::sin(double(pos) * freq));
+        table.cos[static_cast<size_t>(pos * half + i)] =
+            static_cast<float>(std::cos(double(pos) * freq));
+        table.sin[static_cast<size_t>(pos * half + i)] =
+            static_cast<float>(std::sin(double(pos) * freq));
       }
     }
   }
@@ -551,9 +554,8 @@ size_t ForwardPass::activation_bytes() const {
   return ActivationBytes(*impl_->ctx.config, impl_->limits);
 }
 
-absl::Status ForwardPass::Run(std::span<const int32_t> tokens,
-                              std::span<const int32_t> logit_rows, float* logits,
-                              const LayerCheck* check, ForwardStats* stats) {
+absl::Status ForwardPass::Run(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows,
+                              float* logits, const LayerCheck* check, ForwardStats* stats) {
   SequenceInput& s = impl_->single.sequences[0];
   s.tokens = tokens;
   s.row_begin = 0;
@@ -589,8 +591,9 @@ void Head(const LayerContext& ctx, const Linear& output, const BatchRows& batch,
   const LinearScratch scratch = Scratch(ctx, act, kXqRows);
   if (LogitsAdjacent(batch.sequences, V)) {
     // The first sequence with logit rows starts the run (its logit_offset is 0).
-    const auto first = std::find_if(batch.sequences.begin(), batch.sequences.end(),
-                                    [](const SequenceRows& s) { return !s.input->logit_rows.empty(); });
+    const auto first =
+        std::find_if(batch.sequences.begin(), batch.sequences.end(),
+                     [](const SequenceRows& s) { return !s.input->logit_rows.empty(); });
     if (first != batch.sequences.end()) {
       output.Apply(h, n_embd, nullptr, batch.m_logits, first->input->logits, V, scratch);
     }
@@ -685,7 +688,8 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
     return check->cancel != nullptr && check->cancel->load(std::memory_order_relaxed);
   };
   for (int l = 0; l < c.n_layer; ++l) {
-    if (cancelled()) return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
+    if (cancelled())
+      return absl::CancelledError(absl::StrCat("forward cancelled before layer ", l));
     if (DropStopped(s.sequences)) {
       return absl::CancelledError(absl::StrCat("every sequence was stopped before layer ", l));
     }

@@ -34,10 +34,10 @@ struct ForwardStats {
   double norm = 0;         // RMSNorms (attention, FFN, output)
   double projections = 0;  // q, k, v, o GEMMs plus bias and RoPE, and the K/V cache writes
   double attention = 0;
-  double ffn = 0;          // gate, up, SwiGLU, down (MoE: routing and the experts too)
-  double head = 0;         // output projection to the vocabulary
+  double ffn = 0;   // gate, up, SwiGLU, down (MoE: routing and the experts too)
+  double head = 0;  // output projection to the vocabulary
   double total = 0;
-  int64_t rows = 0;        // canvas rows computed, over all sequences
+  int64_t rows = 0;  // canvas rows computed, over all sequences
 
   ForwardStats& operator+=(const ForwardStats& o) {
     embed += o.embed, norm += o.norm, projections += o.projections;
@@ -54,12 +54,13 @@ struct ForwardOp {
   const char* name;
   double ForwardStats::*seconds;
 };
-inline constexpr std::array<ForwardOp, 6> kForwardOps = {{{"embed", &ForwardStats::embed},
-                                                          {"norm", &ForwardStats::norm},
-                                                          {"projections", &ForwardStats::projections},
-                                                          {"attention", &ForwardStats::attention},
-                                                          {"ffn", &ForwardStats::ffn},
-                                                          {"head", &ForwardStats::head}}};
+inline constexpr std::array<ForwardOp, 6> kForwardOps = {
+    {{"embed", &ForwardStats::embed},
+     {"norm", &ForwardStats::norm},
+     {"projections", &ForwardStats::projections},
+     {"attention", &ForwardStats::attention},
+     {"ffn", &ForwardStats::ffn},
+     {"head", &ForwardStats::head}}};
 
 // What a forward pass checks between layers, on the calling thread: first
 // `poll` (when set), then `cancel`; a set `cancel` ends the pass with
@@ -112,8 +113,7 @@ class ForwardPass {
   // One sequence, computed whole, no cache: logits for `logit_rows`
   // (ascending, unique) of `tokens`.
   absl::Status Run(std::span<const int32_t> tokens, std::span<const int32_t> logit_rows,
-                   float* logits, const LayerCheck* check = nullptr,
-                   ForwardStats* stats = nullptr);
+                   float* logits, const LayerCheck* check = nullptr, ForwardStats* stats = nullptr);
 
   const ForwardLimits& limits() const;
   size_t activation_bytes() const;  // ActivationBytes(config, limits())

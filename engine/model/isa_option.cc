@@ -19,8 +19,8 @@ absl::StatusOr<IsaLevel> ResolveIsaLevel(absl::string_view requested) {
   if (name == "auto") return BestIsaLevel();
   const std::optional<IsaLevel> level = ParseIsaLevel(std::string_view(name.data(), name.size()));
   if (!level) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, "=", name, " is not a kernel path (auto, scalar, avx2, avx512, amx)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, "=", name, " is not a kernel path (auto, scalar, avx2, avx512, amx)"));
   }
   if (!IsaLevelSupported(*level)) {
     std::string supported;
@@ -30,8 +30,8 @@ absl::StatusOr<IsaLevel> ResolveIsaLevel(absl::string_view requested) {
     if (*level == IsaLevel::kAmx && f.amx_tile && !f.amx_permitted) {
       why = absl::StrCat(" (", f.amx_denied_reason, ")");
     }
-    return absl::FailedPreconditionError(absl::StrCat(source, "=", name, " but this CPU lacks it",
-                                                      why, "; supported:", supported));
+    return absl::FailedPreconditionError(
+        absl::StrCat(source, "=", name, " but this CPU lacks it", why, "; supported:", supported));
   }
   return *level;
 }

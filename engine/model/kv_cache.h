@@ -45,9 +45,7 @@ class KvCache {
   float* k(int layer) { return data_.data() + offsets_[static_cast<size_t>(layer)]; }
   float* v(int layer) { return k(layer) + static_cast<size_t>(n_pos_) * kv_dim(layer); }
   const float* k(int layer) const { return data_.data() + offsets_[static_cast<size_t>(layer)]; }
-  const float* v(int layer) const {
-    return k(layer) + static_cast<size_t>(n_pos_) * kv_dim(layer);
-  }
+  const float* v(int layer) const { return k(layer) + static_cast<size_t>(n_pos_) * kv_dim(layer); }
 
  private:
   std::vector<int64_t> widths_;

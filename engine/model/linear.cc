@@ -108,13 +108,14 @@ void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, 
   a.ldy = ldy;
   const FloatGemmTileFn tile_fn = float_tile_;
   PerThread<std::vector<float>>& panels = *scratch.panels;
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, FloatGemmTiles(a), 1),
-                    [&](const tbb::blocked_range<int64_t>& range) {
-                      std::vector<float>& s = panels.Local();
-                      DLLM_CHECK(static_cast<int64_t>(s.size()) >= FloatGemmScratchFloats(n_in_));
-                      for (int64_t t = range.begin(); t != range.end(); ++t) tile_fn(a, t, s.data());
-                    },
-                    tbb::simple_partitioner());
+  tbb::parallel_for(
+      tbb::blocked_range<int64_t>(0, FloatGemmTiles(a), 1),
+      [&](const tbb::blocked_range<int64_t>& range) {
+        std::vector<float>& s = panels.Local();
+        DLLM_CHECK(static_cast<int64_t>(s.size()) >= FloatGemmScratchFloats(n_in_));
+        for (int64_t t = range.begin(); t != range.end(); ++t) tile_fn(a, t, s.data());
+      },
+      tbb::simple_partitioner());
 }
 
 }  // namespace dllm

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/parallel/per_thread.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/parallel/per_thread.h"
 #include "kernels/cpu_features.h"
 #include "kernels/gemm.h"
 #include "kernels/gemm_float.h"
@@ -63,8 +63,8 @@ class Linear {
   // y[r, :] = x[rows ? rows[r] : r, :] · Wᵀ for r in [0, m), in parallel in
   // the calling thread's task arena. `scratch.xq` needs at least m rows of
   // n_in; one call at a time per `xq`. Allocates nothing.
-  void Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y,
-             int64_t ldy, const LinearScratch& scratch) const;
+  void Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, float* y, int64_t ldy,
+             const LinearScratch& scratch) const;
 
   // The same for an input already quantized: y[r, :] = xq[r] · Wᵀ for
   // r in [0, m), when several int8 projections read one input. Needs int8().

@@ -68,7 +68,8 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   m->token_embd_ = f.FindTensor(kTokenEmbdTensor);
   m->output_norm_ = f32(kOutputNormTensor);
   DLLM_ASSIGN_OR_RETURN(
-      m->output_, linear(*f.FindTensor(f.FindTensor(kOutputTensor) ? kOutputTensor : kTokenEmbdTensor)));
+      m->output_,
+      linear(*f.FindTensor(f.FindTensor(kOutputTensor) ? kOutputTensor : kTokenEmbdTensor)));
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string prefix = LayerPrefix(l);

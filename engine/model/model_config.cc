@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "engine/model/model_config.h"
 
 #include <algorithm>
@@ -6,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "engine/base/status_macros.h"
 
 namespace dllm {
@@ -24,7 +24,8 @@ absl::Status Invalid(const GgufFile& f, absl::string_view what) {
 absl::StatusOr<std::vector<int64_t>> ReadLayerDims(const GgufFile& f, const std::string& key,
                                                    int64_t n_layer,
                                                    std::optional<int64_t> fallback = std::nullopt) {
-  if (!f.HasKey(key) && fallback) return std::vector<int64_t>(static_cast<size_t>(n_layer), *fallback);
+  if (!f.HasKey(key) && fallback)
+    return std::vector<int64_t>(static_cast<size_t>(n_layer), *fallback);
   if (const GgufValue* v = f.FindValue(key); v && v->type == GgufValueType::kArray) {
     DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> values, f.GetIntArray(key));
     if (static_cast<int64_t>(values.size()) != n_layer) {
@@ -41,8 +42,8 @@ absl::StatusOr<std::vector<int64_t>> ReadLayerDims(const GgufFile& f, const std:
   }
   DLLM_ASSIGN_OR_RETURN(uint64_t value, f.GetUint(key));
   if (value < 1 || value > static_cast<uint64_t>(kMaxDim)) {
-    return Invalid(f, absl::StrCat("key '", key, "' = ", value, " is out of range [1, ",
-                                   kMaxDim, "]"));
+    return Invalid(
+        f, absl::StrCat("key '", key, "' = ", value, " is out of range [1, ", kMaxDim, "]"));
   }
   return std::vector<int64_t>(static_cast<size_t>(n_layer), static_cast<int64_t>(value));
 }
@@ -57,13 +58,12 @@ absl::StatusOr<int64_t> ReadDim(const GgufFile& f, const std::string& key,
   DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadLayerDims(f, key, n));
   for (int64_t x : values) {
     if (x != values[0]) {
-      return absl::UnimplementedError(absl::StrCat(
-          "gguf: ", f.path(), ": key '", key, "' varies per layer; not supported"));
+      return absl::UnimplementedError(
+          absl::StrCat("gguf: ", f.path(), ": key '", key, "' varies per layer; not supported"));
     }
   }
   return values[0];
 }
-
 
 // expert_count, expert_used_count and the expert FFN width, checked
 // against each other (llama.cpp asserts both counts are positive).
@@ -206,18 +206,16 @@ int64_t ModelConfig::layer_params() const {
   return n;
 }
 
-absl::string_view RopeTypeName(RopeType type) {
-  return type == RopeType::kNorm ? "norm" : "neox";
-}
+absl::string_view RopeTypeName(RopeType type) { return type == RopeType::kNorm ? "norm" : "neox"; }
 
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   ModelConfig c;
   DLLM_ASSIGN_OR_RETURN(absl::string_view arch_name, f.GetString("general.architecture"));
   const std::optional<Arch> arch = ParseArch(arch_name);
   if (!arch) {
-    return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": architecture '",
-                                                 arch_name, "' is not supported (supported: ",
-                                                 SupportedArchNames(), ")"));
+    return absl::UnimplementedError(
+        absl::StrCat("gguf: ", f.path(), ": architecture '", arch_name,
+                     "' is not supported (supported: ", SupportedArchNames(), ")"));
   }
   c.arch = *arch;
   const std::string a(arch_name);

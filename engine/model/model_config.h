@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/special_tokens.h"
 
@@ -36,14 +36,14 @@ absl::string_view RopeTypeName(RopeType type);
 // (src/models/{llada,dream,llada-moe,rnd1}.cpp) builds it.
 struct ArchTraits {
   Arch arch;
-  const char* name;      // general.architecture
-  RopeType rope;         // llama_model_rope_type()
-  bool qkv_bias;         // optional attn_{q,k,v}.bias are read and added
-  bool qk_norm;          // per-head RMSNorm of q and k before RoPE (attn_{q,k}_norm)
-  bool moe;              // the FFN is a routed mixture of experts (ffn_*_exps)
-  bool moe_norm_weights; // top-k router weights renormalised to sum 1 (rnd1)
-  bool output_required;  // output.weight must be present (no tied head)
-  bool q_is_n_embd;      // attn_q is {n_embd, n_embd}: n_head * head_dim == n_embd
+  const char* name;       // general.architecture
+  RopeType rope;          // llama_model_rope_type()
+  bool qkv_bias;          // optional attn_{q,k,v}.bias are read and added
+  bool qk_norm;           // per-head RMSNorm of q and k before RoPE (attn_{q,k}_norm)
+  bool moe;               // the FFN is a routed mixture of experts (ffn_*_exps)
+  bool moe_norm_weights;  // top-k router weights renormalised to sum 1 (rnd1)
+  bool output_required;   // output.weight must be present (no tied head)
+  bool q_is_n_embd;       // attn_q is {n_embd, n_embd}: n_head * head_dim == n_embd
 };
 const ArchTraits& TraitsOf(Arch arch);
 
@@ -73,13 +73,13 @@ struct LayerConfig {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  int rope = 0;            // index into ModelConfig::ropes
-  float attn_scale = 0;    // multiplies q.k: 1/sqrt(head_dim)
-  bool qkv_bias = false;   // optional attn_{q,k,v}.bias are read and added
-  bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE
+  int rope = 0;           // index into ModelConfig::ropes
+  float attn_scale = 0;   // multiplies q.k: 1/sqrt(head_dim)
+  bool qkv_bias = false;  // optional attn_{q,k,v}.bias are read and added
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE
   FfnKind ffn = FfnKind::kSwiGlu;
-  int64_t n_ff = 0;        // the FFN's hidden width: the dense one's, or one expert's
-  int64_t n_expert = 0;    // kMoe
+  int64_t n_ff = 0;      // the FFN's hidden width: the dense one's, or one expert's
+  int64_t n_expert = 0;  // kMoe
   int64_t n_expert_used = 0;
   bool moe_norm_weights = false;  // top-k router weights renormalised to sum 1
 
@@ -89,14 +89,14 @@ struct LayerConfig {
 
 struct ModelConfig {
   Arch arch = Arch::kLlada;
-  std::string name;       // general.name, e.g. "LLaDA-8B-Instruct"
-  int64_t n_layer = 0;    // {arch}.block_count, e.g. 32
-  int64_t n_embd = 0;     // {arch}.embedding_length, e.g. 4096
-  int64_t n_head = 0;     // {arch}.attention.head_count, e.g. 32
-  int64_t n_head_kv = 0;  // {arch}.attention.head_count_kv (default n_head; an array's largest)
-  int64_t head_dim = 0;   // {arch}.attention.key_length (default n_embd / n_head)
-  int64_t n_ff = 0;       // {arch}.feed_forward_length, e.g. 12288 (dense FFN width)
-  int64_t n_vocab = 0;    // rows of token_embd.weight
+  std::string name;         // general.name, e.g. "LLaDA-8B-Instruct"
+  int64_t n_layer = 0;      // {arch}.block_count, e.g. 32
+  int64_t n_embd = 0;       // {arch}.embedding_length, e.g. 4096
+  int64_t n_head = 0;       // {arch}.attention.head_count, e.g. 32
+  int64_t n_head_kv = 0;    // {arch}.attention.head_count_kv (default n_head; an array's largest)
+  int64_t head_dim = 0;     // {arch}.attention.key_length (default n_embd / n_head)
+  int64_t n_ff = 0;         // {arch}.feed_forward_length, e.g. 12288 (dense FFN width)
+  int64_t n_vocab = 0;      // rows of token_embd.weight
   int64_t n_ctx_train = 0;  // {arch}.context_length, e.g. 4096
   RopeType rope_type = RopeType::kNorm;
   double rope_theta = 10000.0;  // {arch}.rope.freq_base (llama.cpp's default 10000)
@@ -104,7 +104,7 @@ struct ModelConfig {
   // diffusion.shift_logits: position p is predicted by the output row p - 1
   // (Dream, RND1). llama-diffusion-cli's default when absent: true.
   bool shift_logits = false;
-  bool tied_output = false;     // no output.weight: the head reuses token_embd
+  bool tied_output = false;  // no output.weight: the head reuses token_embd
 
   // Mixture of experts (llada-moe, rnd1); 0 for dense models.
   int64_t n_expert = 0;       // {arch}.expert_count, e.g. 64
@@ -140,7 +140,6 @@ struct ModelConfig {
   // Every layer weight (MoE: every expert).
   int64_t layer_params() const;
 };
-
 
 // The logits row that predicts canvas position `p`: p - 1 under
 // shift_logits (ModelConfig::shift_logits), else p. Under the shift no row

@@ -6,8 +6,8 @@
 
 namespace dllm {
 
-void RouteRow(const float* row, int64_t n_expert, int64_t k, bool normalize_weights,
-              float* probs, int32_t* order, int32_t* experts, float* weights) {
+void RouteRow(const float* row, int64_t n_expert, int64_t k, bool normalize_weights, float* probs,
+              int32_t* order, int32_t* experts, float* weights) {
   // ggml_soft_max: exp of max-subtracted logits, summed in double.
   const float max = *std::max_element(row, row + n_expert);
   double sum = 0;

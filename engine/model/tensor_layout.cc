@@ -1,10 +1,10 @@
 #include "engine/model/tensor_layout.h"
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/linear.h"
-#include "absl/container/flat_hash_set.h"
-#include "absl/strings/match.h"
 
 namespace dllm {
 
@@ -18,52 +18,76 @@ using Tensors = std::vector<LayerTensor>;
 
 void AttentionTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
   const int64_t q_dim = l.q_dim(), kv_dim = l.kv_dim();
-  out.push_back({"attn_norm.weight", {c.n_embd}, true,
-                 [](LayerWeights& w) { return &w.attention.norm; }});
-  out.push_back({"attn_q.weight", {c.n_embd, q_dim}, true, nullptr,
-                 [](LayerWeights& w) { return &w.attention.wq; }});
-  out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr,
-                 [](LayerWeights& w) { return &w.attention.wk; }});
-  out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr,
-                 [](LayerWeights& w) { return &w.attention.wv; }});
+  out.push_back(
+      {"attn_norm.weight", {c.n_embd}, true, [](LayerWeights& w) { return &w.attention.norm; }});
+  out.push_back({"attn_q.weight", {c.n_embd, q_dim}, true, nullptr, [](LayerWeights& w) {
+                   return &w.attention.wq;
+                 }});
+  out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
+                   return &w.attention.wk;
+                 }});
+  out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
+                   return &w.attention.wv;
+                 }});
   if (l.qkv_bias) {
     out.push_back({"attn_q.bias", {q_dim}, false, [](LayerWeights& w) { return &w.attention.bq; }});
-    out.push_back({"attn_k.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bk; }});
-    out.push_back({"attn_v.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bv; }});
+    out.push_back(
+        {"attn_k.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bk; }});
+    out.push_back(
+        {"attn_v.bias", {kv_dim}, false, [](LayerWeights& w) { return &w.attention.bv; }});
   }
   if (l.qk_norm) {
-    out.push_back({"attn_q_norm.weight", {l.head_dim}, true,
-                   [](LayerWeights& w) { return &w.attention.q_norm; }});
-    out.push_back({"attn_k_norm.weight", {l.head_dim}, true,
-                   [](LayerWeights& w) { return &w.attention.k_norm; }});
+    out.push_back({"attn_q_norm.weight", {l.head_dim}, true, [](LayerWeights& w) {
+                     return &w.attention.q_norm;
+                   }});
+    out.push_back({"attn_k_norm.weight", {l.head_dim}, true, [](LayerWeights& w) {
+                     return &w.attention.k_norm;
+                   }});
   }
-  out.push_back({"attn_output.weight", {q_dim, c.n_embd}, true, nullptr,
-                 [](LayerWeights& w) { return &w.attention.wo; }});
+  out.push_back({"attn_output.weight", {q_dim, c.n_embd}, true, nullptr, [](LayerWeights& w) {
+                   return &w.attention.wo;
+                 }});
 }
 
 void SwiGluTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
-  out.push_back({"ffn_gate.weight", {c.n_embd, l.n_ff}, true, nullptr,
-                 [](LayerWeights& w) { return &w.dense.gate; }});
-  out.push_back({"ffn_up.weight", {c.n_embd, l.n_ff}, true, nullptr,
-                 [](LayerWeights& w) { return &w.dense.up; }});
-  out.push_back({"ffn_down.weight", {l.n_ff, c.n_embd}, true, nullptr,
-                 [](LayerWeights& w) { return &w.dense.down; }});
+  out.push_back({"ffn_gate.weight", {c.n_embd, l.n_ff}, true, nullptr, [](LayerWeights& w) {
+                   return &w.dense.gate;
+                 }});
+  out.push_back({"ffn_up.weight", {c.n_embd, l.n_ff}, true, nullptr, [](LayerWeights& w) {
+                   return &w.dense.up;
+                 }});
+  out.push_back({"ffn_down.weight", {l.n_ff, c.n_embd}, true, nullptr, [](LayerWeights& w) {
+                   return &w.dense.down;
+                 }});
 }
 
 void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
-  out.push_back({"ffn_gate_inp.weight", {c.n_embd, l.n_expert}, true, nullptr,
-                 [](LayerWeights& w) { return &w.moe.router; }});
-  out.push_back({"ffn_gate_exps.weight", {c.n_embd, l.n_ff, l.n_expert}, true, nullptr, nullptr,
+  out.push_back({"ffn_gate_inp.weight", {c.n_embd, l.n_expert}, true, nullptr, [](LayerWeights& w) {
+                   return &w.moe.router;
+                 }});
+  out.push_back({"ffn_gate_exps.weight",
+                 {c.n_embd, l.n_ff, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
                  &SwiGluWeights::gate});
-  out.push_back({"ffn_up_exps.weight", {c.n_embd, l.n_ff, l.n_expert}, true, nullptr, nullptr,
+  out.push_back({"ffn_up_exps.weight",
+                 {c.n_embd, l.n_ff, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
                  &SwiGluWeights::up});
-  out.push_back({"ffn_down_exps.weight", {l.n_ff, c.n_embd, l.n_expert}, true, nullptr, nullptr,
+  out.push_back({"ffn_down_exps.weight",
+                 {l.n_ff, c.n_embd, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
                  &SwiGluWeights::down});
 }
 
 // Indexed by FfnKind.
-constexpr void (*kFfnTensors[])(const ModelConfig&, const LayerConfig&, Tensors&) = {
-    SwiGluTensors, MoeTensors};
+constexpr void (*kFfnTensors[])(const ModelConfig&, const LayerConfig&, Tensors&) = {SwiGluTensors,
+                                                                                     MoeTensors};
 
 }  // namespace
 
@@ -120,26 +144,27 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
   for (const GgufTensor& t : file.tensors()) {
     const GgmlTypeTraits& traits = TraitsOf(t.type);
     if (!traits.supported) {
-      unsupported(absl::StrCat("unsupported tensor type ", traits.name, " for tensor ",
-                                      t.name));
+      unsupported(absl::StrCat("unsupported tensor type ", traits.name, " for tensor ", t.name));
     }
   }
   const ArchTraits& arch = c.traits();
   if (file.FindTensor("blk.0.attn_qkv.weight") != nullptr) {
-    unsupported("unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
-                       "attn_q/attn_k/attn_v are supported)");
+    unsupported(
+        "unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
+        "attn_q/attn_k/attn_v are supported)");
   }
   if (file.FindTensor("blk.0.ffn_gate_up_exps.weight") != nullptr) {
     unsupported("unsupported tensor layout: merged blk.0.ffn_gate_up_exps.weight");
   }
   if (!arch.qkv_bias && file.FindTensor("blk.0.attn_q.bias") != nullptr) {
-    invalid(absl::StrCat(arch.name, " files have no q/k/v biases, but "
-                                    "blk.0.attn_q.bias is present"));
+    invalid(absl::StrCat(arch.name,
+                         " files have no q/k/v biases, but "
+                         "blk.0.attn_q.bias is present"));
   }
   if (arch.q_is_n_embd && c.n_head * c.head_dim != c.n_embd) {
-    invalid(absl::StrCat(arch.name, ": head_count ", c.n_head, " x key_length ",
-                                    c.head_dim, " = ", c.n_head * c.head_dim, " must equal embedding_length ",
-                                    c.n_embd, " (attn_q is [n_embd, n_embd])"));
+    invalid(absl::StrCat(arch.name, ": head_count ", c.n_head, " x key_length ", c.head_dim, " = ",
+                         c.n_head * c.head_dim, " must equal embedding_length ", c.n_embd,
+                         " (attn_q is [n_embd, n_embd])"));
   }
   const std::vector<ExpectedTensor> expected = ExpectedTensors(c);
   absl::flat_hash_set<absl::string_view> known;
@@ -152,15 +177,15 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
     }
     const std::vector<int64_t> shape(t->ne.begin(), t->ne.begin() + t->n_dims);
     if (shape != e.ne) {
-      invalid(absl::StrCat("tensor ", e.name, " has shape ", t->ShapeString(),
-                                      ", expected [", absl::StrJoin(e.ne, ", "), "]",
-                                      ShapeSource(c, e.name)));
+      invalid(absl::StrCat("tensor ", e.name, " has shape ", t->ShapeString(), ", expected [",
+                           absl::StrJoin(e.ne, ", "), "]", ShapeSource(c, e.name)));
     } else if (e.ne.size() == 1 && t->type != GgmlType::kF32) {
       invalid(absl::StrCat("tensor ", e.name, " is ", GgmlTypeName(t->type),
-                                      "; 1-D tensors must be F32"));
+                           "; 1-D tensors must be F32"));
     } else if (e.ne.size() > 1 && TraitsOf(t->type).supported) {
       // The kernels' own limits: every one an unsupported type or layout.
-      if (std::string problem = LinearProblem(*t); !problem.empty()) unsupported(std::move(problem));
+      if (std::string problem = LinearProblem(*t); !problem.empty())
+        unsupported(std::move(problem));
     }
   }
   // llama.cpp refuses a file with tensors its graph does not create ("wrong
@@ -169,34 +194,34 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
   for (const GgufTensor& t : file.tensors()) {
     if (!known.contains(t.name) && !absl::StrContains(t.name, "attn_qkv") &&
         !absl::StrContains(t.name, "gate_up_exps") && !absl::EndsWith(t.name, "attn_q.bias")) {
-      unsupported(absl::StrCat("unsupported tensor ", t.name, " (not part of the ",
-                                      arch.name, " graph)"));
+      unsupported(
+          absl::StrCat("unsupported tensor ", t.name, " (not part of the ", arch.name, " graph)"));
       break;
     }
   }
   if (c.tokenizer_model != "gpt2") {
     unsupported(absl::StrCat("tokenizer.ggml.model is '", c.tokenizer_model,
-                                    "'; only byte-level BPE ('gpt2') is supported"));
+                             "'; only byte-level BPE ('gpt2') is supported"));
   }
   if (!file.HasKey("tokenizer.ggml.tokens")) invalid("missing tokenizer.ggml.tokens");
   if (c.tokens.mask < 0) {
     invalid("missing tokenizer.ggml.mask_token_id (diffusion needs a mask token)");
   } else {
     for (const auto& [key, id] : {std::pair{"eos_token_id", c.tokens.eos},
-                                  {"eot_token_id", c.tokens.eot}, {"bos_token_id", c.tokens.bos}}) {
+                                  {"eot_token_id", c.tokens.eot},
+                                  {"bos_token_id", c.tokens.bos}}) {
       if (id == c.tokens.mask) {
-        invalid(absl::StrCat("tokenizer.ggml.mask_token_id ", id, " is also the ",
-                                        key, " (the sampler could not tell a committed token "
-                                        "from a masked one)"));
+        invalid(absl::StrCat("tokenizer.ggml.mask_token_id ", id, " is also the ", key,
+                             " (the sampler could not tell a committed token "
+                             "from a masked one)"));
       }
     }
   }
   // A prompt token and one generated position: the least a generation (and
   // the server's warm-up) needs.
   if (c.n_ctx_train < kMinContextLength) {
-    invalid(absl::StrCat(ArchName(c.arch), ".context_length ", c.n_ctx_train,
-                                    " is below ", kMinContextLength,
-                                    " (a prompt token and a generated position)"));
+    invalid(absl::StrCat(ArchName(c.arch), ".context_length ", c.n_ctx_train, " is below ",
+                         kMinContextLength, " (a prompt token and a generated position)"));
   }
   return problems;
 }

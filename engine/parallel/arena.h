@@ -5,10 +5,10 @@
 #ifndef DLLM_ENGINE_PARALLEL_ARENA_H_
 #define DLLM_ENGINE_PARALLEL_ARENA_H_
 
+#include <tbb/task_arena.h>
+
 #include <memory>
 #include <string>
-
-#include <tbb/task_arena.h>
 
 #include "engine/parallel/cpu_topology.h"
 

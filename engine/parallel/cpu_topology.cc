@@ -1,4 +1,3 @@
-#include "absl/strings/string_view.h"
 #include "engine/parallel/cpu_topology.h"
 
 #include <cpuid.h>
@@ -12,10 +11,11 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace dllm {
 namespace {
@@ -62,9 +62,12 @@ std::optional<double> ReadCgroupQuota(const std::string& root) {
 
 const char* CpuPolicyName(CpuPolicy policy) {
   switch (policy) {
-    case CpuPolicy::kAuto: return "auto";
-    case CpuPolicy::kPerformance: return "performance";
-    case CpuPolicy::kAll: return "all";
+    case CpuPolicy::kAuto:
+      return "auto";
+    case CpuPolicy::kPerformance:
+      return "performance";
+    case CpuPolicy::kAll:
+      return "all";
   }
   return "auto";
 }
@@ -101,14 +104,14 @@ ThreadPlan PlanThreads(const CpuTopology& t, CpuPolicy policy, int requested) {
     // Performance cores usually run 2 hardware threads per core.
     std::set<int> p(t.performance_cpus.begin(), t.performance_cpus.end());
     const int p_logical = static_cast<int>(p.size());
-    const int p_cores = std::max(1, p_logical * t.physical_cores /
-                                        std::max<int>(1, static_cast<int>(t.usable_cpus.size())));
+    const int p_cores = std::max(
+        1, p_logical * t.physical_cores / std::max<int>(1, static_cast<int>(t.usable_cpus.size())));
     available = std::min(available, p_cores);
     plan.performance_cores_only = true;
   }
   plan.threads = std::max(1, requested > 0 ? std::min(requested, available) : available);
-  plan.why = std::string(CpuPolicyName(policy)) + ": " + std::to_string(plan.threads) +
-             " threads" + (plan.performance_cores_only ? " on performance cores" : "") +
+  plan.why = std::string(CpuPolicyName(policy)) + ": " + std::to_string(plan.threads) + " threads" +
+             (plan.performance_cores_only ? " on performance cores" : "") +
              (t.hybrid() ? " (hybrid CPU, tiles handed out dynamically)" : "");
   return plan;
 }
@@ -175,8 +178,8 @@ CpuTopology ReadCpuTopology(const std::string& root, const std::vector<int>& aff
     }
   }
   if (tbb_hybrid) {
-    topo.core_type_source = topo.core_type_source == "none" ? "tbbbind"
-                                                            : "tbbbind+" + topo.core_type_source;
+    topo.core_type_source =
+        topo.core_type_source == "none" ? "tbbbind" : "tbbbind+" + topo.core_type_source;
   }
   topo.cgroup_cpu_quota = ReadCgroupQuota(root);
   return topo;
@@ -203,7 +206,8 @@ MemoryInfo ReadMemoryInfo(const std::string& root) {
   }
   if (auto text = ReadFile(Join(root, "/sys/fs/cgroup/memory.max"))) {
     uint64_t limit = 0;
-    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit)) info.cgroup_limit_bytes = limit;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &limit))
+      info.cgroup_limit_bytes = limit;
   }
   return info;
 }

@@ -23,10 +23,10 @@ const char* CpuPolicyName(CpuPolicy policy);
 std::optional<CpuPolicy> ParseCpuPolicy(const std::string& name);
 
 struct CpuTopology {
-  std::vector<int> usable_cpus;  // logical CPU ids in the affinity mask
-  int physical_cores = 0;        // distinct (package, core) among usable CPUs
-  std::vector<int> performance_cpus;  // from /sys/devices/cpu_core/cpus
-  std::vector<int> efficiency_cpus;   // from /sys/devices/cpu_atom/cpus
+  std::vector<int> usable_cpus;            // logical CPU ids in the affinity mask
+  int physical_cores = 0;                  // distinct (package, core) among usable CPUs
+  std::vector<int> performance_cpus;       // from /sys/devices/cpu_core/cpus
+  std::vector<int> efficiency_cpus;        // from /sys/devices/cpu_atom/cpus
   std::optional<double> cgroup_cpu_quota;  // cpu.max quota/period, e.g. 1.5
   // Who reported core types: "sysfs", "cpuid", "tbbbind" (oneTBB sees more
   // than one type; lists from sysfs/cpuid when they exist, e.g.
@@ -56,8 +56,8 @@ std::vector<int> ParseCpuList(const std::string& text);
 // `affinity` (when empty: this process's sched_getaffinity mask). Core
 // types come from sysfs (`/sys/devices/cpu_core|cpu_atom/cpus`); with
 // `probe_cpuid` and no sysfs answer, from CPUID leaf 0x1A on each CPU.
-CpuTopology ReadCpuTopology(const std::string& root = "/",
-                            const std::vector<int>& affinity = {}, bool probe_cpuid = true);
+CpuTopology ReadCpuTopology(const std::string& root = "/", const std::vector<int>& affinity = {},
+                            bool probe_cpuid = true);
 
 // Core type of `cpu` from CPUID leaf 0x1A (run pinned to it): 0x40 =
 // performance ("Core"), 0x20 = efficiency ("Atom"), nullopt when the CPU
@@ -65,8 +65,8 @@ CpuTopology ReadCpuTopology(const std::string& root = "/",
 std::optional<int> CpuidCoreType(int cpu);
 
 struct MemoryInfo {
-  uint64_t total_bytes = 0;      // MemTotal
-  uint64_t available_bytes = 0;  // MemAvailable
+  uint64_t total_bytes = 0;                    // MemTotal
+  uint64_t available_bytes = 0;                // MemAvailable
   std::optional<uint64_t> cgroup_limit_bytes;  // memory.max
 };
 

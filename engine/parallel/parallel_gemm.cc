@@ -19,7 +19,8 @@ void ParallelGemm(const GemmKernels& kernels, const GemmArgs& args, tbb::task_ar
     tbb::parallel_for(
         tbb::blocked_range<int64_t>(0, tiling.num_tiles(), 1),
         [&](const tbb::blocked_range<int64_t>& range) {
-          for (int64_t t = range.begin(); t != range.end(); ++t) RunGemmTile(kernels, args, tiling, t);
+          for (int64_t t = range.begin(); t != range.end(); ++t)
+            RunGemmTile(kernels, args, tiling, t);
         },
         tbb::simple_partitioner());
   };

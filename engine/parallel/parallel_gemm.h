@@ -4,9 +4,9 @@
 #ifndef DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
 #define DLLM_ENGINE_PARALLEL_PARALLEL_GEMM_H_
 
-#include "kernels/gemm.h"
-
 #include <oneapi/tbb/task_arena.h>
+
+#include "kernels/gemm.h"
 
 namespace dllm {
 

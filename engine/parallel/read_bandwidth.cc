@@ -24,17 +24,18 @@ double MeasureReadBandwidth(int threads) {
     std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);
     const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
     arena.execute([&] {
-      tbb::parallel_for(tbb::blocked_range<size_t>(0, n, n / (threads * 16) + 1),
-                        [&](const tbb::blocked_range<size_t>& r) {
-                          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-                          size_t i = r.begin();
-                          for (; i + 4 <= r.end(); i += 4) {
-                            s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
-                          }
-                          for (; i < r.end(); ++i) s0 += buf[i];
-                          sums[static_cast<size_t>(tbb::this_task_arena::current_thread_index()) * 8] +=
-                              s0 + s1 + s2 + s3;
-                        });
+      tbb::parallel_for(
+          tbb::blocked_range<size_t>(0, n, n / (threads * 16) + 1),
+          [&](const tbb::blocked_range<size_t>& r) {
+            uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            size_t i = r.begin();
+            for (; i + 4 <= r.end(); i += 4) {
+              s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
+            }
+            for (; i < r.end(); ++i) s0 += buf[i];
+            sums[static_cast<size_t>(tbb::this_task_arena::current_thread_index()) * 8] +=
+                s0 + s1 + s2 + s3;
+          });
     });
     const double seconds = SecondsSince(start);
     volatile uint64_t sink = std::accumulate(sums.begin(), sums.end(), uint64_t{0});

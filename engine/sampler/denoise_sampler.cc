@@ -36,8 +36,8 @@ std::span<const int32_t> OutputTokens(std::span<const int32_t> canvas, int promp
 
 absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& config,
                                                       const SpecialTokens& special,
-                                                      std::span<const int32_t> prompt,
-                                                      int n_vocab, int64_t n_ctx,
+                                                      std::span<const int32_t> prompt, int n_vocab,
+                                                      int64_t n_ctx,
                                                       std::span<const int32_t> suffix) {
   DLLM_RETURN_IF_ERROR(config.ValidateForCanvas(static_cast<int>(prompt.size()), n_ctx,
                                                 static_cast<int>(suffix.size())));
@@ -95,14 +95,12 @@ void DenoiseSampler::PlanNext() {
   for (int p = 0; p < len; ++p) n_masked += IsMasked(p) ? 1 : 0;
   // Nothing masked: every remaining step would commit nothing.
   if (n_masked == 0 ||
-      (config_.early_exit &&
-       EarlyExitReached(std::span<const int32_t>(canvas_).first(gen_end()), prompt_len_,
-                        special_.mask, stop_ids_))) {
+      (config_.early_exit && EarlyExitReached(std::span<const int32_t>(canvas_).first(gen_end()),
+                                              prompt_len_, special_.mask, stop_ids_))) {
     done_ = true;
     return;
   }
-  const bool planned =
-      config_.family == SamplerFamily::kLlada ? PlanLladaStep() : PlanDreamStep();
+  const bool planned = config_.family == SamplerFamily::kLlada ? PlanLladaStep() : PlanDreamStep();
   if (!planned) {
     done_ = true;
     return;
@@ -150,8 +148,7 @@ void DenoiseSampler::PreselectRandom() {
   }
   std::partial_sort(order_.begin(), order_.begin() + count_, order_.end(),
                     [&](int32_t a, int32_t b) {
-                      return rank_key_[a] > rank_key_[b] ||
-                             (rank_key_[a] == rank_key_[b] && a < b);
+                      return rank_key_[a] > rank_key_[b] || (rank_key_[a] == rank_key_[b] && a < b);
                     });
   std::sort(order_.begin(), order_.begin() + count_);
   for (int i = 0; i < count_; ++i) candidates_[i] = candidates_[order_[i]];
@@ -227,8 +224,7 @@ bool DenoiseSampler::BlockHasMask(int block) const {
 
 bool DenoiseSampler::exited_early() const {
   if (!done_ || !config_.early_exit) return false;
-  const bool masks_left =
-      std::find(canvas_.begin(), canvas_.end(), special_.mask) != canvas_.end();
+  const bool masks_left = std::find(canvas_.begin(), canvas_.end(), special_.mask) != canvas_.end();
   return masks_left && EarlyExitReached(std::span<const int32_t>(canvas_).first(gen_end()),
                                         prompt_len_, special_.mask, stop_ids_);
 }
@@ -276,7 +272,9 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
       key = rank_key_.data();
     }
     // Candidates are in position order, so index order is position order.
-    auto better = [key](int32_t a, int32_t b) { return key[a] > key[b] || (key[a] == key[b] && a < b); };
+    auto better = [key](int32_t a, int32_t b) {
+      return key[a] > key[b] || (key[a] == key[b] && a < b);
+    };
     if (count_ < 0) {
       std::sort(order_.begin(), order_.end(), better);
       chosen = 1;

@@ -70,8 +70,7 @@ class DenoiseSampler : public Denoiser {
   static absl::StatusOr<DenoiseSampler> Create(const SamplerConfig& config,
                                                const SpecialTokens& special,
                                                std::span<const int32_t> prompt, int n_vocab,
-                                               int64_t n_ctx,
-                                               std::span<const int32_t> suffix = {});
+                                               int64_t n_ctx, std::span<const int32_t> suffix = {});
 
   bool done() const override { return done_; }
   // Done before the last scheduled step because early exit held (masks
@@ -146,7 +145,7 @@ class DenoiseSampler : public Denoiser {
   bool PlanLladaStep();
   bool PlanDreamStep();
   void PreselectRandom();  // LLaDA's `random`: the count_ chosen by keyed uniforms
-  void AssignRows();  // rows_ and candidate_row_ from candidates_
+  void AssignRows();       // rows_ and candidate_row_ from candidates_
   void Write(std::span<const int32_t> positions, std::span<const int32_t> tokens);
   void EndStep();  // counts a step (LLaDA: moves through blocks), then Plan()s
   bool IsMasked(int p) const { return canvas_[p] == special_.mask; }
@@ -156,14 +155,14 @@ class DenoiseSampler : public Denoiser {
   SpecialTokens special_;
   int n_vocab_ = 0;
   int prompt_len_ = 0;
-  std::vector<int32_t> canvas_;         // (prompt_len + gen_length + suffix)
-  std::vector<int32_t> initial_canvas_; // canvas_ at Create(), for Restart()
-  std::vector<int32_t> uncond_canvas_;  // CFG only: canvas with prompt positions masked
+  std::vector<int32_t> canvas_;          // (prompt_len + gen_length + suffix)
+  std::vector<int32_t> initial_canvas_;  // canvas_ at Create(), for Restart()
+  std::vector<int32_t> uncond_canvas_;   // CFG only: canvas with prompt positions masked
   std::vector<int32_t> stop_ids_;
   bool done_ = false;
   int step_ = 0;
-  int block_ = 0;          // LLaDA, and Dream with blocks
-  int step_in_block_ = 0;  // LLaDA, and Dream with blocks
+  int block_ = 0;                  // LLaDA, and Dream with blocks
+  int step_in_block_ = 0;          // LLaDA, and Dream with blocks
   std::vector<int> block_counts_;  // LLaDA: (steps per block)
   std::vector<float> timesteps_;   // Dream: (steps per block + 1)
 

@@ -42,9 +42,9 @@ class EntropyBoundDenoiser : public Denoiser {
 
   EntropyBoundSampler sampler_;
   int prompt_len_ = 0;
-  std::vector<int32_t> canvas_;       // the prompt, then the sampler's canvas
-  std::vector<int32_t> rows_;         // the canvas rows: [prompt_len, canvas end)
-  std::vector<float> prev_logits_;    // the last step's logits (rows x n_vocab)
+  std::vector<int32_t> canvas_;     // the prompt, then the sampler's canvas
+  std::vector<int32_t> rows_;       // the canvas rows: [prompt_len, canvas end)
+  std::vector<float> prev_logits_;  // the last step's logits (rows x n_vocab)
 };
 
 }  // namespace dllm

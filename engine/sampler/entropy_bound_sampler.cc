@@ -19,9 +19,11 @@ absl::Status Invalid(const char* field, const std::string& why) {
 }  // namespace
 
 absl::Status EntropyBoundConfig::Validate() const {
-  if (canvas_length < 1) return Invalid("canvas_length", absl::StrCat(canvas_length, " must be >= 1"));
+  if (canvas_length < 1)
+    return Invalid("canvas_length", absl::StrCat(canvas_length, " must be >= 1"));
   if (max_steps < 1) return Invalid("max_steps", absl::StrCat(max_steps, " must be >= 1"));
-  if (!(t_min > 0 && std::isfinite(t_min))) return Invalid("t_min", absl::StrCat(t_min, " must be > 0"));
+  if (!(t_min > 0 && std::isfinite(t_min)))
+    return Invalid("t_min", absl::StrCat(t_min, " must be > 0"));
   if (!(t_max >= t_min && std::isfinite(t_max))) {
     return Invalid("t_max", absl::StrCat(t_max, " must be finite and >= t_min ", t_min));
   }
@@ -65,7 +67,8 @@ absl::StatusOr<EntropyBoundSampler> EntropyBoundSampler::Create(const EntropyBou
 float EntropyBoundSampler::temperature() const {
   const int s = config_.max_steps;
   const int k = s - step_;  // counts down from S
-  return config_.t_min + (config_.t_max - config_.t_min) * (static_cast<float>(k) / static_cast<float>(s));
+  return config_.t_min +
+         (config_.t_max - config_.t_min) * (static_cast<float>(k) / static_cast<float>(s));
 }
 
 EntropyBoundStep EntropyBoundSampler::Step(std::span<const float> logits) {
@@ -115,7 +118,8 @@ EntropyBoundStep EntropyBoundSampler::Step(std::span<const float> logits) {
   // Accept by ascending entropy while the entropies strictly before stay
   // within the bound (std::sort, as the reference, orders equal entropies).
   std::iota(order_.begin(), order_.end(), 0);
-  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) { return entropy_[a] < entropy_[b]; });
+  std::sort(order_.begin(), order_.end(),
+            [&](int32_t a, int32_t b) { return entropy_[a] < entropy_[b]; });
   double before_and_this = 0;
   for (int32_t p : order_) {
     before_and_this += entropy_[p];
@@ -131,8 +135,8 @@ EntropyBoundStep EntropyBoundSampler::Step(std::span<const float> logits) {
   const bool finished = held_ >= config_.stability_threshold && confident;
   prev_argmax_ = argmax_;
   prev_temp_inv_ = inv;
-  EntropyBoundStep report{step_, t, uniform_, renoise_, argmax_, entropy_, sampled_, accepted_,
-                          held_, confident, finished};
+  EntropyBoundStep report{step_,    t,         uniform_, renoise_,  argmax_, entropy_,
+                          sampled_, accepted_, held_,    confident, finished};
   ++step_;
   done_ = finished || step_ >= config_.max_steps;
   return report;

@@ -51,14 +51,14 @@ namespace dllm {
 // The sampler's settings; the defaults are the reference's (and the real
 // model's generation config).
 struct EntropyBoundConfig {
-  int canvas_length = 256;            // diffusion.canvas_length
-  int max_steps = 48;                 // diffusion.eb_max_steps
-  float t_min = 0.4f;                 // diffusion.eb_t_min (never reached: the last step is above it)
-  float t_max = 0.8f;                 // diffusion.eb_t_max (the first step's)
-  float entropy_bound = 0.1f;         // diffusion.eb_entropy_bound (nats)
-  int stability_threshold = 1;        // diffusion.eb_stability_threshold (steps)
+  int canvas_length = 256;      // diffusion.canvas_length
+  int max_steps = 48;           // diffusion.eb_max_steps
+  float t_min = 0.4f;           // diffusion.eb_t_min (never reached: the last step is above it)
+  float t_max = 0.8f;           // diffusion.eb_t_max (the first step's)
+  float entropy_bound = 0.1f;   // diffusion.eb_entropy_bound (nats)
+  int stability_threshold = 1;  // diffusion.eb_stability_threshold (steps)
   float confidence_threshold = 0.005f;  // diffusion.eb_confidence_threshold (mean nats)
-  uint32_t seed = 0xFFFFFFFFu;        // the reference CLI's default seed
+  uint32_t seed = 0xFFFFFFFFu;          // the reference CLI's default seed
 
   // INVALID_ARGUMENT naming the field: canvas_length and max_steps >= 1,
   // 0 < t_min <= t_max, finite non-negative bounds, stability >= 0.
@@ -67,16 +67,16 @@ struct EntropyBoundConfig {
 
 // What one Step() decided. Views into the sampler, valid until the next Step().
 struct EntropyBoundStep {
-  int step = 0;              // 0-based
+  int step = 0;  // 0-based
   float temperature = 0;
-  std::span<const float> uniform;     // the pre-drawn uniform per position
-  std::span<const int32_t> renoise;   // the pre-drawn random token per position
+  std::span<const float> uniform;    // the pre-drawn uniform per position
+  std::span<const int32_t> renoise;  // the pre-drawn random token per position
   std::span<const int32_t> argmax;
   std::span<const float> entropy;
   std::span<const int32_t> sampled;
   std::span<const uint8_t> accepted;  // 1: the position took its sample
-  int held = 0;              // steps the argmax canvas has held
-  bool confident = false;    // mean entropy < confidence_threshold
+  int held = 0;                       // steps the argmax canvas has held
+  bool confident = false;             // mean entropy < confidence_threshold
   bool finished = false;
 };
 

@@ -143,7 +143,8 @@ void TopPFilter(std::span<float> row, float top_p, std::span<int32_t> order) {
   const int32_t last = order[keep - 1];
   const float last_value = row[last];
   for (size_t v = 0; v < n; ++v) {
-    const bool kept = row[v] > last_value || (row[v] == last_value && v <= static_cast<size_t>(last));
+    const bool kept =
+        row[v] > last_value || (row[v] == last_value && v <= static_cast<size_t>(last));
     if (!kept) row[v] = kNegInf;
   }
 }

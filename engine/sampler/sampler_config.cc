@@ -33,8 +33,8 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name) {
     if (kAlgorithmNames[i] == name) return static_cast<Algorithm>(i);
   }
   return Invalid("algorithm", absl::StrCat("unknown algorithm '", name,
-                                          "' (LLaDA: low_confidence, random; Dream: origin, "
-                                          "maskgit_plus, topk_margin, entropy)"));
+                                           "' (LLaDA: low_confidence, random; Dream: origin, "
+                                           "maskgit_plus, topk_margin, entropy)"));
 }
 
 absl::string_view CacheModeName(CacheMode mode) {
@@ -87,7 +87,7 @@ const char* FamilyAlgorithmNames(SamplerFamily family) {
 
 int DefaultBlockLength(SamplerFamily family, int gen_length, int preferred) {
   return family == SamplerFamily::kLlada && preferred > 0 && gen_length % preferred == 0 ? preferred
-                                                                                        : 0;
+                                                                                         : 0;
 }
 
 int InfillBlockLength(int span, int steps) {
@@ -128,16 +128,16 @@ absl::Status SamplerConfig::Validate() const {
   }
   const int num_blocks = gen_length / block;
   if (steps % num_blocks != 0) {
-    return Invalid("steps", absl::StrCat(steps, " is not divisible by the number of blocks ",
-                                         num_blocks, " (gen_length ", gen_length,
-                                         " / block_length ", block, ")"));
+    return Invalid("steps",
+                   absl::StrCat(steps, " is not divisible by the number of blocks ", num_blocks,
+                                " (gen_length ", gen_length, " / block_length ", block, ")"));
   }
   if (static_cast<size_t>(algorithm) >= static_cast<size_t>(Algorithm::kSentinel)) {
     return Invalid("algorithm", absl::StrCat("unknown algorithm ", static_cast<int>(algorithm)));
   }
   if (!AlgorithmFitsFamily(algorithm, family)) {
-    return Invalid("algorithm", absl::StrCat("'", AlgorithmName(algorithm), "' is not a ", fam,
-                                             " algorithm"));
+    return Invalid("algorithm",
+                   absl::StrCat("'", AlgorithmName(algorithm), "' is not a ", fam, " algorithm"));
   }
   if (!std::isfinite(temperature) || temperature < 0) {
     return Invalid("temperature", absl::StrCat(temperature, " must be finite and >= 0"));
@@ -190,18 +190,17 @@ absl::Status SamplerConfig::Validate() const {
   return absl::OkStatus();
 }
 
-absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx,
-                                              int suffix_len) const {
+absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx, int suffix_len) const {
   if (absl::Status s = Validate(); !s.ok()) return s;
   if (prompt_len <= 0) {
     return Invalid("prompt", absl::StrCat("length ", prompt_len, " must be > 0"));
   }
   const int64_t canvas = static_cast<int64_t>(prompt_len) + gen_length + suffix_len;
   if (canvas > n_ctx) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "sampler: prompt length ", prompt_len, " + gen_length ", gen_length,
-        suffix_len > 0 ? absl::StrCat(" + suffix length ", suffix_len) : "", " = ", canvas,
-        " exceeds the model context ", n_ctx));
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampler: prompt length ", prompt_len, " + gen_length ", gen_length,
+                     suffix_len > 0 ? absl::StrCat(" + suffix length ", suffix_len) : "", " = ",
+                     canvas, " exceeds the model context ", n_ctx));
   }
   return absl::OkStatus();
 }

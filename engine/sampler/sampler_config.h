@@ -55,8 +55,8 @@ const char* FamilyAlgorithmNames(SamplerFamily family);
 
 struct SamplerConfig {
   SamplerFamily family = SamplerFamily::kLlada;  // which official sampler
-  int gen_length = 128;        // generated positions (Dream: max_new_tokens), e.g. 256
-  int steps = 128;             // model calls without threshold, e.g. 256; <= gen_length
+  int gen_length = 128;  // generated positions (Dream: max_new_tokens), e.g. 256
+  int steps = 128;       // model calls without threshold, e.g. 256; <= gen_length
   // LLaDA semi-autoregressive block, e.g. 32; must divide gen_length, and
   // gen_length / block_length must divide steps. 0 means gen_length (one
   // block). Dream's official sampler has no blocks (0 or gen_length); a
@@ -83,7 +83,7 @@ struct SamplerConfig {
   // The model's diffusion.shift_logits (ModelConfig; DenoiseSession copies
   // it): position p is predicted by logits row p - 1 (Dream, RND1).
   bool shift_logits = false;
-  uint64_t seed = 0;        // keys every random draw (rng.h)
+  uint64_t seed = 0;  // keys every random draw (rng.h)
   // Approximate decoding from K/V caches (opt-in; kNone is exact). A block's
   // first step computes the whole canvas and fills the cache; so does every
   // `cache_refresh_steps`-th step inside a block (0: only the first; 1: every
@@ -115,8 +115,7 @@ inline constexpr int kDefaultBlockLength = 32;
 // The block a LLaDA-family request gets by default: `preferred` where it
 // divides gen_length, else one block of the whole generation (0). Dream's
 // family takes no blocks by default (0).
-int DefaultBlockLength(SamplerFamily family, int gen_length,
-                       int preferred = kDefaultBlockLength);
+int DefaultBlockLength(SamplerFamily family, int gen_length, int preferred = kDefaultBlockLength);
 
 // The block an infill span gets where the request names none (llama-server's
 // /infill): the largest in [kMinInfillBlock, kMaxInfillBlock] that divides

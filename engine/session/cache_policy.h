@@ -38,11 +38,11 @@ struct RowRange {
 
 // Where the session is, as a policy plans from it.
 struct CanvasView {
-  int32_t length = 0;        // canvas positions
+  int32_t length = 0;  // canvas positions
   int32_t prompt_len = 0;
-  int block = 0;             // the sampler's current block
-  int block_length = 0;      // its effective block length
-  bool shift_logits = false; // position p is predicted by row p - 1
+  int block = 0;              // the sampler's current block
+  int block_length = 0;       // its effective block length
+  bool shift_logits = false;  // position p is predicted by row p - 1
 };
 
 // One step's forward as a policy planned it.

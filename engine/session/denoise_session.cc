@@ -30,8 +30,8 @@ absl::Status CheckTopK(int k) {
 }  // namespace
 
 SessionModel SessionModel::Of(const ModelConfig& c) {
-  return SessionModel{SamplerFamilyOf(c.arch), c.shift_logits, c.tokens,
-                      static_cast<int>(c.n_vocab), c.n_ctx_train, KvCache::LayerWidths(c)};
+  return SessionModel{SamplerFamilyOf(c.arch),     c.shift_logits, c.tokens,
+                      static_cast<int>(c.n_vocab), c.n_ctx_train,  KvCache::LayerWidths(c)};
 }
 
 ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
@@ -46,10 +46,10 @@ size_t DenoiseSession::StateBytes(const ModelConfig& model, const SamplerConfig&
                                   int canvas) {
   const ForwardLimits limits = Limits(config, canvas);
   const size_t caches = config.cache == CacheMode::kNone ? 0
-                        : config.cfg_scale > 0          ? 2 * KvCache::BytesFor(model, canvas)
-                                                        : KvCache::BytesFor(model, canvas);
-  const size_t logits = static_cast<size_t>(LogitRows(config)) * static_cast<size_t>(model.n_vocab) *
-                        sizeof(float);
+                        : config.cfg_scale > 0           ? 2 * KvCache::BytesFor(model, canvas)
+                                                         : KvCache::BytesFor(model, canvas);
+  const size_t logits =
+      static_cast<size_t>(LogitRows(config)) * static_cast<size_t>(model.n_vocab) * sizeof(float);
   return caches + logits;
 }
 
@@ -92,9 +92,9 @@ absl::StatusOr<std::unique_ptr<LogitsSource>> SourceFor(std::unique_ptr<LogitsSo
                                                         ForwardLimits limits) {
   const ForwardLimits has = source->limits();
   if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the logits source takes ", has.max_positions, " tokens and ", has.max_rows,
-        " rows, the canvas needs ", limits.max_positions, " and ", limits.max_rows));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the logits source takes ", has.max_positions, " tokens and ", has.max_rows,
+                     " rows, the canvas needs ", limits.max_positions, " and ", limits.max_rows));
   }
   return source;
 }
@@ -137,15 +137,15 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
                         EntropyBoundDenoiser::Create(config, prompt, model.n_vocab));
   const int canvas = static_cast<int>(denoiser->canvas().size());
   if (canvas > model.n_ctx) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt of ", prompt.size(), " tokens and ",
-                                                   config.canvas_length,
-                                                   " canvas positions exceed the context of ",
-                                                   model.n_ctx));
+    return absl::InvalidArgumentError(
+        absl::StrCat("prompt of ", prompt.size(), " tokens and ", config.canvas_length,
+                     " canvas positions exceed the context of ", model.n_ctx));
   }
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source,
                         SourceFor(std::move(logits), ForwardLimits{canvas, canvas}));
-  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
-      model, std::move(denoiser), nullptr, std::move(source), MakeCachePolicy(CacheMode::kNone, 0)));
+  auto session = std::unique_ptr<DenoiseSession>(
+      new DenoiseSession(model, std::move(denoiser), nullptr, std::move(source),
+                         MakeCachePolicy(CacheMode::kNone, 0)));
   session->logits_.resize(static_cast<size_t>(config.canvas_length) * model.n_vocab);
   session->batch_.sequences.reserve(1);
   session->history_.reserve(static_cast<size_t>(config.max_steps));
@@ -163,16 +163,16 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   DLLM_RETURN_IF_ERROR(CheckFixedTokens(model, "suffix", input.suffix));
   // The sampler validates the request before anything is allocated for it.
   DLLM_ASSIGN_OR_RETURN(DenoiseSampler created,
-                        DenoiseSampler::Create(effective, model.tokens, input.prompt,
-                                               model.n_vocab, model.n_ctx, input.suffix));
+                        DenoiseSampler::Create(effective, model.tokens, input.prompt, model.n_vocab,
+                                               model.n_ctx, input.suffix));
   auto sampler = std::make_unique<DenoiseSampler>(std::move(created));
   const int canvas = static_cast<int>(sampler->canvas().size());
   const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
   DenoiseSampler* masked = sampler.get();
-  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
-      model, std::move(sampler), masked, std::move(source),
-      MakeCachePolicy(config.cache, config.cache_refresh_steps)));
+  auto session = std::unique_ptr<DenoiseSession>(
+      new DenoiseSession(model, std::move(sampler), masked, std::move(source),
+                         MakeCachePolicy(config.cache, config.cache_refresh_steps)));
   // Logits only for rows that score generated positions (at most one each),
   // not the whole canvas: an infill canvas of 1,024 tokens around a span of
   // 128 would otherwise page in eight times the memory at every request.
@@ -212,8 +212,9 @@ CanvasView DenoiseSession::View() const {
 absl::Status DenoiseSession::RequireMasked(const char* what) const {
   if (sampler_ != nullptr) return absl::OkStatus();
   return absl::FailedPreconditionError(
-      absl::StrCat(what, ": the session's denoiser rewrites the whole canvas every step; only "
-                         "masked denoising (LLaDA, Dream) takes it"));
+      absl::StrCat(what,
+                   ": the session's denoiser rewrites the whole canvas every step; only "
+                   "masked denoising (LLaDA, Dream) takes it"));
 }
 
 absl::StatusOr<StepReport> DenoiseSession::Advance(const LayerCheck* check) {
@@ -231,8 +232,8 @@ absl::StatusOr<StepReport> DenoiseSession::AdvanceWith(std::span<const int32_t> 
   const std::span<const int32_t> canvas = sampler_->canvas();
   for (size_t i = 0; i < positions.size(); ++i) {
     const int32_t p = positions[i], t = tokens[i];
-    if (p < prompt_len() || p >= sampler_->gen_end() ||
-        canvas[p] != model_.tokens.mask || (i > 0 && p <= positions[i - 1])) {
+    if (p < prompt_len() || p >= sampler_->gen_end() || canvas[p] != model_.tokens.mask ||
+        (i > 0 && p <= positions[i - 1])) {
       return absl::InvalidArgumentError(absl::StrCat(
           "advance with: canvas position ", p, " is not a masked generated position in order"));
     }
@@ -249,15 +250,16 @@ absl::StatusOr<DenoiseSession::StepLogits> DenoiseSession::LastStepLogits() cons
   if (!last_op_advanced_) {
     return absl::FailedPreconditionError("step logits: the last operation was not an advance");
   }
-  return StepLogits{last_rows_, std::span<const float>(logits_.data(),
-                                                       last_rows_.size() *
-                                                           static_cast<size_t>(model_.n_vocab))};
+  return StepLogits{
+      last_rows_, std::span<const float>(logits_.data(),
+                                         last_rows_.size() * static_cast<size_t>(model_.n_vocab))};
 }
 
 absl::StatusOr<std::span<const SequenceInput>> DenoiseSession::PlanStep(
     const std::atomic<bool>* stop) {
   if (denoiser_->done()) return absl::FailedPreconditionError("generation already finished");
   last_op_advanced_ = false;
+  probe_.valid = false;
   plan_ = StepPlan{};
   plan_.valid = true;
   plan_.start = Clock::now();
@@ -291,7 +293,8 @@ absl::StatusOr<StepReport> DenoiseSession::Step(const LayerCheck* check, const F
 absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
                                                   double forward_seconds, const Forced* forced) {
   if (!plan_.valid) {
-    return absl::FailedPreconditionError("finish step: no step was planned since the last operation");
+    return absl::FailedPreconditionError(
+        "finish step: no step was planned since the last operation");
   }
   plan_.valid = false;
   StepReport report;
@@ -357,9 +360,9 @@ void DenoiseSession::PlanBatch(const DenoiserPlan& plan, RowRange range, bool us
   const size_t n_vocab = static_cast<size_t>(model_.n_vocab);
   DLLM_CHECK(rows.size() * (plan.uncond_canvas.empty() ? 1 : 2) * n_vocab <= logits_.size());
   batch_.sequences.clear();
-  SequenceInput& in = batch_.sequences.emplace_back(SequenceInput{
-      plan.canvas, range.begin, range.end, rows, use_cache ? cache_.get() : nullptr,
-      logits_.data(), stop});
+  SequenceInput& in = batch_.sequences.emplace_back(
+      SequenceInput{plan.canvas, range.begin, range.end, rows, use_cache ? cache_.get() : nullptr,
+                    logits_.data(), stop});
   in.self_conditioning = plan.self_conditioning;
   in.self_conditioning_temp_inv = plan.self_conditioning_temp_inv;
   if (!plan.uncond_canvas.empty()) {
@@ -378,14 +381,13 @@ std::span<const float> DenoiseSession::RowAt(int p, std::span<const int32_t> row
   const size_t r = static_cast<size_t>(it - rows.begin());
   std::span<const float> row(logits + r * v, v);
   if (uncond == nullptr) return row;
-  CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_->config().cfg_scale,
-             cfg_row);
+  CombineCfg(row, std::span<const float>(uncond + r * v, v), sampler_->config().cfg_scale, cfg_row);
   return cfg_row;
 }
 
-void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows,
-                                  const float* logits, const float* uncond,
-                                  std::span<float> cfg_row, PositionCandidates* out) const {
+void DenoiseSession::CandidatesAt(int p, int k, std::span<const int32_t> rows, const float* logits,
+                                  const float* uncond, std::span<float> cfg_row,
+                                  PositionCandidates* out) const {
   const std::span<const float> row = RowAt(p, rows, logits, uncond, cfg_row);
   out->position = p - prompt_len();
   out->top.resize(static_cast<size_t>(k));
@@ -435,12 +437,26 @@ absl::StatusOr<std::vector<double>> DenoiseSession::StepLogProbs() const {
 
 absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> positions, int k,
                                                       const LayerCheck* check) {
+  DLLM_ASSIGN_OR_RETURN(const std::span<const SequenceInput> sequences, PlanForward(positions, k));
+  const Clock::time_point start = Clock::now();
+  if (!sequences.empty()) {
+    if (absl::Status status = source_->Run(batch_, check, nullptr); !status.ok()) {
+      probe_.valid = false;
+      return status;
+    }
+  }
+  return FinishForward(SecondsSince(start));
+}
+
+absl::StatusOr<std::span<const SequenceInput>> DenoiseSession::PlanForward(
+    std::span<const int32_t> positions, int k) {
   DLLM_RETURN_IF_ERROR(CheckTopK(k));
   DLLM_RETURN_IF_ERROR(RequireMasked("forward"));
   const int gen = gen_length();
   const int prompt_len = this->prompt_len();
   // Canvas positions, in the order asked for.
-  std::vector<int32_t> wanted;
+  std::vector<int32_t>& wanted = probe_.positions;
+  wanted.clear();
   if (positions.empty()) {
     const int32_t mask = model_.tokens.mask;
     for (int p = prompt_len; p < prompt_len + gen; ++p) {
@@ -461,34 +477,43 @@ absl::StatusOr<ForwardReport> DenoiseSession::Forward(std::span<const int32_t> p
       wanted.push_back(prompt_len + p);
     }
   }
-  ForwardReport report;
-  if (wanted.empty()) return report;
+  probe_.valid = true;
+  probe_.k = k;
+  if (wanted.empty()) return std::span<const SequenceInput>();
+  // The logits buffer is about to be overwritten.
+  last_op_advanced_ = false;
+  plan_.valid = false;
 
   forward_rows_.clear();
   for (int32_t p : wanted) forward_rows_.push_back(sampler_->LogitRowOf(p));
   std::sort(forward_rows_.begin(), forward_rows_.end());
   forward_rows_.erase(std::unique(forward_rows_.begin(), forward_rows_.end()), forward_rows_.end());
-
-  // The logits buffer is about to be overwritten.
-  last_op_advanced_ = false;
-  plan_.valid = false;
-  const Clock::time_point start = Clock::now();
-  const bool cfg = sampler_->config().cfg_scale > 0;
   DenoiserPlan probe;
   probe.canvas = canvas();
   probe.logit_rows = forward_rows_;
-  if (cfg) probe.uncond_canvas = sampler_->unconditional_canvas();
+  if (sampler_->config().cfg_scale > 0) probe.uncond_canvas = sampler_->unconditional_canvas();
   PlanBatch(probe, RowRange{0, static_cast<int32_t>(canvas().size())}, /*use_cache=*/false,
             nullptr);
-  DLLM_RETURN_IF_ERROR(source_->Run(batch_, check, nullptr));
+  return std::span<const SequenceInput>(batch_.sequences);
+}
+
+absl::StatusOr<ForwardReport> DenoiseSession::FinishForward(double forward_seconds) {
+  if (!probe_.valid) {
+    return absl::FailedPreconditionError(
+        "finish forward: no forward was planned since the last operation");
+  }
+  probe_.valid = false;
+  ForwardReport report;
+  const std::vector<int32_t>& wanted = probe_.positions;
+  if (wanted.empty()) return report;
   report.forward_passes = static_cast<int>(batch_.sequences.size());
   forward_passes_ += report.forward_passes;
-  report.forward_seconds = SecondsSince(start);
-
+  report.forward_seconds = forward_seconds;
+  const bool cfg = sampler_->config().cfg_scale > 0;
   report.candidates.resize(wanted.size());
   tbb::parallel_for(size_t{0}, wanted.size(), [&](size_t i) {
     std::vector<float> cfg_row(cfg ? static_cast<size_t>(model_.n_vocab) : 0);
-    CandidatesAt(wanted[i], k, forward_rows_, logits_.data(),
+    CandidatesAt(wanted[i], probe_.k, forward_rows_, logits_.data(),
                  cfg ? UncondLogits(forward_rows_.size()) : nullptr, cfg_row,
                  &report.candidates[i]);
   });
@@ -501,8 +526,8 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   if (sampler_->done()) return absl::FailedPreconditionError("commit: generation already finished");
   if (positions.empty()) return absl::InvalidArgumentError("commit: no tokens");
   if (positions.size() != tokens.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("commit: ", positions.size(),
-                                                   " positions but ", tokens.size(), " tokens"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("commit: ", positions.size(), " positions but ", tokens.size(), " tokens"));
   }
   const int gen = gen_length();
   const int prompt_len = sampler_->prompt_len();
@@ -512,8 +537,8 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   for (size_t i = 0; i < positions.size(); ++i) {
     const int32_t p = positions[i], t = tokens[i];
     if (p < 0 || p >= gen) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "commit: position ", p, " is outside the generated region [0, ", gen, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("commit: position ", p, " is outside the generated region [0, ", gen, ")"));
     }
     if (seen[p]) {
       return absl::InvalidArgumentError(absl::StrCat("commit: position ", p, " appears twice"));
@@ -538,7 +563,8 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   // Ascending, like a step's commits.
   std::vector<size_t> order(positions.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return positions[a] < positions[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return positions[a] < positions[b]; });
   std::vector<int32_t> canvas_positions, sorted_tokens;
   for (size_t i : order) {
     canvas_positions.push_back(prompt_len + positions[i]);
@@ -546,6 +572,7 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
   }
   last_op_advanced_ = false;
   plan_.valid = false;
+  probe_.valid = false;
   cache_policy_->OnCommit(View(), canvas_positions);
   sampler_->Commit(canvas_positions, sorted_tokens);
   Record(/*scheduled=*/false, canvas_positions, sorted_tokens);
@@ -558,12 +585,12 @@ absl::Status DenoiseSession::Rewind(int to_step) {
     return absl::InvalidArgumentError(absl::StrCat("rewind: step ", to_step, " is negative"));
   }
   if (to_step > history_size()) {
-    return absl::FailedPreconditionError(absl::StrCat("rewind: step ", to_step,
-                                                      " is beyond the history of ",
-                                                      history_size(), " steps"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rewind: step ", to_step, " is beyond the history of ", history_size(), " steps"));
   }
   last_op_advanced_ = false;
   plan_.valid = false;
+  probe_.valid = false;
   cache_policy_->OnRewind();
   sampler_->Restart();
   for (int i = 0; i < to_step; ++i) {
@@ -576,17 +603,17 @@ absl::Status DenoiseSession::Rewind(int to_step) {
       sampler_->Commit(positions, tokens);
     }
   }
-  const size_t kept = to_step == 0 ? 0 : static_cast<size_t>(history_[to_step - 1].offset +
-                                                             history_[to_step - 1].count);
+  const size_t kept =
+      to_step == 0
+          ? 0
+          : static_cast<size_t>(history_[to_step - 1].offset + history_[to_step - 1].count);
   history_.resize(static_cast<size_t>(to_step));
   history_positions_.resize(kept);
   history_tokens_.resize(kept);
   return absl::OkStatus();
 }
 
-std::span<const int32_t> DenoiseSession::OutputTokens() const {
-  return denoiser_->Output();
-}
+std::span<const int32_t> DenoiseSession::OutputTokens() const { return denoiser_->Output(); }
 
 bool DenoiseSession::exited_early() const {
   return sampler_ != nullptr && sampler_->exited_early();

@@ -46,24 +46,24 @@ namespace dllm {
 
 // What one Advance() did. Spans are valid until the next Advance().
 struct StepReport {
-  int step = 0;                         // 0-based
-  std::span<const int32_t> positions;   // committed this step, ascending
+  int step = 0;                        // 0-based
+  std::span<const int32_t> positions;  // committed this step, ascending
   std::span<const int32_t> tokens;
-  int masked_remaining = 0;             // in the generated region
-  int forward_passes = 0;               // canvases run: 0 (nothing to commit), 1, or 2 (CFG)
-  int64_t rows_computed = 0;            // canvas rows the forward computed (CFG: both canvases)
+  int masked_remaining = 0;   // in the generated region
+  int forward_passes = 0;     // canvases run: 0 (nothing to commit), 1, or 2 (CFG)
+  int64_t rows_computed = 0;  // canvas rows the forward computed (CFG: both canvases)
   CacheUse cache_use = CacheUse::kNone;
   double forward_seconds = 0;
   double sample_seconds = 0;
   double step_seconds = 0;
-  ForwardStats forward;                 // the forward the step's canvases rode in (batched: the batch's)
+  ForwardStats forward;  // the forward the step's canvases rode in (batched: the batch's)
 };
 
 // The most probable tokens at one position (candidates.h says what the
 // probabilities are).
 struct PositionCandidates {
-  int position = 0;             // in the generated region
-  std::vector<TokenProb> top;   // most probable first
+  int position = 0;            // in the generated region
+  std::vector<TokenProb> top;  // most probable first
 };
 
 // What one Forward() found.
@@ -111,8 +111,9 @@ class DenoiseSession {
   // Validates `config` against the prompt and the model's context, then
   // sizes the sampler, a ForwardPass for the canvas (two under CFG) and the
   // K/V caches when `config.cache` asks for them.
-  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
-      std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input);
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
+                                                                const SamplerConfig& config,
+                                                                CanvasInput input);
   // Bytes Create() allocates for a canvas of `canvas` positions under
   // `config`: the forward pass's activations, the K/V caches and the
   // logits (what admission reserves).
@@ -129,9 +130,10 @@ class DenoiseSession {
   // A session whose forwards run through `pass`, which is someone else's
   // (the server's one pass for all requests) and outlives the session.
   // INVALID_ARGUMENT when the canvas needs more than the pass's limits.
-  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
-      std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input,
-      ForwardPass* pass);
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
+                                                                const SamplerConfig& config,
+                                                                CanvasInput input,
+                                                                ForwardPass* pass);
   // The same session over any logits source (tests script the logits); the
   // family and shift of `model` override the config's, as above.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
@@ -202,6 +204,15 @@ class DenoiseSession {
   // for a bad k or position.
   absl::StatusOr<ForwardReport> Forward(std::span<const int32_t> positions, int k,
                                         const LayerCheck* check = nullptr);
+  // Forward() in two halves, as PlanStep() and FinishStep() split
+  // Advance(): PlanForward() validates and returns the sequences to run
+  // (none when no position is asked for or masked), valid until the next
+  // operation; FinishForward() reads their logits into candidates.
+  // FinishForward: FAILED_PRECONDITION unless the last operation was a
+  // successful PlanForward().
+  absl::StatusOr<std::span<const SequenceInput>> PlanForward(std::span<const int32_t> positions,
+                                                             int k);
+  absl::StatusOr<ForwardReport> FinishForward(double forward_seconds);
 
   // Writes client-chosen tokens[i] at positions[i] (generated region) as one
   // history entry that takes no scheduled step (DenoiseSampler::Commit says
@@ -275,13 +286,11 @@ class DenoiseSession {
     int offset = 0;
     int count = 0;
   };
-  void Record(bool scheduled, std::span<const int32_t> positions,
-              std::span<const int32_t> tokens);
+  void Record(bool scheduled, std::span<const int32_t> positions, std::span<const int32_t> tokens);
   // Candidates for canvas position `p` from `logits` / `uncond`, which hold
   // the rows `rows` (ascending); `cfg_row` is n_vocab scratch under CFG.
   void CandidatesAt(int p, int k, std::span<const int32_t> rows, const float* logits,
-                    const float* uncond, std::span<float> cfg_row,
-                    PositionCandidates* out) const;
+                    const float* uncond, std::span<float> cfg_row, PositionCandidates* out) const;
   // Calls fn(i, cfg_row) in parallel for each position the last Advance()
   // committed (cfg_row: n_vocab scratch under CFG); FAILED_PRECONDITION
   // naming `what` unless the last operation was a successful Advance().
@@ -327,6 +336,14 @@ class DenoiseSession {
   std::vector<int32_t> last_rows_;
   bool last_op_advanced_ = false;
   std::vector<int32_t> forward_rows_;
+  // The Forward() PlanForward() planned: the canvas positions asked for, in
+  // order, and k.
+  struct ForwardProbe {
+    bool valid = false;
+    int k = 0;
+    std::vector<int32_t> positions;
+  };
+  ForwardProbe probe_;
 };
 
 }  // namespace dllm

@@ -25,8 +25,7 @@ class ForwardPassLogits final : public LogitsSource {
 class FunctionLogitsSource final : public LogitsSource {
  public:
   FunctionLogitsSource(LogitsFn fn, int n_vocab) : fn_(std::move(fn)), n_vocab_(n_vocab) {}
-  absl::Status Run(const ForwardBatch& batch, const LayerCheck* check,
-                   ForwardStats*) override {
+  absl::Status Run(const ForwardBatch& batch, const LayerCheck* check, ForwardStats*) override {
     if (check != nullptr && check->cancel != nullptr && check->cancel->load()) {
       return absl::CancelledError("cancelled before the logits");
     }

@@ -30,7 +30,6 @@ void AppendString(std::string* out, absl::string_view s) {
   out->append(s.data(), s.size());
 }
 
-
 uint64_t AlignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 }  // namespace

@@ -12,10 +12,10 @@
 #include "absl/strings/str_split.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/utf8.h"
-#include "engine/synth/gguf_writer.h"
 #include "engine/model/tensor_layout.h"
-#include "engine/tokenizer/bpe_tokenizer.h"
+#include "engine/synth/gguf_writer.h"
 #include "engine/synth/quantize.h"
+#include "engine/tokenizer/bpe_tokenizer.h"
 
 namespace dllm {
 namespace {
@@ -46,13 +46,20 @@ bool UseMoreBits(int64_t layer, int64_t n_layer) {
 
 int32_t FileType(QuantPreset p) {
   switch (p) {
-    case QuantPreset::kQ4_K_M: return 15;
-    case QuantPreset::kQ5_K_M: return 17;
-    case QuantPreset::kQ6_K: return 18;
-    case QuantPreset::kQ8_0: return 7;
-    case QuantPreset::kQ4_0: return 2;
-    case QuantPreset::kF16: return 1;
-    case QuantPreset::kF32: return 0;
+    case QuantPreset::kQ4_K_M:
+      return 15;
+    case QuantPreset::kQ5_K_M:
+      return 17;
+    case QuantPreset::kQ6_K:
+      return 18;
+    case QuantPreset::kQ8_0:
+      return 7;
+    case QuantPreset::kQ4_0:
+      return 2;
+    case QuantPreset::kF16:
+      return 1;
+    case QuantPreset::kF32:
+      return 0;
   }
   return 0;
 }
@@ -73,10 +80,13 @@ bool SyntheticWritesNoShift(Arch arch) { return arch == Arch::kLlada || arch == 
 // synthetic vocabulary has no merges, so the choice only labels the file).
 const char* SyntheticPreTokenizer(Arch arch) {
   switch (arch) {
-    case Arch::kLlada: return "gpt-2";
-    case Arch::kLladaMoe: return "bailingmoe2";
+    case Arch::kLlada:
+      return "gpt-2";
+    case Arch::kLladaMoe:
+      return "bailingmoe2";
     case Arch::kDream:
-    case Arch::kRnd1: return "qwen2";
+    case Arch::kRnd1:
+      return "qwen2";
   }
   return "gpt-2";
 }
@@ -115,19 +125,31 @@ absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
     if (!absl::SimpleAtoi(p.second, &v) || v < 1 || v > (int64_t{1} << 24)) {
       return Invalid(absl::StrCat("custom shape: '", kv, "' is not key=positive integer"));
     }
-    if (p.first == "d") s->n_embd = v;
-    else if (p.first == "l") s->n_layer = v;
-    else if (p.first == "h") s->n_head = v;
-    else if (p.first == "kv") s->n_head_kv = v;
-    else if (p.first == "ff") s->n_ff = v;
-    else if (p.first == "v") s->n_vocab = v;
-    else if (p.first == "ctx") s->n_ctx = v;
-    else if (p.first == "hd") s->head_dim = v;
-    else if (p.first == "e") s->n_expert = v;
-    else if (p.first == "eu") s->n_expert_used = v;
-    else if (p.first == "fe") s->n_ff_exp = v;
-    else return Invalid(absl::StrCat("custom shape: unknown key '", p.first,
-                                     "' (d l h kv ff v ctx hd e eu fe)"));
+    if (p.first == "d")
+      s->n_embd = v;
+    else if (p.first == "l")
+      s->n_layer = v;
+    else if (p.first == "h")
+      s->n_head = v;
+    else if (p.first == "kv")
+      s->n_head_kv = v;
+    else if (p.first == "ff")
+      s->n_ff = v;
+    else if (p.first == "v")
+      s->n_vocab = v;
+    else if (p.first == "ctx")
+      s->n_ctx = v;
+    else if (p.first == "hd")
+      s->head_dim = v;
+    else if (p.first == "e")
+      s->n_expert = v;
+    else if (p.first == "eu")
+      s->n_expert_used = v;
+    else if (p.first == "fe")
+      s->n_ff_exp = v;
+    else
+      return Invalid(
+          absl::StrCat("custom shape: unknown key '", p.first, "' (d l h kv ff v ctx hd e eu fe)"));
   }
   if (s->n_head_kv == 0) s->n_head_kv = s->n_head;
   if (s->n_vocab < 260) return Invalid("custom shape: v must be at least 260");
@@ -181,13 +203,15 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
   if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_ff == 0 ||
       (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
       s.HeadDim() % 2 != 0) {
-    return Invalid("shape needs d, l, h, ff with d a multiple of h (or hd set), h a multiple of "
-                   "kv and an even head size");
+    return Invalid(
+        "shape needs d, l, h, ff with d a multiple of h (or hd set), h a multiple of "
+        "kv and an even head size");
   }
   if (moe && (s.n_expert == 0 || s.n_expert_used == 0 || s.n_ff_exp == 0 ||
               s.n_expert_used > s.n_expert)) {
-    return Invalid("a MoE shape needs e (experts) >= eu (active experts) >= 1 and fe (expert "
-                   "FFN width)");
+    return Invalid(
+        "a MoE shape needs e (experts) >= eu (active experts) >= 1 and fe (expert "
+        "FFN width)");
   }
   if (TraitsOf(arch).q_is_n_embd && s.n_head * s.HeadDim() != s.n_embd) {
     return Invalid(absl::StrCat(ArchName(arch), " needs h x hd == d"));
@@ -196,22 +220,31 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
 }
 
 absl::StatusOr<QuantPreset> ParseQuantPreset(absl::string_view name) {
-  for (QuantPreset p : {QuantPreset::kQ4_K_M, QuantPreset::kQ5_K_M, QuantPreset::kQ6_K,
-                        QuantPreset::kQ8_0, QuantPreset::kQ4_0, QuantPreset::kF16, QuantPreset::kF32}) {
+  for (QuantPreset p :
+       {QuantPreset::kQ4_K_M, QuantPreset::kQ5_K_M, QuantPreset::kQ6_K, QuantPreset::kQ8_0,
+        QuantPreset::kQ4_0, QuantPreset::kF16, QuantPreset::kF32}) {
     if (name == QuantPresetName(p)) return p;
   }
-  return Invalid(absl::StrCat("unknown type '", name, "' (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, f16, f32)"));
+  return Invalid(
+      absl::StrCat("unknown type '", name, "' (q4_k_m, q5_k_m, q6_k, q8_0, q4_0, f16, f32)"));
 }
 
 const char* QuantPresetName(QuantPreset p) {
   switch (p) {
-    case QuantPreset::kQ4_K_M: return "q4_k_m";
-    case QuantPreset::kQ5_K_M: return "q5_k_m";
-    case QuantPreset::kQ6_K: return "q6_k";
-    case QuantPreset::kQ8_0: return "q8_0";
-    case QuantPreset::kQ4_0: return "q4_0";
-    case QuantPreset::kF16: return "f16";
-    case QuantPreset::kF32: return "f32";
+    case QuantPreset::kQ4_K_M:
+      return "q4_k_m";
+    case QuantPreset::kQ5_K_M:
+      return "q5_k_m";
+    case QuantPreset::kQ6_K:
+      return "q6_k";
+    case QuantPreset::kQ8_0:
+      return "q8_0";
+    case QuantPreset::kQ4_0:
+      return "q4_0";
+    case QuantPreset::kF16:
+      return "f16";
+    case QuantPreset::kF32:
+      return "f32";
   }
   return "?";
 }
@@ -230,11 +263,16 @@ GgmlType PresetTensorType(QuantPreset preset, absl::string_view tensor, int64_t 
       if (output || (more_bits_kind && UseMoreBits(layer, n_layer))) return GgmlType::kQ6_K;
       return base;
     }
-    case QuantPreset::kQ6_K: return GgmlType::kQ6_K;
-    case QuantPreset::kQ8_0: return GgmlType::kQ8_0;
-    case QuantPreset::kQ4_0: return output ? GgmlType::kQ6_K : GgmlType::kQ4_0;
-    case QuantPreset::kF16: return GgmlType::kF16;
-    case QuantPreset::kF32: return GgmlType::kF32;
+    case QuantPreset::kQ6_K:
+      return GgmlType::kQ6_K;
+    case QuantPreset::kQ8_0:
+      return GgmlType::kQ8_0;
+    case QuantPreset::kQ4_0:
+      return output ? GgmlType::kQ6_K : GgmlType::kQ4_0;
+    case QuantPreset::kF16:
+      return GgmlType::kF16;
+    case QuantPreset::kF32:
+      return GgmlType::kF32;
   }
   return GgmlType::kF32;
 }
@@ -282,7 +320,9 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   }
   for (int64_t t = 256; t < s.n_vocab; ++t) tokens[t] = absl::StrCat("[SYN", t, "]");
   const std::pair<int32_t, const char*> specials[] = {
-      {s.bos, "<|startoftext|>"}, {s.eos, "<|endoftext|>"}, {s.eot, "<|eot_id|>"},
+      {s.bos, "<|startoftext|>"},
+      {s.eos, "<|endoftext|>"},
+      {s.eot, "<|eot_id|>"},
       {s.mask, arch == Arch::kLlada ? "<|mdm_mask|>" : "<|mask|>"}};
   for (const auto& [id, text] : specials) {
     if (id < 0) continue;
@@ -322,8 +362,8 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
       const std::vector<std::string> parts = absl::StrSplit(e.name, '.');
       (void)absl::SimpleAtoi(parts[1], &layer);
     }
-    const GgmlType type = e.ne.size() == 1 ? GgmlType::kF32
-                                           : PresetTensorType(preset, e.name, layer, s.n_layer);
+    const GgmlType type =
+        e.ne.size() == 1 ? GgmlType::kF32 : PresetTensorType(preset, e.name, layer, s.n_layer);
     DLLM_RETURN_IF_ERROR(w.AddTensor(e.name, type, e.ne));
     plan.push_back({e.name, e.ne, type});
     total_bytes += RowBytes(type, e.ne[0]) * RowsOf(e.ne);
@@ -362,14 +402,15 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
       }
       QuantizeRow(p.type, row, pool.data() + r * row_bytes, cols);
     });
-    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(row_bytes));
+    const int64_t chunk_rows =
+        std::max<int64_t>(1, (int64_t{16} << 20) / static_cast<int64_t>(row_bytes));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
       const int64_t nr = std::min(chunk_rows, rows - r0);
       bytes.resize(static_cast<size_t>(nr) * row_bytes);
       for (int64_t r = 0; r < nr; ++r) {
-        const int64_t src = rows <= pool_rows ? r0 + r
-                                              : static_cast<int64_t>(SplitMix(tensor_key + r0 + r) %
-                                                                     kPoolRows);
+        const int64_t src = rows <= pool_rows
+                                ? r0 + r
+                                : static_cast<int64_t>(SplitMix(tensor_key + r0 + r) % kPoolRows);
         std::memcpy(bytes.data() + r * row_bytes, pool.data() + src * row_bytes, row_bytes);
       }
       DLLM_RETURN_IF_ERROR(w.WriteTensorData(bytes.data(), bytes.size()));

@@ -1,12 +1,11 @@
 // Random-weight GGUF files with the exact shapes and quantization layouts of
 // real LLaDA / Dream / LLaDA-MoE / RND1 checkpoints, for benchmarks (a step
 // costs the same whatever the weight values) and for tiny test models that
-// llama.cpp loads, so its logits can be compared with ours. Tensors are quantized with the project's own
-// quantizer and mixed per tensor the way llama.cpp's presets do, and written
-// tensor by tensor (in row chunks), so an 8B file needs little memory.
-// Large tensors repeat rows drawn from a pool of 256 quantized random rows
-// per tensor (speed does not depend on the values; quantizing every row
-// would take most of an hour for 8B).
+// llama.cpp loads, so its logits can be compared with ours. Tensors are quantized with the
+// project's own quantizer and mixed per tensor the way llama.cpp's presets do, and written tensor
+// by tensor (in row chunks), so an 8B file needs little memory. Large tensors repeat rows drawn
+// from a pool of 256 quantized random rows per tensor (speed does not depend on the values;
+// quantizing every row would take most of an hour for 8B).
 #ifndef DLLM_ENGINE_SYNTH_SYNTHETIC_MODEL_H_
 #define DLLM_ENGINE_SYNTH_SYNTHETIC_MODEL_H_
 

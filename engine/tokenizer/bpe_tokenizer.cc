@@ -1,6 +1,5 @@
 // Loading (validation, byte map, merge table, llama.cpp's token-type
 // overrides) and the encode / decode paths of `BpeTokenizer`.
-#include "engine/base/utf8.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "engine/base/status_macros.h"
+#include "engine/base/utf8.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace dllm {
@@ -33,12 +33,12 @@ namespace {
 // matched with parse_special. (llama.cpp also ends generation at the first
 // group; dllm stops at the file's EOS and EoT ids only, SpecialTokens::StopIds.)
 constexpr absl::string_view kEogTexts[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-    "<EOT>", "<|fim_pad|>", "<fim-pad>", "<PAD>", "<|fim_repo|>", "<|repo_name|>",
-    "<fim-repo>", "<REPO>", "<|file_sep|>"};
-constexpr absl::string_view kControlOnlyTexts[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<PRE>", "<|fim_suffix|>", "<fim-suffix>",
-    "<SUF>", "<|fim_middle|>", "<fim-middle>", "<MID>"};
+    "<|eot_id|>",   "<|im_end|>",    "<|end|>",     "<end_of_turn>", "<|endoftext|>",
+    "<|eom_id|>",   "<EOT>",         "<|fim_pad|>", "<fim-pad>",     "<PAD>",
+    "<|fim_repo|>", "<|repo_name|>", "<fim-repo>",  "<REPO>",        "<|file_sep|>"};
+constexpr absl::string_view kControlOnlyTexts[] = {"<|fim_prefix|>", "<fim-prefix>", "<PRE>",
+                                                   "<|fim_suffix|>", "<fim-suffix>", "<SUF>",
+                                                   "<|fim_middle|>", "<fim-middle>", "<MID>"};
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -46,7 +46,6 @@ int HexDigit(char c) {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   return -1;
 }
-
 
 // llama.cpp's clean_up_tokenization_spaces passes, in place.
 void CleanSpaces(std::string* text) {
@@ -105,16 +104,16 @@ absl::StatusOr<BpeTokenizer> BpeTokenizer::FromGguf(const GgufFile& file) {
   BpeTokenizer t;
   DLLM_ASSIGN_OR_RETURN(absl::string_view model, file.GetString("tokenizer.ggml.model"));
   if (model != "gpt2" && model != "gemma4") {
-    return absl::UnimplementedError(absl::StrCat(
-        "tokenizer: tokenizer.ggml.model '", model,
-        "' is not supported (gpt2: byte-level BPE; gemma4: SentencePiece-style BPE)"));
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer: tokenizer.ggml.model '", model,
+                     "' is not supported (gpt2: byte-level BPE; gemma4: SentencePiece-style BPE)"));
   }
   t.spm_style_ = model == "gemma4";
   // llama.cpp gives Gemma 4's vocabulary its own pre-tokenizer, whatever
   // tokenizer.ggml.pre says.
-  DLLM_ASSIGN_OR_RETURN(absl::string_view pre,
-                        t.spm_style_ ? absl::StatusOr<absl::string_view>("gemma4")
-                                     : file.GetStringOr("tokenizer.ggml.pre", ""));
+  DLLM_ASSIGN_OR_RETURN(absl::string_view pre, t.spm_style_
+                                                   ? absl::StatusOr<absl::string_view>("gemma4")
+                                                   : file.GetStringOr("tokenizer.ggml.pre", ""));
   if (pre.empty()) {
     return absl::UnimplementedError(
         "tokenizer: tokenizer.ggml.pre is missing (llama.cpp would use its multi-regex "
@@ -143,28 +142,29 @@ absl::Status BpeTokenizer::ReadVocabulary(const GgufFile& file) {
   const size_t n = tokens.size();
   types_.assign(n, TokenType::kNormal);
   if (file.HasKey("tokenizer.ggml.token_type")) {
-    DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> types, file.GetIntArray("tokenizer.ggml.token_type"));
+    DLLM_ASSIGN_OR_RETURN(std::vector<int64_t> types,
+                          file.GetIntArray("tokenizer.ggml.token_type"));
     if (types.size() != n) {
       return InvalidKey("tokenizer.ggml.token_type",
                         absl::StrCat(types.size(), " entries for ", n, " tokens"));
     }
     for (size_t i = 0; i < n; ++i) {
-      types_[i] = types[i] >= 1 && types[i] <= 6 ? static_cast<TokenType>(types[i])
-                                                   : TokenType::kUndefined;
+      types_[i] =
+          types[i] >= 1 && types[i] <= 6 ? static_cast<TokenType>(types[i]) : TokenType::kUndefined;
     }
   }
   tokens_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     // llama.cpp renames empty tokens so that every text is matchable.
     tokens_.emplace_back(tokens[i].empty() ? absl::StrCat("[EMPTY_", i, "]")
-                                             : std::string(tokens[i]));
+                                           : std::string(tokens[i]));
   }
   text_to_id_.reserve(n);
   for (size_t i = 0; i < n; ++i) {
     auto [it, inserted] = text_to_id_.try_emplace(tokens_[i], static_cast<int32_t>(i));
     if (!inserted) {
-      return InvalidKey("tokenizer.ggml.tokens",
-                        absl::StrCat("token ", i, " '", tokens_[i], "' repeats token ", it->second));
+      return InvalidKey("tokenizer.ggml.tokens", absl::StrCat("token ", i, " '", tokens_[i],
+                                                              "' repeats token ", it->second));
     }
   }
   for (absl::string_view text : kEogTexts) {
@@ -274,16 +274,14 @@ void BpeTokenizer::IndexSpecialTexts() {
       special_.push_back(static_cast<int32_t>(i));
     }
   }
-  std::stable_sort(special_.begin(), special_.end(), [this](int32_t a, int32_t b) {
-    return tokens_[a].size() > tokens_[b].size();
-  });
+  std::stable_sort(special_.begin(), special_.end(),
+                   [this](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
 }
 
 int32_t BpeTokenizer::FindToken(absl::string_view text) const {
   auto it = text_to_id_.find(text);
   return it == text_to_id_.end() ? -1 : it->second;
 }
-
 
 void BpeTokenizer::EncodeWord(absl::string_view word, std::vector<int32_t>* out) const {
   if (ignore_merges_) {
@@ -461,9 +459,8 @@ absl::StatusOr<std::string> BpeTokenizer::Decode(const std::vector<int32_t>& ids
 
 absl::StatusOr<std::string> StreamingDecoder::Push(int32_t id) {
   if (!tokenizer_->IsValid(id)) {
-    return absl::OutOfRangeError(absl::StrCat("tokenizer: token id ", id,
-                                              " is outside the vocabulary of ",
-                                              tokenizer_->n_vocab()));
+    return absl::OutOfRangeError(absl::StrCat(
+        "tokenizer: token id ", id, " is outside the vocabulary of ", tokenizer_->n_vocab()));
   }
   const TokenType type = tokenizer_->Type(id);
   if (!render_special_ && (type == TokenType::kControl || type == TokenType::kUnknown)) {
@@ -482,6 +479,5 @@ std::string StreamingDecoder::Finish() {
   pending_.clear();
   return out;
 }
-
 
 }  // namespace dllm

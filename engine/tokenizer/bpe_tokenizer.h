@@ -61,8 +61,7 @@ class BpeTokenizer {
   // `add_special` and `add_bos_token` (EOS last with `add_eos_token`).
   // `parse_special` matches control (and unknown) token texts in `text`;
   // user-defined tokens are matched even without it, as in llama.cpp and HF.
-  std::vector<int32_t> Encode(absl::string_view text, bool add_special,
-                              bool parse_special) const;
+  std::vector<int32_t> Encode(absl::string_view text, bool add_special, bool parse_special) const;
 
   // Concatenated token pieces. OUT_OF_RANGE for an id outside [0, n_vocab).
   // The result is bytes: it is valid UTF-8 only if the ids come from
@@ -125,9 +124,9 @@ class BpeTokenizer {
   void MergeSymbols(std::vector<Symbol>& syms) const;
   void EncodeText(absl::string_view text, std::vector<int32_t>* out) const;
 
-  std::vector<std::string> tokens_;  // (n_vocab) GGUF texts
-  std::vector<std::string> pieces_;  // (n_vocab) rendered bytes
-  std::vector<TokenType> types_;     // (n_vocab)
+  std::vector<std::string> tokens_;                             // (n_vocab) GGUF texts
+  std::vector<std::string> pieces_;                             // (n_vocab) rendered bytes
+  std::vector<TokenType> types_;                                // (n_vocab)
   absl::flat_hash_map<absl::string_view, int32_t> text_to_id_;  // views into tokens_
   // Keyed by (left id << 32 | right id).
   absl::flat_hash_map<uint64_t, Merge> merges_;

@@ -35,7 +35,7 @@ ChatTemplate Make(ChatFormat format, std::string name, std::string default_syste
 }
 
 ChatTemplate QwenStyle(std::string default_system) {
-  std::string name = default_system == kDreamSystem ? "dream"
+  std::string name = default_system == kDreamSystem  ? "dream"
                      : default_system == kQwenSystem ? "qwen2.5"
                                                      : "qwen";
   return Make(ChatFormat::kQwen, std::move(name), std::move(default_system));
@@ -165,7 +165,8 @@ ChatPrompt ApplyChatTemplate(const ChatTemplate& t, const std::vector<ChatMessag
       p.text += "<|im_start|>assistant\n";
       break;
     case ChatFormat::kLing:
-      if (!leading_system) absl::StrAppend(&p.text, "<role>SYSTEM</role>", kLingSystem, "<|role_end|>");
+      if (!leading_system)
+        absl::StrAppend(&p.text, "<role>SYSTEM</role>", kLingSystem, "<|role_end|>");
       for (const ChatMessage& m : messages) {
         const std::string role = m.role == "user" ? "HUMAN" : absl::AsciiStrToUpper(m.role);
         absl::StrAppend(&p.text, "<role>", role, "</role>", m.content, "<|role_end|>");

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "engine/tokenizer/unicode.h"
 
 namespace dllm {
@@ -68,7 +68,8 @@ size_t MatchWhitespaceRun(const Chars& s, size_t i) {
 size_t MatchGpt2(const Chars& s, size_t i) {
   if (size_t n = MatchContraction(s, i, /*ignore_case=*/false)) return n;
   // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
-  const size_t j = (s.cp[i] == ' ' && i + 1 < s.size() && !s.Is(i + 1, Cat::kWhitespace)) ? i + 1 : i;
+  const size_t j =
+      (s.cp[i] == ' ' && i + 1 < s.size() && !s.Is(i + 1, Cat::kWhitespace)) ? i + 1 : i;
   if (!s.Is(j, Cat::kWhitespace)) return RunEnd(s, j, s.cat[j]) - i;
   return MatchWhitespaceRun(s, i);
 }

@@ -43,8 +43,7 @@ absl::string_view PreTokenizerName(PreTokenizer pre);  // "gpt-2", "qwen2", "lla
 // Appends the words of `text` to `words`, as views into `text`. Together
 // they cover `text` exactly, in order. Bytes that are not valid UTF-8 are
 // kept, each classed like punctuation.
-void SplitWords(PreTokenizer pre, absl::string_view text,
-                std::vector<absl::string_view>* words);
+void SplitWords(PreTokenizer pre, absl::string_view text, std::vector<absl::string_view>* words);
 
 }  // namespace dllm
 

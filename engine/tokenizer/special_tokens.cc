@@ -28,16 +28,16 @@ absl::StatusOr<SpecialTokens> ReadSpecialTokens(const GgufFile& file, int64_t n_
     const char* key;
     int32_t* id;
   };
-  for (const IdKey& k : {IdKey{"tokenizer.ggml.bos_token_id", &t.bos},
-                         IdKey{"tokenizer.ggml.eos_token_id", &t.eos},
-                         IdKey{"tokenizer.ggml.eot_token_id", &t.eot},
-                         IdKey{"tokenizer.ggml.padding_token_id", &t.pad},
-                         IdKey{"tokenizer.ggml.mask_token_id", &t.mask}}) {
+  for (const IdKey& k :
+       {IdKey{"tokenizer.ggml.bos_token_id", &t.bos}, IdKey{"tokenizer.ggml.eos_token_id", &t.eos},
+        IdKey{"tokenizer.ggml.eot_token_id", &t.eot},
+        IdKey{"tokenizer.ggml.padding_token_id", &t.pad},
+        IdKey{"tokenizer.ggml.mask_token_id", &t.mask}}) {
     if (!file.HasKey(k.key)) continue;
     DLLM_ASSIGN_OR_RETURN(int64_t id, file.GetInt(k.key));
     if (id < 0 || id >= n_vocab) {
-      return InvalidKey(k.key, absl::StrCat("token id ", id, " is outside the vocabulary of ",
-                                            n_vocab));
+      return InvalidKey(k.key,
+                        absl::StrCat("token id ", id, " is outside the vocabulary of ", n_vocab));
     }
     *k.id = static_cast<int32_t>(id);
   }

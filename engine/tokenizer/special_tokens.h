@@ -12,11 +12,11 @@
 namespace dllm {
 
 struct SpecialTokens {
-  int32_t bos = -1;   // tokenizer.ggml.bos_token_id
-  int32_t eos = -1;   // tokenizer.ggml.eos_token_id
-  int32_t eot = -1;   // tokenizer.ggml.eot_token_id
-  int32_t pad = -1;   // tokenizer.ggml.padding_token_id
-  int32_t mask = -1;  // tokenizer.ggml.mask_token_id; required for diffusion
+  int32_t bos = -1;      // tokenizer.ggml.bos_token_id
+  int32_t eos = -1;      // tokenizer.ggml.eos_token_id
+  int32_t eot = -1;      // tokenizer.ggml.eot_token_id
+  int32_t pad = -1;      // tokenizer.ggml.padding_token_id
+  int32_t mask = -1;     // tokenizer.ggml.mask_token_id; required for diffusion
   bool add_bos = false;  // tokenizer.ggml.add_bos_token
   bool add_eos = false;  // tokenizer.ggml.add_eos_token
 

@@ -6,34 +6,33 @@
 // before any thread starts), so no work happens in a signal handler.
 #include <malloc.h>
 #include <signal.h>
-
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
-#include <thread>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <set>
+#include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
-#include "engine/model/isa_option.h"
-#include "engine/parallel/cpu_topology.h"
-#include "engine/base/utf8.h"
-#include "engine/tokenizer/chat_template.h"
+#include "absl/strings/strip.h"
 #include "engine/base/flags.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
-#include "absl/strings/ascii.h"
+#include "engine/base/utf8.h"
+#include "engine/model/isa_option.h"
+#include "engine/parallel/cpu_topology.h"
+#include "engine/tokenizer/chat_template.h"
 #include "service/http/http_server.h"
 #include "service/http/metrics_endpoint.h"
 #include "service/http/openai_api.h"
@@ -43,24 +42,46 @@
 namespace dllm {
 namespace {
 
-const std::set<std::string> kValueFlags = {
-    "model",      "listen",        "metrics-listen", "max-running", "max-queue",
-    "max-sessions", "threads",     "cpu-policy",     "isa",         "tls-cert",
-    "tls-key",    "drain-seconds", "session-idle-seconds", "port-file", "memory-budget-mb",
-    "chat-template", "http-listen", "api-key-file", "http-max-body-bytes", "http-allow-origin",
-    "http-max-connections", "http-max-connections-per-peer", "http-header-timeout-seconds", "http-idle-timeout-seconds",
-    "http-heartbeat-seconds", "max-batch-requests", "max-batch-rows"};
+const std::set<std::string> kValueFlags = {"model",
+                                           "listen",
+                                           "metrics-listen",
+                                           "max-running",
+                                           "max-queue",
+                                           "max-sessions",
+                                           "threads",
+                                           "cpu-policy",
+                                           "isa",
+                                           "tls-cert",
+                                           "tls-key",
+                                           "drain-seconds",
+                                           "session-idle-seconds",
+                                           "port-file",
+                                           "memory-budget-mb",
+                                           "chat-template",
+                                           "http-listen",
+                                           "api-key-file",
+                                           "http-max-body-bytes",
+                                           "http-allow-origin",
+                                           "http-max-connections",
+                                           "http-max-connections-per-peer",
+                                           "http-header-timeout-seconds",
+                                           "http-idle-timeout-seconds",
+                                           "http-heartbeat-seconds",
+                                           "max-batch-requests",
+                                           "max-batch-rows"};
 const std::set<std::string> kBoolFlags = {};
 
 constexpr const char* kUsage =
-    "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen 127.0.0.1:9464|none]\n"
+    "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen "
+    "127.0.0.1:9464|none]\n"
     "         [--max-batch-requests 8] [--max-batch-rows N] [--max-running N]\n"
     "         [--max-queue 8] [--max-sessions 4] [--threads N]\n"
     "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
     "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
     "         [--memory-budget-mb N] [--port-file FILE]\n"
     "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
-    "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes 4194304]\n"
+    "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes "
+    "4194304]\n"
     "         [--http-allow-origin ORIGIN[,ORIGIN...]|*]\n"
     "         [--http-max-connections 4096] [--http-max-connections-per-peer 512]\n"
     "         [--http-header-timeout-seconds 10]\n"
@@ -139,7 +160,8 @@ absl::StatusOr<std::string> ReadApiKey(const std::string& path) {
   if (!in) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: cannot read ", path));
   std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const absl::string_view stripped = absl::StripAsciiWhitespace(key);
-  if (stripped.empty()) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: ", path, " is empty"));
+  if (stripped.empty())
+    return absl::InvalidArgumentError(absl::StrCat("--api-key-file: ", path, " is empty"));
   for (char c : stripped) {
     if (c < 0x21 || c > 0x7e) {
       return absl::InvalidArgumentError(
@@ -162,9 +184,9 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
     DLLM_ASSIGN_OR_RETURN(options.engine.max_batch_rows,
                           flags.GetIntInRange("max-batch-rows", 1, 1, 1 << 20));
   }
-  DLLM_ASSIGN_OR_RETURN(options.engine.max_running,
-                        flags.GetIntInRange("max-running", options.engine.max_batch_requests, 1,
-                                            1024));
+  DLLM_ASSIGN_OR_RETURN(
+      options.engine.max_running,
+      flags.GetIntInRange("max-running", options.engine.max_batch_requests, 1, 1024));
   DLLM_ASSIGN_OR_RETURN(options.engine.max_queue, flags.GetIntInRange("max-queue", 8, 0, 1 << 20));
   DLLM_ASSIGN_OR_RETURN(options.engine.max_sessions,
                         flags.GetIntInRange("max-sessions", 4, 0, 1 << 16));
@@ -205,18 +227,19 @@ absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
                         flags.GetIntInRange("http-max-body-bytes", options.max_message_bytes, 1024,
                                             int64_t{1} << 30));
   http.max_body_bytes = static_cast<uint64_t>(body_bytes);
-  DLLM_ASSIGN_OR_RETURN(http.max_connections,
-                        flags.GetIntInRange("http-max-connections", http.max_connections, 1, 65536));
-  DLLM_ASSIGN_OR_RETURN(http.max_connections_per_peer,
-                        flags.GetIntInRange("http-max-connections-per-peer",
-                                            std::min(http.max_connections_per_peer, http.max_connections),
-                                            1, http.max_connections));
-  DLLM_ASSIGN_OR_RETURN(http.header_timeout_seconds,
-                        flags.GetIntInRange("http-header-timeout-seconds",
-                                            http.header_timeout_seconds, 1, 3600));
-  DLLM_ASSIGN_OR_RETURN(http.idle_timeout_seconds,
-                        flags.GetIntInRange("http-idle-timeout-seconds", http.idle_timeout_seconds,
-                                            1, 24 * 3600));
+  DLLM_ASSIGN_OR_RETURN(http.max_connections, flags.GetIntInRange("http-max-connections",
+                                                                  http.max_connections, 1, 65536));
+  DLLM_ASSIGN_OR_RETURN(
+      http.max_connections_per_peer,
+      flags.GetIntInRange("http-max-connections-per-peer",
+                          std::min(http.max_connections_per_peer, http.max_connections), 1,
+                          http.max_connections));
+  DLLM_ASSIGN_OR_RETURN(
+      http.header_timeout_seconds,
+      flags.GetIntInRange("http-header-timeout-seconds", http.header_timeout_seconds, 1, 3600));
+  DLLM_ASSIGN_OR_RETURN(
+      http.idle_timeout_seconds,
+      flags.GetIntInRange("http-idle-timeout-seconds", http.idle_timeout_seconds, 1, 24 * 3600));
   http.tls_cert_file = options.tls_cert_file;
   http.tls_key_file = options.tls_key_file;
   if (flags.Has("api-key-file")) {
@@ -250,8 +273,7 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(ServerSetup& setup) {
   }
   std::fprintf(stderr, "dllm-server: model %s (%s, %s), loaded in %.2f s\n",
                options.model_path.c_str(), absl::CHexEscape(mc.name).c_str(),
-               std::string(ArchName(mc.arch)).c_str(),
-               load_time.ElapsedSeconds());
+               std::string(ArchName(mc.arch)).c_str(), load_time.ElapsedSeconds());
   std::fprintf(stderr, "dllm-server: isa %s, %d engine threads (%s), cpu policy %s\n",
                IsaLevelName(setup.isa), options.plan.threads, options.plan.why.c_str(),
                CpuPolicyName(setup.policy));
@@ -397,9 +419,9 @@ int Run(int argc, char** argv) {
   // Said once the warm-up step has run: a configuration that cannot run a
   // step (--max-batch-rows 1) fails before anything claims to listen.
   const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  std::string listening = absl::StrFormat("dllm-server: listening on %s:%d (%s)\n", host,
-                                          (*server)->port(),
-                                          options.tls_cert_file.empty() ? "plaintext" : "TLS");
+  std::string listening =
+      absl::StrFormat("dllm-server: listening on %s:%d (%s)\n", host, (*server)->port(),
+                      options.tls_cert_file.empty() ? "plaintext" : "TLS");
   // The HTTP API starts with the gRPC server (both share its service), so
   // that /health/ready answers 503 during the warm-up.
   std::unique_ptr<OpenAiApi> api;
@@ -413,9 +435,10 @@ int Run(int argc, char** argv) {
     }
     http = std::move(*started);
     const std::string& listen = setup->http.listen;
-    absl::StrAppendFormat(&listening, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
-                          http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')),
-                          http->port(), setup->api.api_key.empty() ? "no API key" : "API key required");
+    absl::StrAppendFormat(
+        &listening, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
+        http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')), http->port(),
+        setup->api.api_key.empty() ? "no API key" : "API key required");
     if (!setup->api.loopback_host_only && setup->api.api_key.empty()) {
       std::fprintf(stderr,
                    "dllm-server: warning: the HTTP API listens beyond loopback without an API "

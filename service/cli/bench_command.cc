@@ -1,7 +1,5 @@
 #include "service/cli/bench_command.h"
 
-#include <filesystem>
-
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -9,23 +7,24 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <numeric>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "engine/model/isa_option.h"
-#include "service/json/json.h"
+#include "engine/base/flags.h"
 #include "engine/base/process_memory.h"
+#include "engine/base/stopwatch.h"
+#include "engine/model/isa_option.h"
 #include "engine/parallel/cpu_topology.h"
 #include "engine/parallel/read_bandwidth.h"
 #include "engine/session/denoise_session.h"
 #include "kernels/peak.h"
-#include "engine/base/flags.h"
-#include "engine/base/stopwatch.h"
 #include "service/cli/generate_command.h"
+#include "service/json/json.h"
 
 namespace dllm {
 namespace {
@@ -48,7 +47,8 @@ absl::StatusOr<std::vector<int>> IntList(const std::string& text, const std::str
     if (item == "all") {
       v = all_value;
     } else if (!absl::SimpleAtoi(item, &v) || v < 1 || v > 1 << 20) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": '", item, "' is not a positive integer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": '", item, "' is not a positive integer"));
     }
     if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
@@ -133,7 +133,7 @@ Json ModelJson(const std::string& file, const Model& model, double load_seconds,
 struct StepSamples {
   std::vector<double> step_ms, forward_ms, sample_ms;
   std::vector<double> full_ms, cached_ms;  // under a cache: steps that refilled / read it
-  std::vector<double> rows;               // canvas rows each step's forward computed
+  std::vector<double> rows;                // canvas rows each step's forward computed
   ForwardStats ops;
   int64_t committed = 0;
   int forward_steps = 0;  // measured steps that ran a forward
@@ -217,8 +217,8 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t
   const int64_t rows = sc.family == SamplerFamily::kLlada ? sc.EffectiveBlockLength() : gen;
   // Under a cache most steps compute fewer rows than the canvas: the floor
   // is for the median step's rows.
-  const int64_t computed = samples.rows.empty() ? prompt_len + gen
-                                                : static_cast<int64_t>(Median(samples.rows));
+  const int64_t computed =
+      samples.rows.empty() ? prompt_len + gen : static_cast<int64_t>(Median(samples.rows));
   const double step_ops = ProjectionOps(c, computed, std::min(rows, computed));
   const double compute_floor_ms =
       peak_per_thread > 0 ? step_ops / (peak_per_thread * threads) * 1e3 : 0;
@@ -249,15 +249,15 @@ int RunBench(int argc, char** argv) {
   absl::StatusOr<std::vector<int>> threads =
       IntList(flags->Get("threads", "1,2,all"), "--threads", topo.UsableThreads());
   if (!threads.ok()) return Fail(threads.status());
-  absl::StatusOr<std::vector<int>> gens = IntList(flags->Get("gen-lengths", "128,256,512"),
-                                                  "--gen-lengths", 0);
+  absl::StatusOr<std::vector<int>> gens =
+      IntList(flags->Get("gen-lengths", "128,256,512"), "--gen-lengths", 0);
   if (!gens.ok()) return Fail(gens.status());
   absl::StatusOr<int64_t> prompt_len = flags->GetInt("prompt-len", 16);
   absl::StatusOr<int64_t> block = flags->GetInt("block-length", kDefaultBlockLength);
   absl::StatusOr<int64_t> measured = flags->GetInt("steps", 5);
   absl::StatusOr<int64_t> warmup = flags->GetInt("warmup", 1);
-  for (const absl::Status& s : {prompt_len.status(), block.status(), measured.status(),
-                                warmup.status()}) {
+  for (const absl::Status& s :
+       {prompt_len.status(), block.status(), measured.status(), warmup.status()}) {
     if (!s.ok()) return Fail(s);
   }
   absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
@@ -271,7 +271,8 @@ int RunBench(int argc, char** argv) {
   const Stopwatch load_time;
   ModelOptions model_options;
   model_options.isa = *isa;
-  absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), model_options);
+  absl::StatusOr<std::shared_ptr<const Model>> model =
+      Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
   const double load_seconds = load_time.ElapsedSeconds();
   const ModelConfig& c = (*model)->config();
@@ -324,8 +325,8 @@ int RunBench(int argc, char** argv) {
             "--gen-lengths ", gen, ": the run finished within the ", *warmup,
             " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
       }
-      const Json run = RunJson(c, sc, t, static_cast<int64_t>(prompt.size()), *samples,
-                               bandwidth, weight_bytes, peak_per_thread);
+      const Json run = RunJson(c, sc, t, static_cast<int64_t>(prompt.size()), *samples, bandwidth,
+                               weight_bytes, peak_per_thread);
       runs.push_back(run);
       std::fprintf(stderr,
                    "%d threads, gen %d (canvas %lld, cache %s): %.1f ms/step median [%.1f, %.1f], "

@@ -47,8 +47,8 @@ absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& mode
     DLLM_ASSIGN_OR_RETURN(DenoiseSession::StepLogits e, exact->LastStepLogits());
     DLLM_ASSIGN_OR_RETURN(DenoiseSession::StepLogits c, cached->LastStepLogits());
     if (!std::equal(e.rows.begin(), e.rows.end(), c.rows.begin(), c.rows.end())) {
-      return absl::InternalError(absl::StrCat("divergence: step ", index,
-                                              " read different rows exact and cached"));
+      return absl::InternalError(
+          absl::StrCat("divergence: step ", index, " read different rows exact and cached"));
     }
     const size_t n = e.rows.size();
     kl.assign(n, 0.0);
@@ -85,7 +85,8 @@ absl::Status FreeRunning(const std::shared_ptr<const Model>& model,
     out->cached_full_steps += step.cache_use == CacheUse::kRefill;
   }
   const std::span<const int32_t> b = cached->canvas();
-  for (size_t p = prompt.size(); p < exact_canvas.size(); ++p) *identical += exact_canvas[p] == b[p];
+  for (size_t p = prompt.size(); p < exact_canvas.size(); ++p)
+    *identical += exact_canvas[p] == b[p];
   *generated += static_cast<int64_t>(exact_canvas.size() - prompt.size());
   return absl::OkStatus();
 }

@@ -27,9 +27,9 @@ namespace dllm {
 
 struct CacheDivergence {
   int runs = 0;
-  int64_t rows = 0;             // teacher-forced rows compared, all runs
-  double mean_kl = 0;           // nats, over those rows
-  double top1_agreement = 0;    // share of those rows
+  int64_t rows = 0;           // teacher-forced rows compared, all runs
+  double mean_kl = 0;         // nats, over those rows
+  double top1_agreement = 0;  // share of those rows
   // Per run, the first teacher-forced step (0-based) at which some row's
   // top-1 differs; a run that never diverges counts its number of steps.
   double first_divergence_mean = 0;
@@ -38,7 +38,7 @@ struct CacheDivergence {
   double identical_tokens = 0;    // free-running: share of generated tokens
   int exact_forward_steps = 0;    // free-running, all runs
   int cached_forward_steps = 0;
-  int cached_full_steps = 0;      // of those, the ones that refilled the cache
+  int cached_full_steps = 0;  // of those, the ones that refilled the cache
 };
 
 // One run per prompt. `cached` holds the settings and the cache to measure;

@@ -7,11 +7,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/gguf/gguf_reader.h"
+#include "engine/base/flags.h"
 #include "engine/base/utf8.h"
+#include "engine/gguf/gguf_reader.h"
 #include "engine/model/model.h"
 #include "engine/model/model_config.h"
-#include "engine/base/flags.h"
 #include "engine/model/tensor_layout.h"
 #include "engine/parallel/cpu_topology.h"
 #include "kernels/cpu_features.h"
@@ -42,8 +42,9 @@ void PeakChecks(std::vector<Check>* out) {
         "measured), %.0f%%",
         spec.name, spec.instruction, r.measured / 1e9, r.bound / 1e9, spec.instructions_per_cycle,
         spec.ops_per_instruction, r.clock_hz / 1e9, 100 * r.ratio());
-    out->push_back({r.exceeds_bound() ? Level::kWarn : Level::kOk, what,
-                    r.exceeds_bound() ? "the loop or the documented bound is wrong: report it" : ""});
+    out->push_back(
+        {r.exceeds_bound() ? Level::kWarn : Level::kOk, what,
+         r.exceeds_bound() ? "the loop or the documented bound is wrong: report it" : ""});
   }
 }
 
@@ -56,18 +57,18 @@ void CpuChecks(std::vector<Check>* out) {
   } else {
     out->push_back({Level::kOk, "avx2: yes", ""});
   }
-  out->push_back({IsaLevelSupported(IsaLevel::kAvx512Vnni) ? Level::kOk : Level::kWarn,
-                  absl::StrCat("avx512-vnni: ",
-                               IsaLevelSupported(IsaLevel::kAvx512Vnni) ? "yes" : "no"),
-                  IsaLevelSupported(IsaLevel::kAvx512Vnni)
-                      ? ""
-                      : "int8 GEMM falls back to AVX2 (about half the throughput)"});
+  out->push_back(
+      {IsaLevelSupported(IsaLevel::kAvx512Vnni) ? Level::kOk : Level::kWarn,
+       absl::StrCat("avx512-vnni: ", IsaLevelSupported(IsaLevel::kAvx512Vnni) ? "yes" : "no"),
+       IsaLevelSupported(IsaLevel::kAvx512Vnni)
+           ? ""
+           : "int8 GEMM falls back to AVX2 (about half the throughput)"});
   if (f.amx_tile && f.amx_int8) {
     if (f.amx_permitted) {
       out->push_back({Level::kOk, "amx-int8: yes, tile data granted by the kernel", ""});
     } else {
-      out->push_back({Level::kWarn, absl::StrCat("amx-int8: present but unusable: ",
-                                                 f.amx_denied_reason),
+      out->push_back({Level::kWarn,
+                      absl::StrCat("amx-int8: present but unusable: ", f.amx_denied_reason),
                       "use Linux >= 5.16 with AMX enabled; AVX512-VNNI is used meanwhile"});
     }
   } else {
@@ -103,19 +104,19 @@ void ModelChecks(const std::string& path, std::vector<Check>* out) {
   // and dllm-server accept.
   absl::StatusOr<ModelSpec> spec = ReadModelSpec(*file);
   if (!spec.ok()) {
-    out->push_back({Level::kFail,
-                    absl::StrCat("model: the loader refuses it: ",
-                                 PrintableText(spec.status().message())),
-                    absl::StrCat("dllm runs llama.cpp-format GGUF files of ", SupportedArchNames(),
-                                 " (convert_hf_to_gguf.py), quantized to Q4_K_M, Q5_K_M, Q6_K, "
-                                 "Q8_0, Q4_0, F16, BF16 or F32")});
+    out->push_back(
+        {Level::kFail,
+         absl::StrCat("model: the loader refuses it: ", PrintableText(spec.status().message())),
+         absl::StrCat("dllm runs llama.cpp-format GGUF files of ", SupportedArchNames(),
+                      " (convert_hf_to_gguf.py), quantized to Q4_K_M, Q5_K_M, Q6_K, "
+                      "Q8_0, Q4_0, F16, BF16 or F32")});
     return;
   }
   const ModelConfig& config = spec->config;
-  std::string facts = absl::StrCat("model: ", ArchName(config.arch), ", ", config.n_layer,
-                                   " layers, d ", config.n_embd, ", vocab ", config.n_vocab,
-                                   ", mask token ", config.tokens.mask, ", tokenizer ",
-                                   config.tokenizer_model, "/", config.tokenizer_pre);
+  std::string facts =
+      absl::StrCat("model: ", ArchName(config.arch), ", ", config.n_layer, " layers, d ",
+                   config.n_embd, ", vocab ", config.n_vocab, ", mask token ", config.tokens.mask,
+                   ", tokenizer ", config.tokenizer_model, "/", config.tokenizer_pre);
   if (config.moe()) {
     absl::StrAppend(&facts, ", ", config.n_expert_used, " of ", config.n_expert, " experts");
   }
@@ -131,11 +132,12 @@ void ModelChecks(const std::string& path, std::vector<Check>* out) {
   }
   // One copy of the weights plus headroom for activations and the server.
   const uint64_t need = file->file_size() + file->file_size() / 10 + (256u << 20);
-  const std::string line = absl::StrCat("memory: ", Gib(available), " available, model needs about ",
-                                        Gib(need));
+  const std::string line =
+      absl::StrCat("memory: ", Gib(available), " available, model needs about ", Gib(need));
   if (available < need) {
-    out->push_back({Level::kFail, line, "free memory, raise the container limit, or use a smaller "
-                                        "quantization"});
+    out->push_back({Level::kFail, line,
+                    "free memory, raise the container limit, or use a smaller "
+                    "quantization"});
   } else {
     out->push_back({Level::kOk, line, ""});
   }
@@ -172,9 +174,9 @@ int RunDoctor(int argc, char** argv) {
     std::printf("verdict: NOT READY (%d problem%s to fix)\n", fails, fails == 1 ? "" : "s");
     return 1;
   }
-  std::printf("verdict: ready%s\n",
-              warns ? absl::StrCat(" (", warns, " warning", warns == 1 ? "" : "s", ")").c_str()
-                    : "");
+  std::printf(
+      "verdict: ready%s\n",
+      warns ? absl::StrCat(" (", warns, " warning", warns == 1 ? "" : "s", ")").c_str() : "");
   return 0;
 }
 

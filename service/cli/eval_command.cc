@@ -77,9 +77,9 @@ absl::StatusOr<Canvas> MakeCanvas(const Json& window, const std::string& ratio,
   DLLM_ASSIGN_OR_RETURN(out.tokens, Ids(*tokens, c.n_vocab, where + ".tokens"));
   const Json* listed = FindMember(*masks, ratio);
   if (listed == nullptr) return absl::InvalidArgumentError(where + ": no masks for ratio " + ratio);
-  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> positions,
-                        Ids(*listed, static_cast<int32_t>(out.tokens.size()),
-                            where + ".masks." + ratio));
+  DLLM_ASSIGN_OR_RETURN(
+      std::vector<int32_t> positions,
+      Ids(*listed, static_cast<int32_t>(out.tokens.size()), where + ".masks." + ratio));
   std::sort(positions.begin(), positions.end());
   positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
   for (int32_t p : positions) {
@@ -142,7 +142,8 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
       double ce = 0, kl = 0;
       int hits = 0;
       for (size_t w = 0; w < list->size(); ++w) {
-        absl::StatusOr<Canvas> canvas = MakeCanvas((*list)[w], ratio, c, absl::StrCat("windows[", w, "]"));
+        absl::StatusOr<Canvas> canvas =
+            MakeCanvas((*list)[w], ratio, c, absl::StrCat("windows[", w, "]"));
         if (!canvas.ok()) {
           status = canvas.status();
           return;
@@ -162,7 +163,8 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
           const double lse = LogSumExp(row);
           ce += lse - static_cast<double>(row[static_cast<size_t>(canvas->truth[i])]);
           // The argmax rule of the samplers: the lowest id among equal maxima.
-          const size_t best = static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
+          const size_t best =
+              static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
           hits += static_cast<int32_t>(best) == canvas->truth[i];
           if (base_pass != nullptr) {
             kl += KlDivergence(std::span<const float>(base_logits.data() + i * v, v), row);
@@ -209,7 +211,8 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
         status = tokens.status();
         return;
       }
-      int64_t start = (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
+      int64_t start =
+          (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
       int64_t end = (*infill)["end"].is_number_integer() ? (*infill)["end"].get<int64_t>() : -1;
       const int64_t n = static_cast<int64_t>(tokens->size());
       if (task.span > 0) {  // the middle of the window instead
@@ -217,8 +220,8 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
         end = start + task.span;
       }
       if (!(start >= 1 && start < end && end <= n)) {
-        status = absl::InvalidArgumentError(
-            absl::StrCat(where, ".infill: [", start, ", ", end, ") is not a span inside [1, ", n, ")"));
+        status = absl::InvalidArgumentError(absl::StrCat(where, ".infill: [", start, ", ", end,
+                                                         ") is not a span inside [1, ", n, ")"));
         return;
       }
       // The engine's infill canvas: the window's tokens before the span,
@@ -226,7 +229,8 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
       SamplerConfig config = base;
       const int span = static_cast<int>(end - start);
       config.gen_length = span;
-      config.steps = std::clamp(static_cast<int>(std::lround(span * task.steps_per_token)), 1, span);
+      config.steps =
+          std::clamp(static_cast<int>(std::lround(span * task.steps_per_token)), 1, span);
       config.block_length = task.block_length == kInfillBlocksAuto
                                 ? InfillBlockLength(span, config.steps)
                                 : task.block_length;
@@ -296,15 +300,16 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
   const std::string setting = absl::StrCat(
       "cache ", CacheModeName(config->cache), ", refresh ", config->cache_refresh_steps,
       config->threshold ? absl::StrCat(", threshold ", *config->threshold) : "");
-  std::printf("divergence (%s; %d runs, gen %d, steps %d, block %d): teacher-forced mean KL "
-              "%.3g nats, top-1 agreement %.2f%% of %lld rows, first divergence at step %.1f "
-              "on average (earliest %d, %d runs never); free-running identical tokens %.2f%%, "
-              "forward steps %d exact vs %d cached (%d full)\n",
-              setting.c_str(), d->runs, config->gen_length, config->steps,
-              config->EffectiveBlockLength(), d->mean_kl, 100 * d->top1_agreement,
-              static_cast<long long>(d->rows), d->first_divergence_mean, d->first_divergence_min,
-              d->never_diverged, 100 * d->identical_tokens, d->exact_forward_steps,
-              d->cached_forward_steps, d->cached_full_steps);
+  std::printf(
+      "divergence (%s; %d runs, gen %d, steps %d, block %d): teacher-forced mean KL "
+      "%.3g nats, top-1 agreement %.2f%% of %lld rows, first divergence at step %.1f "
+      "on average (earliest %d, %d runs never); free-running identical tokens %.2f%%, "
+      "forward steps %d exact vs %d cached (%d full)\n",
+      setting.c_str(), d->runs, config->gen_length, config->steps, config->EffectiveBlockLength(),
+      d->mean_kl, 100 * d->top1_agreement, static_cast<long long>(d->rows),
+      d->first_divergence_mean, d->first_divergence_min, d->never_diverged,
+      100 * d->identical_tokens, d->exact_forward_steps, d->cached_forward_steps,
+      d->cached_full_steps);
   if (flags.Has("json")) {
     Json result = {{"model", flags.Get("model")},
                    {"windows", flags.Get("windows")},
@@ -336,12 +341,12 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
 }  // namespace
 
 int RunEval(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      argc, argv,
-      {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg", "temperature",
-       "seed", "threshold", "steps-per-token", "cache", "cache-refresh", "prompt-len",
-       "gen-length", "steps", "block-length", "infill-span"},
-      {"infill", "divergence"});
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(argc, argv,
+                 {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg",
+                  "temperature", "seed", "threshold", "steps-per-token", "cache", "cache-refresh",
+                  "prompt-len", "gen-length", "steps", "block-length", "infill-span"},
+                 {"infill", "divergence"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kEvalUsage);
   if (!flags->Has("model") || !flags->Has("windows") || !flags->positional.empty()) {
@@ -425,36 +430,36 @@ int RunEval(int argc, char** argv) {
     absl::StatusOr<InfillScore> infill =
         EvaluateInfill(*model, *windows, config, task, static_cast<int>(*threads));
     if (!infill.ok()) return Fail(infill.status());
-    std::printf("infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
-                "%d forward steps (%s, temperature %g, %g steps per token, blocks %s%s, cache %s%s)\n",
-                100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy,
-                infill->tokens, infill->forward_steps,
-                std::string(AlgorithmName(config.algorithm)).c_str(), config.temperature,
-                per_token,
-                task.block_length == kInfillBlocksAuto ? "auto"
-                : task.block_length == 0               ? "none"
-                                                       : absl::StrCat(task.block_length).c_str(),
-                config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
-                std::string(CacheModeName(config.cache)).c_str(),
-                config.cache_refresh_steps > 0
-                    ? absl::StrCat(" refresh ", config.cache_refresh_steps).c_str()
-                    : "");
-    result["infill"] = {{"exact_match", infill->exact_match},
-                        {"token_accuracy", infill->token_accuracy},
-                        {"spans", infill->spans},
-                        {"tokens", infill->tokens},
-                        {"algorithm", std::string(AlgorithmName(config.algorithm))},
-                        {"temperature", config.temperature},
-                        {"steps_per_token", per_token},
-                        {"block_length", task.block_length == kInfillBlocksAuto
-                                             ? Json("auto")
-                                             : Json(task.block_length)},
-                        {"span", task.span == 0 ? Json("window") : Json(task.span)},
-                        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
-                        {"cache", std::string(CacheModeName(config.cache))},
-                        {"cache_refresh", config.cache_refresh_steps},
-                        {"forward_steps", infill->forward_steps},
-                        {"full_steps", infill->full_steps}};
+    std::printf(
+        "infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
+        "%d forward steps (%s, temperature %g, %g steps per token, blocks %s%s, cache %s%s)\n",
+        100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy, infill->tokens,
+        infill->forward_steps, std::string(AlgorithmName(config.algorithm)).c_str(),
+        config.temperature, per_token,
+        task.block_length == kInfillBlocksAuto ? "auto"
+        : task.block_length == 0               ? "none"
+                                               : absl::StrCat(task.block_length).c_str(),
+        config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
+        std::string(CacheModeName(config.cache)).c_str(),
+        config.cache_refresh_steps > 0
+            ? absl::StrCat(" refresh ", config.cache_refresh_steps).c_str()
+            : "");
+    result["infill"] = {
+        {"exact_match", infill->exact_match},
+        {"token_accuracy", infill->token_accuracy},
+        {"spans", infill->spans},
+        {"tokens", infill->tokens},
+        {"algorithm", std::string(AlgorithmName(config.algorithm))},
+        {"temperature", config.temperature},
+        {"steps_per_token", per_token},
+        {"block_length",
+         task.block_length == kInfillBlocksAuto ? Json("auto") : Json(task.block_length)},
+        {"span", task.span == 0 ? Json("window") : Json(task.span)},
+        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
+        {"cache", std::string(CacheModeName(config.cache))},
+        {"cache_refresh", config.cache_refresh_steps},
+        {"forward_steps", infill->forward_steps},
+        {"full_steps", infill->full_steps}};
   }
   if (flags->Has("json")) {
     std::ofstream out(flags->Get("json"));

@@ -32,8 +32,7 @@ std::string FinishHex(EVP_MD_CTX* ctx) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_DigestFinal_ex(ctx, digest, &size);
-  return absl::BytesToHexString(
-      absl::string_view(reinterpret_cast<const char*>(digest), size));
+  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), size));
 }
 
 }  // namespace

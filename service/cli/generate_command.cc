@@ -9,21 +9,22 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/model/isa_option.h"
-#include "service/json/json.h"
 #include "engine/base/status_macros.h"
 #include "engine/base/stopwatch.h"
 #include "engine/base/utf8.h"
+#include "engine/model/isa_option.h"
 #include "engine/parallel/arena.h"
 #include "engine/session/denoise_session.h"
+#include "service/json/json.h"
 
 namespace dllm {
 namespace {
 
 const std::set<std::string> kValueFlags = {
-    "model", "prompt", "tokens", "gen-length", "steps", "block-length", "alg", "temperature",
-    "top-p", "top-k", "cfg", "threshold", "seed", "threads", "cpu-policy", "isa", "eps",
-    "alg-temp", "chat-template", "cache", "cache-refresh", "suffix", "suffix-tokens"};
+    "model",         "prompt",      "tokens",        "gen-length", "steps",        "block-length",
+    "alg",           "temperature", "top-p",         "top-k",      "cfg",          "threshold",
+    "seed",          "threads",     "cpu-policy",    "isa",        "eps",          "alg-temp",
+    "chat-template", "cache",       "cache-refresh", "suffix",     "suffix-tokens"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -69,8 +70,8 @@ void DrawCanvas(const Model& model, const DenoiseSession& session, const StepRep
   const int32_t mask = model.config().tokens.mask;
   std::set<int32_t> fresh(step.positions.begin(), step.positions.end());
   std::string frame = "\x1b[H\x1b[2J";
-  absl::StrAppendFormat(&frame, "step %d/%d  committed %d  masked %d  %.0f ms\n\n",
-                        step.step + 1, planned_steps, static_cast<int>(step.positions.size()),
+  absl::StrAppendFormat(&frame, "step %d/%d  committed %d  masked %d  %.0f ms\n\n", step.step + 1,
+                        planned_steps, static_cast<int>(step.positions.size()),
                         step.masked_remaining, step.step_seconds * 1e3);
   const std::span<const int32_t> canvas = session.canvas();
   for (int p = 0; p < session.prompt_len(); ++p) frame += CanvasPiece(tok, canvas[p]);
@@ -112,8 +113,8 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
   if (!steps.ok()) return steps.status();
   absl::StatusOr<int64_t> block = f.GetInt("block-length", c.block_length);
   if (!block.ok()) return block.status();
-  for (const auto& [name, value] : {std::pair{"--gen-length", *gen}, {"--steps", *steps},
-                                    {"--block-length", *block}}) {
+  for (const auto& [name, value] :
+       {std::pair{"--gen-length", *gen}, {"--steps", *steps}, {"--block-length", *block}}) {
     if (value < 0 || value > (1 << 20)) {
       return absl::InvalidArgumentError(absl::StrCat(name, " ", value, " is out of range"));
     }
@@ -287,19 +288,18 @@ void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
   const std::string early =
       session.exited_early() ? absl::StrCat(" of ", config.PlannedSteps(), ", early exit") : "";
   const ForwardStats& ops = totals.ops;
-  const std::string cache =
-      config.cache == CacheMode::kNone
-          ? ""
-          : absl::StrCat(", cache ", CacheModeName(config.cache), " (", session.cache_refreshes(),
-                         " full steps)");
-  std::fprintf(stderr,
-               "[%d steps%s, %d forward passes%s, %.1f ms/step (forward %.1f, sampling %.1f); "
-               "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
-               steps_run, early.c_str(), session.forward_passes(), cache.c_str(),
-               per_step(totals.total_seconds),
-               per_step(totals.forward_seconds), per_step(totals.sample_seconds),
-               ops.attention * 1e3, ops.projections * 1e3, ops.ffn * 1e3, ops.head * 1e3,
-               IsaLevelName(isa), threads);
+  const std::string cache = config.cache == CacheMode::kNone
+                                ? ""
+                                : absl::StrCat(", cache ", CacheModeName(config.cache), " (",
+                                               session.cache_refreshes(), " full steps)");
+  std::fprintf(
+      stderr,
+      "[%d steps%s, %d forward passes%s, %.1f ms/step (forward %.1f, sampling %.1f); "
+      "attention %.0f ms, projections %.0f ms, ffn %.0f ms, head %.0f ms; %s, %d threads]\n",
+      steps_run, early.c_str(), session.forward_passes(), cache.c_str(),
+      per_step(totals.total_seconds), per_step(totals.forward_seconds),
+      per_step(totals.sample_seconds), ops.attention * 1e3, ops.projections * 1e3, ops.ffn * 1e3,
+      ops.head * 1e3, IsaLevelName(isa), threads);
 }
 
 }  // namespace
@@ -316,7 +316,8 @@ int RunGenerate(int argc, char** argv) {
   absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
   if (!isa.ok()) return Fail(isa.status());
   const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags->Get("cpu-policy", "auto"));
-  if (!policy) return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
+  if (!policy)
+    return Fail(absl::InvalidArgumentError("--cpu-policy must be auto, performance or all"));
   absl::StatusOr<int64_t> threads = flags->GetIntInRange("threads", 0, 0, 4096);
   if (!threads.ok()) return Fail(threads.status());
 
@@ -362,9 +363,11 @@ int RunGenerate(int argc, char** argv) {
   const std::span<const int32_t> output = (*session)->OutputTokens();
   DecodeOptions plain;
   plain.render_special = false;
-  const std::string text = SanitizeUtf8(
-      (*model)->tokenizer().Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
-          .value_or(""));
+  const std::string text =
+      SanitizeUtf8((*model)
+                       ->tokenizer()
+                       .Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
+                       .value_or(""));
 
   if (json) {
     const std::string dumped = DumpJson(ResultJson(*flags, mc, *config, **session, *prompt, text,

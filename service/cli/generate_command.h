@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/base/flags.h"
 #include "engine/model/model_config.h"
 #include "engine/sampler/sampler_config.h"
-#include "engine/base/flags.h"
 
 namespace dllm {
 

@@ -1,20 +1,20 @@
-#include "absl/strings/string_view.h"
 #include "service/cli/inspect_command.h"
 
 #include <cstdio>
 #include <map>
 #include <string_view>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/model/forward.h"
-#include "absl/strings/match.h"
+#include "absl/strings/string_view.h"
+#include "engine/base/flags.h"
 #include "engine/base/utf8.h"
+#include "engine/model/forward.h"
 #include "engine/model/model.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
 #include "engine/tokenizer/chat_template.h"
-#include "engine/base/flags.h"
 
 namespace dllm {
 namespace {
@@ -164,8 +164,9 @@ std::string RenderInspectReport(const Json& r) {
     absl::StrAppendFormat(&out,
                           "model         n_layer %d  n_embd %d  n_head %d  n_head_kv %d  "
                           "head_dim %d  n_ff %d  n_vocab %d\n",
-                          hp["n_layer"].get<int64_t>(), hp["n_embd"].get<int64_t>(), hp["n_head"].get<int64_t>(),
-                          hp["n_head_kv"].get<int64_t>(), hp["head_dim"].get<int64_t>(), hp["n_ff"].get<int64_t>(),
+                          hp["n_layer"].get<int64_t>(), hp["n_embd"].get<int64_t>(),
+                          hp["n_head"].get<int64_t>(), hp["n_head_kv"].get<int64_t>(),
+                          hp["head_dim"].get<int64_t>(), hp["n_ff"].get<int64_t>(),
                           hp["n_vocab"].get<int64_t>());
     if (const Json* experts = FindMember(hp, "n_expert")) {
       absl::StrAppendFormat(&out,
@@ -187,11 +188,11 @@ std::string RenderInspectReport(const Json& r) {
     absl::StrAppendFormat(&out,
                           "tokenizer     %s (pre %s), %d tokens, %d merges, bos %d eos %d eot %d "
                           "mask %d, add_bos %s, chat template %s\n",
-                          t["model"].get<std::string>(), t["pre"].get<std::string>(), t["vocab_size"].get<int64_t>(),
-                          t["merges"].get<int64_t>(), t["bos_token_id"].get<int64_t>(),
-                          t["eos_token_id"].get<int64_t>(), t["eot_token_id"].get<int64_t>(),
-                          t["mask_token_id"].get<int64_t>(), t["add_bos_token"].get<bool>() ? "yes" : "no",
-                          ChatTemplateSummary(t));
+                          t["model"].get<std::string>(), t["pre"].get<std::string>(),
+                          t["vocab_size"].get<int64_t>(), t["merges"].get<int64_t>(),
+                          t["bos_token_id"].get<int64_t>(), t["eos_token_id"].get<int64_t>(),
+                          t["eot_token_id"].get<int64_t>(), t["mask_token_id"].get<int64_t>(),
+                          t["add_bos_token"].get<bool>() ? "yes" : "no", ChatTemplateSummary(t));
   }
   absl::StrAppendFormat(&out, "\n%-32s %-6s %-16s %12s\n", "tensor", "type", "shape", "bytes");
   for (const Json& t : r["tensors"]) {
@@ -213,7 +214,8 @@ std::string RenderInspectReport(const Json& r) {
     absl::StrAppendFormat(&out,
                           "\nmemory        canvas %d: file %.1f MiB + activations %.1f MiB + "
                           "logits %.1f MiB = peak about %.1f MiB\n",
-                          (*mem)["canvas"].get<int64_t>(), r["file_bytes"].get<int64_t>() / 1048576.0,
+                          (*mem)["canvas"].get<int64_t>(),
+                          r["file_bytes"].get<int64_t>() / 1048576.0,
                           (*mem)["activation_bytes"].get<int64_t>() / 1048576.0,
                           (*mem)["logits_bytes"].get<int64_t>() / 1048576.0,
                           (*mem)["peak_bytes_estimate"].get<int64_t>() / 1048576.0);
@@ -250,7 +252,8 @@ int RunInspect(int argc, char** argv) {
   if (!file.ok()) return FailCommand("inspect", file.status());
   absl::StatusOr<Json> report = InspectReport(*file, static_cast<int>(*canvas));
   if (!report.ok()) return FailCommand("inspect", report.status());
-  const std::string text = flags->Has("json") ? DumpJson(*report, 2) + "\n" : RenderInspectReport(*report);
+  const std::string text =
+      flags->Has("json") ? DumpJson(*report, 2) + "\n" : RenderInspectReport(*report);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }

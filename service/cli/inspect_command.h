@@ -6,8 +6,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
+#include "service/json/json.h"
 
 namespace dllm {
 

@@ -7,12 +7,12 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "engine/model/isa_option.h"
-#include "service/json/json.h"
-#include "service/cli/file_digest.h"
-#include "engine/model/forward.h"
-#include "engine/parallel/cpu_topology.h"
 #include "engine/base/flags.h"
+#include "engine/model/forward.h"
+#include "engine/model/isa_option.h"
+#include "engine/parallel/cpu_topology.h"
+#include "service/cli/file_digest.h"
+#include "service/json/json.h"
 
 namespace dllm {
 namespace {
@@ -56,7 +56,8 @@ int RunLogits(int argc, char** argv) {
   const int default_threads = ReadCpuTopology().UsableThreads();
   absl::StatusOr<int64_t> threads = flags->GetInt("threads", default_threads);
   if (!threads.ok()) return Fail(threads.status());
-  if (*threads < 1 || *threads > 1024) return Fail(absl::InvalidArgumentError("--threads out of range"));
+  if (*threads < 1 || *threads > 1024)
+    return Fail(absl::InvalidArgumentError("--threads out of range"));
   absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
   if (!isa.ok()) return Fail(isa.status());
 
@@ -72,8 +73,8 @@ int RunLogits(int argc, char** argv) {
   arena.execute([&] {
     absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
         ForwardPass::Create(*model, static_cast<int>(tokens->size()));
-    status = pass.ok() ? (*pass)->Run(*tokens, rows, logits.data(), nullptr, &stats)
-                       : pass.status();
+    status =
+        pass.ok() ? (*pass)->Run(*tokens, rows, logits.data(), nullptr, &stats) : pass.status();
   });
   if (!status.ok()) return Fail(status);
   const double seconds = stats.total;

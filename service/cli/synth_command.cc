@@ -6,9 +6,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "engine/synth/synthetic_model.h"
 #include "engine/base/flags.h"
 #include "engine/base/stopwatch.h"
+#include "engine/synth/synthetic_model.h"
 
 namespace dllm {
 namespace {
@@ -24,10 +24,14 @@ constexpr char kSynthUsage[] =
 // The shape of the checkpoint each architecture stands for.
 const char* RealShapeName(Arch arch) {
   switch (arch) {
-    case Arch::kLlada: return "8b";
-    case Arch::kDream: return "7b";
-    case Arch::kLladaMoe: return "7b-a1b";
-    case Arch::kRnd1: return "30b-a3b";
+    case Arch::kLlada:
+      return "8b";
+    case Arch::kDream:
+      return "7b";
+    case Arch::kLladaMoe:
+      return "7b-a1b";
+    case Arch::kRnd1:
+      return "30b-a3b";
   }
   return "tiny";
 }
@@ -49,7 +53,8 @@ int RunSynth(int argc, char** argv) {
         absl::StrCat("--arch '", flags->Get("arch"), "' is not one of ", SupportedArchNames())));
   }
   const std::string default_shape = RealShapeName(*arch);
-  absl::StatusOr<SyntheticShape> shape = SyntheticShapeFor(*arch, flags->Get("shape", default_shape));
+  absl::StatusOr<SyntheticShape> shape =
+      SyntheticShapeFor(*arch, flags->Get("shape", default_shape));
   if (!shape.ok()) return Fail(shape.status());
   absl::StatusOr<QuantPreset> preset = ParseQuantPreset(flags->Get("type", "q4_k_m"));
   if (!preset.ok()) return Fail(preset.status());
@@ -70,8 +75,7 @@ int RunSynth(int argc, char** argv) {
       });
   if (show) std::fprintf(stderr, "\n");
   if (!status.ok()) return Fail(status);
-  const double seconds =
-      write_time.ElapsedSeconds();
+  const double seconds = write_time.ElapsedSeconds();
   std::printf("wrote %s: %s %s (d %lld, %lld layers, ffn %lld, vocab %lld), %s, %.1f s\n",
               flags->Get("out").c_str(), std::string(ArchName(*arch)).c_str(), shape->name.c_str(),
               static_cast<long long>(shape->n_embd), static_cast<long long>(shape->n_layer),

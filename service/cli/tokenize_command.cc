@@ -7,12 +7,12 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "service/json/json.h"
+#include "engine/base/flags.h"
 #include "engine/base/utf8.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/chat_template.h"
-#include "engine/base/flags.h"
+#include "service/json/json.h"
 
 namespace dllm {
 namespace {
@@ -52,7 +52,8 @@ std::string ShownPiece(const std::string& piece) {
 }  // namespace
 
 int RunTokenize(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv, {"model", "file"}, {"no-special", "json"});
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(argc, argv, {"model", "file"}, {"no-special", "json"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kTokenizeUsage);
   if (!flags->Has("model") || (flags->positional.empty() == !flags->Has("file"))) {

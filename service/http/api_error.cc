@@ -12,14 +12,22 @@ namespace {
 
 // GenerateRequest field paths and the body fields they come from.
 constexpr std::pair<absl::string_view, absl::string_view> kProtoToBody[] = {
-    {"diffusion.gen_length", "max_tokens"}, {"diffusion.steps", "steps"},
-    {"diffusion.block_length", "block_length"}, {"diffusion.algorithm", "algorithm"},
-    {"diffusion.threshold", "threshold"},   {"diffusion.eps", "eps"},
-    {"diffusion.cache_refresh_steps", "cache_refresh"}, {"diffusion.cache", "cache"},
-    {"diffusion.cfg_scale", "cfg_scale"},   {"sampling.temperature", "temperature"},
-    {"sampling.top_p", "top_p"},            {"sampling.top_k", "top_k"},
-    {"sampling.alg_temp", "alg_temp"},      {"sampling.seed", "seed"},
-    {"stream.top_candidates", "top_logprobs"}, {"stream.include_logprobs", "logprobs"},
+    {"diffusion.gen_length", "max_tokens"},
+    {"diffusion.steps", "steps"},
+    {"diffusion.block_length", "block_length"},
+    {"diffusion.algorithm", "algorithm"},
+    {"diffusion.threshold", "threshold"},
+    {"diffusion.eps", "eps"},
+    {"diffusion.cache_refresh_steps", "cache_refresh"},
+    {"diffusion.cache", "cache"},
+    {"diffusion.cfg_scale", "cfg_scale"},
+    {"sampling.temperature", "temperature"},
+    {"sampling.top_p", "top_p"},
+    {"sampling.top_k", "top_k"},
+    {"sampling.alg_temp", "alg_temp"},
+    {"sampling.seed", "seed"},
+    {"stream.top_candidates", "top_logprobs"},
+    {"stream.include_logprobs", "logprobs"},
 };
 
 bool IsFieldChar(char c) {

@@ -5,6 +5,15 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -16,19 +25,9 @@
 #include <thread>
 #include <type_traits>
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <boost/beast/ssl.hpp>
-
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -123,8 +122,8 @@ FramingProblem CheckFraming(const http::request_header<Fields>& head) {
   std::vector<std::string> codings;
   const auto fields = head.equal_range(http::field::transfer_encoding);
   for (auto field = fields.first; field != fields.second; ++field) {
-    for (absl::string_view coding : absl::StrSplit(
-             absl::string_view(field->value().data(), field->value().size()), ',')) {
+    for (absl::string_view coding :
+         absl::StrSplit(absl::string_view(field->value().data(), field->value().size()), ',')) {
       coding = absl::StripAsciiWhitespace(coding.substr(0, coding.find(';')));
       if (!coding.empty()) codings.push_back(absl::AsciiStrToLower(coding));
     }
@@ -170,7 +169,7 @@ class ConnectionBase : public std::enable_shared_from_this<ConnectionBase> {
   struct ReadingEntry {
     std::weak_ptr<ConnectionBase> connection;
     std::string prefix;
-    Clock::time_point since;  // when the request's first bytes came
+    Clock::time_point since;    // when the request's first bytes came
     int64_t bytes_before = -1;  // TcpBytesReceived before them, -1 unknown
   };
   std::optional<std::list<ReadingEntry>::iterator> reading_at;
@@ -203,10 +202,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   std::condition_variable cv;
   // Guarded by mu.
   int connections = 0;
-  int active = 0;  // handlers running
+  int active = 0;           // handlers running
   int handler_threads = 0;  // their threads, until they let go of the connection
-  absl::flat_hash_map<std::string, int> per_peer;  // by prefix
-  std::list<ConnectionBase::IdleEntry> idle;  // oldest first
+  absl::flat_hash_map<std::string, int> per_peer;   // by prefix
+  std::list<ConnectionBase::IdleEntry> idle;        // oldest first
   std::list<ConnectionBase::ReadingEntry> reading;  // oldest first
 
   void Accept();
@@ -446,8 +445,8 @@ class Connection final : public ConnectionBase, public HttpResponder {
     if (broken_ || text.empty()) return !broken_;
     const net::const_buffer bytes(text.data(), text.size());
     if (!chunked_) {
-      return Wrote(
-          OnStrand([this, bytes](auto done) { net::async_write(stream_, bytes, std::move(done)); }));
+      return Wrote(OnStrand(
+          [this, bytes](auto done) { net::async_write(stream_, bytes, std::move(done)); }));
     }
     return Wrote(OnStrand([this, bytes](auto done) {
       net::async_write(stream_, http::make_chunk(bytes), std::move(done));
@@ -531,9 +530,10 @@ class Connection final : public ConnectionBase, public HttpResponder {
     if (buffer_.size() > 0) return ReadHead();
     buffer_.shrink_to_fit();  // an idle connection keeps no request's bytes
     const HttpOptions& o = server_->options;
-    const int seconds = first             ? o.header_timeout_seconds
-                        : server_->Busy() ? std::min(o.idle_timeout_seconds, o.busy_idle_timeout_seconds)
-                                          : o.idle_timeout_seconds;
+    const int seconds = first ? o.header_timeout_seconds
+                        : server_->Busy()
+                            ? std::min(o.idle_timeout_seconds, o.busy_idle_timeout_seconds)
+                            : o.idle_timeout_seconds;
     server_->MarkIdle(Self());
     beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(seconds));
     stream_.async_read_some(buffer_.prepare(4096),
@@ -592,10 +592,9 @@ class Connection final : public ConnectionBase, public HttpResponder {
     parser_->body_limit(o.max_body_bytes);
     const int64_t received = TcpBytesReceived(fd());
     ArmRequestDeadline(received < 0 ? -1 : received - static_cast<int64_t>(buffer_.size()));
-    http::async_read_header(stream_, buffer_, *parser_,
-                            [self = Self()](const beast::error_code& ec, size_t) {
-                              self->OnHead(ec);
-                            });
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = Self()](const beast::error_code& ec, size_t) { self->OnHead(ec); });
   }
 
   void OnHead(const beast::error_code& ec) {
@@ -735,11 +734,12 @@ class Connection final : public ConnectionBase, public HttpResponder {
     res->prepare_payload();
     beast::get_lowest_layer(stream_).expires_after(
         std::chrono::seconds(server_->options.write_timeout_seconds));
-    http::async_write(stream_, *res, [self = Self(), res, status](const beast::error_code& ec, size_t) {
-      beast::get_lowest_layer(self->stream_).expires_never();
-      if (!ec) self->server_->handler->OnTransportResponse(status);
-      self->Close();
-    });
+    http::async_write(stream_, *res,
+                      [self = Self(), res, status](const beast::error_code& ec, size_t) {
+                        beast::get_lowest_layer(self->stream_).expires_never();
+                        if (!ec) self->server_->handler->OnTransportResponse(status);
+                        self->Close();
+                      });
   }
 
   void Close() {
@@ -793,7 +793,7 @@ class Connection final : public ConnectionBase, public HttpResponder {
   bool shed_ = false;  // its slot was given to a new connection
   Clock::time_point request_started_;
   int64_t request_bytes_before_ = -1;
-  bool probed_ = false;  // this request's half-close probe was sent
+  bool probed_ = false;         // this request's half-close probe was sent
   uint64_t requests_read_ = 0;  // requests whose reading began
   bool closed_ = false;
   std::optional<http::response<http::empty_body>> events_head_;
@@ -803,10 +803,10 @@ class Connection final : public ConnectionBase, public HttpResponder {
 }  // namespace
 
 void HttpServer::Impl::Accept() {
-  acceptor.async_accept(net::make_strand(io),
-                        [self = shared_from_this()](const beast::error_code& ec, tcp::socket socket) {
-                          self->OnAccept(ec, std::move(socket));
-                        });
+  acceptor.async_accept(net::make_strand(io), [self = shared_from_this()](
+                                                  const beast::error_code& ec, tcp::socket socket) {
+    self->OnAccept(ec, std::move(socket));
+  });
 }
 
 void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket) {
@@ -815,7 +815,8 @@ void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket)
     // Out of descriptors (or another transient failure): let connections
     // end before accepting more.
     accept_pause.expires_after(std::chrono::milliseconds(50));
-    accept_pause.async_wait([self = shared_from_this()](const beast::error_code&) { self->Accept(); });
+    accept_pause.async_wait(
+        [self = shared_from_this()](const beast::error_code&) { self->Accept(); });
     return;
   }
   beast::error_code ignored;
@@ -858,7 +859,7 @@ void HttpServer::Impl::OnAccept(const beast::error_code& ec, tcp::socket socket)
           shared_from_this(), std::move(socket), tls.get(), prefix, peer);
     } else {
       c = std::make_shared<Connection<beast::tcp_stream>>(shared_from_this(), std::move(socket),
-                                                           nullptr, prefix, peer);
+                                                          nullptr, prefix, peer);
     }
     c->Start();
   }
@@ -906,7 +907,8 @@ absl::StatusOr<tcp::endpoint> ParseListen(const std::string& listen) {
         absl::StrCat("listen address '", listen, "' is not HOST:PORT"));
   }
   std::string host = listen.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   if (host == "localhost") host = "127.0.0.1";
   beast::error_code ec;
   const net::ip::address address = net::ip::make_address(host, ec);
@@ -970,13 +972,13 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(const HttpOptions&
                            ssl::context::no_tlsv1_1);
     impl->tls->use_certificate_chain_file(options.tls_cert_file, ec);
     if (ec) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-cert: cannot use ",
-                                                     options.tls_cert_file, ": ", ec.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert: cannot use ", options.tls_cert_file, ": ", ec.message()));
     }
     impl->tls->use_private_key_file(options.tls_key_file, ssl::context::pem, ec);
     if (ec) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-key: cannot use ",
-                                                     options.tls_key_file, ": ", ec.message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-key: cannot use ", options.tls_key_file, ": ", ec.message()));
     }
   }
   impl->Accept();

@@ -47,11 +47,11 @@ struct HttpOptions {
   // From one network prefix: a /24 for IPv4, a /64 for IPv6 (one client
   // commonly holds a whole /64, or several addresses of a /24).
   int max_connections_per_peer = 512;
-  int max_active_requests = 256;          // handlers running at once
-  int header_timeout_seconds = 10;        // the whole request: head and body
-  int idle_timeout_seconds = 60;          // keep-alive wait for the next request
-  int busy_idle_timeout_seconds = 2;      // the same once 3/4 of max_connections are open
-  int write_timeout_seconds = 30;         // one write to a client that does not read
+  int max_active_requests = 256;      // handlers running at once
+  int header_timeout_seconds = 10;    // the whole request: head and body
+  int idle_timeout_seconds = 60;      // keep-alive wait for the next request
+  int busy_idle_timeout_seconds = 2;  // the same once 3/4 of max_connections are open
+  int write_timeout_seconds = 30;     // one write to a client that does not read
   // A request that has begun to arrive must keep coming at this average
   // rate once it is older than the grace, else 408: a client trickling a
   // byte a second cannot hold a slot for the whole header timeout.
@@ -66,8 +66,8 @@ struct HttpOptions {
 using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string path;    // the target without its query
+  std::string method;         // "GET", "POST", ...
+  std::string path;           // the target without its query
   std::string authorization;  // the Authorization header, or empty
   std::string host;           // the Host header, or empty
   std::string origin;         // the Origin header (sent by browsers), or empty

@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_join.h"
 #include "service/http/infill_request.h"
 #include "service/http/openai_api.h"
@@ -87,7 +87,8 @@ struct InfillRun {
       prompt_ms = 1e3 * step.timings().forward_seconds();
     }
     for (const v1::CommittedToken& t : step.committed()) {
-      if (t.position() < span_ids.size()) span_ids[t.position()] = static_cast<int32_t>(t.token_id());
+      if (t.position() < span_ids.size())
+        span_ids[t.position()] = static_cast<int32_t>(t.token_id());
     }
     stable_tokens = static_cast<int>(step.stable_length());
     steps = static_cast<int>(step.step());
@@ -102,7 +103,8 @@ struct InfillRun {
   std::string OnFinal(const v1::Final& f) {
     final = f;
     std::string rest;
-    if (absl::StartsWith(f.text(), raw)) rest = stop.Add(absl::string_view(f.text()).substr(raw.size()));
+    if (absl::StartsWith(f.text(), raw))
+      rest = stop.Add(absl::string_view(f.text()).substr(raw.size()));
     return Gate(rest + Finish());
   }
   std::string Finish() {
@@ -160,8 +162,8 @@ struct InfillRun {
   const int t_max_ms;
   const BpeTokenizer& tokenizer;
   std::vector<int32_t> span_ids;  // committed span tokens (-1: masked)
-  std::string raw;   // the text deltas before the stop handling
-  size_t sent = 0;   // bytes of a timed stream's text let out
+  std::string raw;                // the text deltas before the stop handling
+  size_t sent = 0;                // bytes of a timed stream's text let out
   bool timed_out = false;
   bool finished = false;
   int stable_tokens = 0;
@@ -192,7 +194,8 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     service_->metrics()->OnRejected(RpcKind::kHttpInfill, RejectReason::kInvalid,
                                     parsed.status().code());
     ApiError e = ApiErrorFromStatus(parsed.status(), OpenAiEndpoint::kInfill);
-    if (parsed.status().code() == absl::StatusCode::kOutOfRange) e.type = "exceed_context_size_error";
+    if (parsed.status().code() == absl::StatusCode::kOutOfRange)
+      e.type = "exceed_context_size_error";
     fail(e);
     return;
   }
@@ -203,9 +206,8 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
   const std::vector<int32_t> prompt_ids(infill.generate.prompt().token_ids().ids().begin(),
                                         infill.generate.prompt().token_ids().ids().end());
   const std::string prompt_text = service_->model().tokenizer().Decode(prompt_ids).value_or("");
-  const int tokens_evaluated =
-      infill.generate.prompt().token_ids().ids_size() +
-      infill.generate.prompt().suffix().token_ids().ids_size();
+  const int tokens_evaluated = infill.generate.prompt().token_ids().ids_size() +
+                               infill.generate.prompt().suffix().token_ids().ids_size();
 
   // The whole object of one completion, in llama-server's key order.
   const auto whole = [&](int index, const InfillRun* run, const std::string& content) {
@@ -226,14 +228,17 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
     o["tokens_predicted"] = predicted;
     o["tokens_evaluated"] = tokens_evaluated;
     const v1::SamplingParams& s = infill.generate.sampling();
-    o["generation_settings"] = {
-        {"n_predict", infill.n_predict},  {"seed", run ? run->seed : s.seed()},
-        {"temperature", s.temperature()}, {"top_k", s.top_k()},
-        {"top_p", s.top_p() == 0 ? 1.0f : s.top_p()},
-        {"stop", infill.stop},            {"n_indent", infill.n_indent},
-        {"t_max_predict_ms", infill.t_max_predict_ms},
-        {"stream", infill.stream},        {"samplers", infill.samplers},
-        {"n_ctx", c.n_ctx_train}};
+    o["generation_settings"] = {{"n_predict", infill.n_predict},
+                                {"seed", run ? run->seed : s.seed()},
+                                {"temperature", s.temperature()},
+                                {"top_k", s.top_k()},
+                                {"top_p", s.top_p() == 0 ? 1.0f : s.top_p()},
+                                {"stop", infill.stop},
+                                {"n_indent", infill.n_indent},
+                                {"t_max_predict_ms", infill.t_max_predict_ms},
+                                {"stream", infill.stream},
+                                {"samplers", infill.samplers},
+                                {"n_ctx", c.n_ctx_train}};
     o["prompt"] = prompt_text;
     o["has_new_line"] = absl::StrContains(content, '\n');
     o["truncated"] = infill.trimmed.any();
@@ -256,8 +261,8 @@ void OpenAiApi::Infill(const HttpRequest& request, HttpResponder& out) {
       // Stopped before its canvas completed (a stop string, n_indent, the
       // time budget): the steps it ran and the tokens it returned.
       extras["steps"] = run->steps;
-      extras["token_ids"] = std::vector<int32_t>(
-          run->span_ids.begin(), run->span_ids.begin() + run->TokensPredicted());
+      extras["token_ids"] = std::vector<int32_t>(run->span_ids.begin(),
+                                                 run->span_ids.begin() + run->TokensPredicted());
     }
     extras["span"] = infill.n_predict;
     // The schedule and cache the request ran with (/infill's defaults

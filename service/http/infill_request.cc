@@ -19,42 +19,65 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 
 // What /infill does with each field llama-server reads.
 enum class Use {
-  kRead,     // parsed below
-  kSettings, // ReadGenerationSettings (diffusion extras and sampling)
-  kNoEffect, // accepted: it cannot change the text here (warned about)
+  kRead,      // parsed below
+  kSettings,  // ReadGenerationSettings (diffusion extras and sampling)
+  kNoEffect,  // accepted: it cannot change the text here (warned about)
 };
 struct Field {
   const char* name;
   Use use;
 };
 constexpr Field kFields[] = {
-    {"input_prefix", Use::kRead},    {"input_suffix", Use::kRead},
-    {"input_extra", Use::kRead},     {"prompt", Use::kRead},
-    {"n_predict", Use::kRead},       {"max_tokens", Use::kRead},
-    {"max_completion_tokens", Use::kRead}, {"n_indent", Use::kRead},
-    {"t_max_predict_ms", Use::kRead}, {"n_cmpl", Use::kRead},
-    {"n", Use::kRead},               {"id_slot", Use::kRead},
-    {"stream", Use::kRead},          {"stop", Use::kRead},
-    {"response_fields", Use::kRead}, {"samplers", Use::kRead},
-    {"seed", Use::kRead},            {"temperature", Use::kSettings},
-    {"top_k", Use::kSettings},       {"top_p", Use::kSettings},
-    {"steps", Use::kSettings},       {"block_length", Use::kSettings},
-    {"algorithm", Use::kSettings},   {"threshold", Use::kSettings},
-    {"alg_temp", Use::kSettings},    {"cfg_scale", Use::kSettings},
-    {"eps", Use::kSettings},         {"cache", Use::kSettings},
-    {"cache_refresh", Use::kSettings}, {"cache_prompt", Use::kRead},
+    {"input_prefix", Use::kRead},
+    {"input_suffix", Use::kRead},
+    {"input_extra", Use::kRead},
+    {"prompt", Use::kRead},
+    {"n_predict", Use::kRead},
+    {"max_tokens", Use::kRead},
+    {"max_completion_tokens", Use::kRead},
+    {"n_indent", Use::kRead},
+    {"t_max_predict_ms", Use::kRead},
+    {"n_cmpl", Use::kRead},
+    {"n", Use::kRead},
+    {"id_slot", Use::kRead},
+    {"stream", Use::kRead},
+    {"stop", Use::kRead},
+    {"response_fields", Use::kRead},
+    {"samplers", Use::kRead},
+    {"seed", Use::kRead},
+    {"temperature", Use::kSettings},
+    {"top_k", Use::kSettings},
+    {"top_p", Use::kSettings},
+    {"steps", Use::kSettings},
+    {"block_length", Use::kSettings},
+    {"algorithm", Use::kSettings},
+    {"threshold", Use::kSettings},
+    {"alg_temp", Use::kSettings},
+    {"cfg_scale", Use::kSettings},
+    {"eps", Use::kSettings},
+    {"cache", Use::kSettings},
+    {"cache_refresh", Use::kSettings},
+    {"cache_prompt", Use::kRead},
     // Slot choice, a time limit llama-server itself does not apply, and
     // (single-model server) the model name.
-    {"t_max_prompt_ms", Use::kNoEffect}, {"model", Use::kNoEffect},
+    {"t_max_prompt_ms", Use::kNoEffect},
+    {"model", Use::kNoEffect},
 };
 
 // llama-server's token samplers and options that have no counterpart in the
 // official diffusion samplers: refused unless absent, null or neutral.
 constexpr NeutralField kNeutralNumbers[] = {
-    {"min_p", 0},          {"typical_p", 1},          {"repeat_penalty", 1},
-    {"presence_penalty", 0}, {"frequency_penalty", 0}, {"dry_multiplier", 0},
-    {"xtc_probability", 0}, {"mirostat", 0},           {"dynatemp_range", 0},
-    {"n_probs", 0},        {"top_n_sigma", -1},
+    {"min_p", 0},
+    {"typical_p", 1},
+    {"repeat_penalty", 1},
+    {"presence_penalty", 0},
+    {"frequency_penalty", 0},
+    {"dry_multiplier", 0},
+    {"xtc_probability", 0},
+    {"mirostat", 0},
+    {"dynatemp_range", 0},
+    {"n_probs", 0},
+    {"top_n_sigma", -1},
 };
 // Refused unless absent, null, false or empty.
 constexpr const char* kNeutralEmpty[] = {"grammar", "json_schema", "lora", "logit_bias",
@@ -143,8 +166,7 @@ class ByteBudget {
 // text. Text beyond what the trim could keep (ByteBudget, from the `keep`
 // end) is cut before tokenizing; `*dropped` counts its bytes.
 absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* field,
-                                                 const Model& model, Keep keep,
-                                                 int64_t* dropped) {
+                                                 const Model& model, Keep keep, int64_t* dropped) {
   const Json* v = FindMember(body, field);
   if (v == nullptr || v->is_null()) return Invalid(field, "is required");
   const ModelConfig& c = model.config();
@@ -153,7 +175,8 @@ absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* f
     return model.tokenizer().Encode(budget.Take(v->get_ref<const std::string&>(), dropped), false,
                                     false);
   }
-  if (!v->is_array()) return Invalid(field, "must be a string or an array of strings and token ids");
+  if (!v->is_array())
+    return Invalid(field, "must be a string or an array of strings and token ids");
   // Each part's tokens, taken from the kept end; in order at the end.
   std::vector<std::vector<int32_t>> parts(v->size());
   for (size_t k = 0; k < v->size(); ++k) {
@@ -335,10 +358,10 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
   // Small blocks from the left, so that a time budget finds committed text
   // at the span's front; a block_length in the body wins.
   if (FindMember(body, "block_length") == nullptr) {
-    diffusion.set_block_length(static_cast<uint32_t>(
-        InfillBlockLength(static_cast<int>(diffusion.gen_length()),
-                          diffusion.steps() != 0 ? static_cast<int>(diffusion.steps())
-                                                 : static_cast<int>(diffusion.gen_length()))));
+    diffusion.set_block_length(static_cast<uint32_t>(InfillBlockLength(
+        static_cast<int>(diffusion.gen_length()), diffusion.steps() != 0
+                                                      ? static_cast<int>(diffusion.steps())
+                                                      : static_cast<int>(diffusion.gen_length()))));
   }
 
   // The canvas's parts.
@@ -376,9 +399,8 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
   // quarters of the room when both need more), then the extra context.
   int64_t room = n_ctx - span - (bos ? 1 : 0) - static_cast<int64_t>(prompt.size());
   if (room < 0) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "prompt: ", prompt.size(), " tokens and a span of ", span,
-        " exceed the model's context of ", n_ctx));
+    return absl::OutOfRangeError(absl::StrCat("prompt: ", prompt.size(), " tokens and a span of ",
+                                              span, " exceed the model's context of ", n_ctx));
   }
   const int64_t n_prefix = static_cast<int64_t>(prefix.size());
   const int64_t n_suffix = static_cast<int64_t>(suffix.size());
@@ -387,7 +409,8 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
   // prompt), the prefix keeps its last token even when its share rounds to
   // none (issue #34 R9: a span filling all but one position of the context
   // gave the last one to the suffix, then called the prefix empty).
-  if (!bos && prompt.empty() && room > 0) prefix_take = std::max(prefix_take, std::min<int64_t>(n_prefix, 1));
+  if (!bos && prompt.empty() && room > 0)
+    prefix_take = std::max(prefix_take, std::min<int64_t>(n_prefix, 1));
   const int64_t suffix_take = std::min(n_suffix, room - prefix_take);
   const int64_t extra_take =
       std::min(static_cast<int64_t>(extra.size()), room - prefix_take - suffix_take);

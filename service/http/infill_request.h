@@ -71,8 +71,8 @@ struct InfillRequest {
   std::vector<std::string> response_fields;
   bool select_fields = false;
   InfillTrim trimmed;
-  std::vector<std::string> ignored;  // fields accepted without effect
-  std::vector<std::string> samplers; // as sent (reported back in generation_settings)
+  std::vector<std::string> ignored;   // fields accepted without effect
+  std::vector<std::string> samplers;  // as sent (reported back in generation_settings)
 };
 
 // `body` is the parsed JSON. Errors name the body field ("input_extra[2].text:

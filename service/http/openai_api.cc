@@ -88,7 +88,8 @@ class CompletionRun {
       const auto lp = logprob_.find(static_cast<uint32_t>(i));
       // Unknown (JSON null) rather than 0, which would claim probability 1.
       t.logprob = lp == logprob_.end() ? std::nan("") : lp->second;
-      if (const auto top = top_.find(static_cast<uint32_t>(i)); top != top_.end()) t.top = top->second;
+      if (const auto top = top_.find(static_cast<uint32_t>(i)); top != top_.end())
+        t.top = top->second;
       offset += t.text.size();
       tokens.push_back(std::move(t));
     }
@@ -121,7 +122,8 @@ std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
   canvas["masked"] = std::move(masked);
   Json committed = Json::array();
   for (const v1::CommittedToken& t : step.committed()) {
-    committed.push_back({{"position", t.position()}, {"token_id", t.token_id()}, {"text", t.piece()}});
+    committed.push_back(
+        {{"position", t.position()}, {"token_id", t.token_id()}, {"text", t.piece()}});
   }
   canvas["committed"] = std::move(committed);
   canvas["canvas"] = Json(std::vector<uint32_t>(step.canvas().begin(), step.canvas().end()));
@@ -169,7 +171,8 @@ bool OpenAiApi::Authorized(const HttpRequest& request) const {
   // may be followed by more than one space (RFC 9110 11.4).
   absl::string_view given = request.authorization;
   const size_t space = given.find(' ');
-  if (space == absl::string_view::npos || !absl::EqualsIgnoreCase(given.substr(0, space), "bearer")) {
+  if (space == absl::string_view::npos ||
+      !absl::EqualsIgnoreCase(given.substr(0, space), "bearer")) {
     return false;
   }
   given.remove_prefix(space);
@@ -217,7 +220,9 @@ class CorsResponder final : public HttpResponder {
             const HttpHeaders& headers) override {
     return inner_.Send(status, content_type, std::move(body), With(headers));
   }
-  bool StartEvents(const HttpHeaders& headers) override { return inner_.StartEvents(With(headers)); }
+  bool StartEvents(const HttpHeaders& headers) override {
+    return inner_.StartEvents(With(headers));
+  }
   bool SendEvents(absl::string_view text) override { return inner_.SendEvents(text); }
   void EndEvents() override { inner_.EndEvents(); }
   bool ClientGone() override { return inner_.ClientGone(); }
@@ -285,9 +290,15 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
     const char* method;
   };
   static constexpr Route kRoutes[] = {
-      {"/health", "GET"},         {"/health/ready", "GET"},          {"/v1/models", "GET"},
-      {"/v1/completions", "POST"}, {"/v1/chat/completions", "POST"}, {"/infill", "POST"},
-      {"/", "GET"},               {"/canvas.css", "GET"},            {"/canvas.js", "GET"},
+      {"/health", "GET"},
+      {"/health/ready", "GET"},
+      {"/v1/models", "GET"},
+      {"/v1/completions", "POST"},
+      {"/v1/chat/completions", "POST"},
+      {"/infill", "POST"},
+      {"/", "GET"},
+      {"/canvas.css", "GET"},
+      {"/canvas.js", "GET"},
   };
   const Route* route = nullptr;
   for (const Route& r : kRoutes) {
@@ -325,7 +336,8 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
     if (available.ok()) {
       SendJson(out, path, 200, {{"status", "ready"}});
     } else {
-      SendJson(out, path, 503, {{"status", "not ready"}, {"reason", std::string(available.message())}});
+      SendJson(out, path, 503,
+               {{"status", "not ready"}, {"reason", std::string(available.message())}});
     }
     return;
   }
@@ -356,19 +368,20 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
   } else if (path == "/infill") {
     Infill(request, out);
   } else {
-    Complete(path == "/v1/completions" ? OpenAiEndpoint::kCompletions
-                                       : OpenAiEndpoint::kChatCompletions,
-             request, out);
+    Complete(
+        path == "/v1/completions" ? OpenAiEndpoint::kCompletions : OpenAiEndpoint::kChatCompletions,
+        request, out);
   }
 }
 
 void OpenAiApi::Models(const HttpRequest& request, HttpResponder& out) {
-  Json model = {{"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
+  Json model = {
+      {"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
   SendJson(out, request.path, 200, {{"object", "list"}, {"data", Json::array({model})}});
 }
 
 absl::StatusOr<absl::Status> OpenAiApi::Run(const v1::GenerateRequest& generate, RpcKind rpc,
-                                             HttpResponder& out, const RunHooks& hooks) {
+                                            HttpResponder& out, const RunHooks& hooks) {
   GenerationRelay relay;
   DLLM_ASSIGN_OR_RETURN(
       AdmittedGeneration admitted,
@@ -413,7 +426,8 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
       endpoint == OpenAiEndpoint::kCompletions ? RpcKind::kHttpCompletions : RpcKind::kHttpChat;
   absl::StatusOr<Json> body = ParseJson(request.body, JsonLimits{});
   if (!body.ok()) {
-    service_->metrics()->OnRejected(rpc, RejectReason::kMalformed, absl::StatusCode::kInvalidArgument);
+    service_->metrics()->OnRejected(rpc, RejectReason::kMalformed,
+                                    absl::StatusCode::kInvalidArgument);
     SendError(out, path,
               MakeApiError(400, absl::StrCat("the body is not JSON: ", body.status().message()),
                            "invalid_json"));
@@ -452,8 +466,7 @@ void OpenAiApi::Complete(OpenAiEndpoint endpoint, const HttpRequest& request, Ht
   RunHooks hooks;
   hooks.admitted = [&](const std::string& id) {
     request_id = id;
-    header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-",
-                             id);
+    header.id = absl::StrCat(endpoint == OpenAiEndpoint::kCompletions ? "cmpl-" : "chatcmpl-", id);
     run.emplace(api, service_->model(), header);
     if (api.stream) {
       service_->metrics()->OnHttpResponse(path, 200);

@@ -24,7 +24,10 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
 // OpenAI fields dllm takes only at their neutral value: anything else would
 // be silently ignored, so it is refused instead.
 constexpr NeutralField kNeutralFields[] = {
-    {"frequency_penalty", 0}, {"presence_penalty", 0}, {"n", 1}, {"best_of", 1},
+    {"frequency_penalty", 0},
+    {"presence_penalty", 0},
+    {"n", 1},
+    {"best_of", 1},
 };
 
 // The fields each endpoint reads (the neutral ones above come on top).
@@ -75,7 +78,8 @@ absl::Status ReadNumber(const Json& body, const char* field, double lo, double h
   if (v == nullptr || v->is_null()) return absl::OkStatus();
   if (!v->is_number()) return Invalid(field, "must be a number");
   const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) return Invalid(field, absl::StrCat(x, " is outside [", lo, ", ", hi, "]"));
+  if (!(x >= lo && x <= hi))
+    return Invalid(field, absl::StrCat(x, " is outside [", lo, ", ", hi, "]"));
   *out = x;
   return absl::OkStatus();
 }
@@ -93,7 +97,8 @@ absl::Status ReadInteger(const Json& body, const char* field, int64_t lo, int64_
   } else {
     return Invalid(field, "must be an integer");
   }
-  if (**out < lo || **out > hi) return Invalid(field, absl::StrCat(**out, " is outside [", lo, ", ", hi, "]"));
+  if (**out < lo || **out > hi)
+    return Invalid(field, absl::StrCat(**out, " is outside [", lo, ", ", hi, "]"));
   return absl::OkStatus();
 }
 
@@ -140,7 +145,8 @@ absl::Status ReadCompletionPrompt(const Json& body, v1::Prompt* prompt) {
   for (size_t i = 0; i < v->size(); ++i) {
     const Json& id = (*v)[i];
     if (!id.is_number_unsigned() || id.get<uint64_t>() > std::numeric_limits<uint32_t>::max()) {
-      return Invalid(absl::StrCat("prompt[", i, "]"), "must be a token id (a non-negative integer)");
+      return Invalid(absl::StrCat("prompt[", i, "]"),
+                     "must be a token id (a non-negative integer)");
     }
     prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id.get<uint64_t>()));
   }
@@ -152,7 +158,8 @@ absl::StatusOr<std::string> MessageContent(const Json& message, const std::strin
   const Json* content = FindMember(message, "content");
   if (content == nullptr || content->is_null()) return std::string();
   if (content->is_string()) return content->get<std::string>();
-  if (!content->is_array()) return Invalid(field + ".content", "must be a string or an array of parts");
+  if (!content->is_array())
+    return Invalid(field + ".content", "must be a string or an array of parts");
   std::string text;
   for (size_t i = 0; i < content->size(); ++i) {
     const Json& part = (*content)[i];
@@ -180,8 +187,9 @@ absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* pr
   // context holds cannot fit (140k empty turns were 2.6M tokens).
   const int64_t n_ctx = model.config().n_ctx_train;
   if (static_cast<int64_t>(messages->size()) > n_ctx) {
-    return Invalid("messages", absl::StrCat(messages->size(), " messages cannot fit the model's context of ",
-                                            n_ctx, " tokens"));
+    return Invalid("messages",
+                   absl::StrCat(messages->size(), " messages cannot fit the model's context of ",
+                                n_ctx, " tokens"));
   }
   std::vector<ChatMessage> turns;
   size_t bytes = 0;
@@ -215,7 +223,8 @@ absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* pr
   const size_t max_bytes =
       static_cast<size_t>(model.config().n_ctx_train) * model.tokenizer().max_token_bytes();
   if (bytes > max_bytes) {
-    return Invalid("messages", absl::StrCat(bytes, " bytes of content cannot fit the model's context"));
+    return Invalid("messages",
+                   absl::StrCat(bytes, " bytes of content cannot fit the model's context"));
   }
   for (int32_t id : EncodeChat(model.tokenizer(), model.chat_template(), turns)) {
     prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id));
@@ -253,9 +262,8 @@ namespace {
 // ("entropy", "ALGORITHM_ENTROPY"); `names` lists the values for the error.
 // Leaves `out` alone when the field is absent or null.
 template <typename Enum, typename Parse>
-absl::Status ReadEnum(const Json& body, const char* field, absl::string_view prefix,
-                      Parse parse, Enum unspecified,
-                      absl::string_view names, std::optional<Enum>* out) {
+absl::Status ReadEnum(const Json& body, const char* field, absl::string_view prefix, Parse parse,
+                      Enum unspecified, absl::string_view names, std::optional<Enum>* out) {
   std::string text;
   DLLM_RETURN_IF_ERROR(ReadString(body, field, &text));
   if (text.empty()) return absl::OkStatus();
@@ -294,10 +302,9 @@ absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* gener
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "block_length", 1, 1 << 20, &i));
   if (i) d.set_block_length(static_cast<uint32_t>(*i)), i.reset();
   std::optional<v1::Algorithm> algorithm;
-  DLLM_RETURN_IF_ERROR(ReadEnum(body, "algorithm", "ALGORITHM_", v1::Algorithm_Parse,
-                                v1::ALGORITHM_UNSPECIFIED,
-                                "low_confidence, random, origin, maskgit_plus, topk_margin, entropy",
-                                &algorithm));
+  DLLM_RETURN_IF_ERROR(
+      ReadEnum(body, "algorithm", "ALGORITHM_", v1::Algorithm_Parse, v1::ALGORITHM_UNSPECIFIED,
+               "low_confidence, random, origin, maskgit_plus, topk_margin, entropy", &algorithm));
   if (algorithm) d.set_algorithm(*algorithm);
   std::optional<v1::Cache> cache;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "cache", "CACHE_", v1::Cache_Parse, v1::CACHE_UNSPECIFIED,
@@ -391,8 +398,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   // What the stream carries: text deltas, plus the committed tokens for
   // logprobs and the whole canvas for dllm_canvas.
   v1::StreamOptions& stream = *out.generate.mutable_stream();
-  stream.set_detail(out.canvas ? v1::DETAIL_CANVAS
-                               : out.logprobs ? v1::DETAIL_STEPS : v1::DETAIL_TEXT);
+  stream.set_detail(out.canvas     ? v1::DETAIL_CANVAS
+                    : out.logprobs ? v1::DETAIL_STEPS
+                                   : v1::DETAIL_TEXT);
   stream.set_include_logprobs(out.logprobs);
   stream.set_top_candidates(static_cast<uint32_t>(out.top_logprobs));
   return out;

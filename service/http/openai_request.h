@@ -40,8 +40,8 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
-  int top_logprobs = 0;        // 0..kMaxTopCandidates
-  bool canvas = false;         // dllm_canvas: `event: canvas` SSE events
+  int top_logprobs = 0;  // 0..kMaxTopCandidates
+  bool canvas = false;   // dllm_canvas: `event: canvas` SSE events
   std::vector<std::string> stop;
   std::string user;
 };

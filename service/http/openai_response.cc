@@ -46,12 +46,15 @@ Json LogprobsJson(OpenAiEndpoint endpoint, const std::vector<TokenLogprob>& toke
       for (const auto& [text, logprob] : t.top) {
         top.push_back({{"token", text}, {"logprob", logprob}, {"bytes", Bytes(text)}});
       }
-      content.push_back(
-          {{"token", t.text}, {"logprob", t.logprob}, {"bytes", Bytes(t.text)}, {"top_logprobs", top}});
+      content.push_back({{"token", t.text},
+                         {"logprob", t.logprob},
+                         {"bytes", Bytes(t.text)},
+                         {"top_logprobs", top}});
     }
     return {{"content", content}, {"refusal", nullptr}};
   }
-  Json texts = Json::array(), logprobs = Json::array(), top = Json::array(), offsets = Json::array();
+  Json texts = Json::array(), logprobs = Json::array(), top = Json::array(),
+       offsets = Json::array();
   size_t offset = 0;
   bool any_top = false;
   for (const TokenLogprob& t : tokens) {

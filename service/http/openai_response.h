@@ -18,8 +18,8 @@ namespace dllm {
 
 // One generated token for `logprobs`.
 struct TokenLogprob {
-  std::string text;     // the token's bytes
-  double logprob = 0;  // NaN (written as null) when unknown
+  std::string text;                                 // the token's bytes
+  double logprob = 0;                               // NaN (written as null) when unknown
   std::vector<std::pair<std::string, double>> top;  // alternatives, most probable first
 };
 

@@ -1,14 +1,13 @@
 #include "service/json/json.h"
 
-#include "absl/strings/ascii.h"
-#include "engine/base/utf8.h"
-
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "engine/base/utf8.h"
 
 namespace dllm {
 
@@ -20,7 +19,6 @@ absl::StatusOr<Json> ParseJson(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("JSON: ", e.what()));
   }
 }
-
 
 namespace {
 
@@ -59,7 +57,8 @@ class BoundsCheck final : public nlohmann::json_sax<Json> {
  private:
   bool Value() {
     if (++values_ > limits_.max_values) {
-      return Fail(absl::StrCat("JSON: more than ", limits_.max_values, " values (the server's limit)"));
+      return Fail(
+          absl::StrCat("JSON: more than ", limits_.max_values, " values (the server's limit)"));
     }
     return true;
   }
@@ -103,7 +102,8 @@ std::string KeyBefore(absl::string_view text, size_t offset) {
     while (after < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[after]))) {
       ++after;
     }
-    if (after < text.size() && text[after] == ':') key = std::string(text.substr(begin, end - begin));
+    if (after < text.size() && text[after] == ':')
+      key = std::string(text.substr(begin, end - begin));
   }
   return key;
 }
@@ -137,7 +137,8 @@ absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   absl::StatusOr<Json> json = ParseJson(text.str());
-  if (!json.ok()) return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
+  if (!json.ok())
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", json.status().message()));
   return json;
 }
 

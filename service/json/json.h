@@ -1,8 +1,8 @@
 // JSON for the CLI's `--json` output, result files, the golden files the
-// tests read and the OpenAI-compatible HTTP API: nlohmann::json (Debian's nlohmann-json3-dev), with object
-// keys kept in insertion order so result files read in the order written.
-// The functions below are the exception-free edges: parse errors become a
-// Status, and bytes that are not UTF-8 are replaced on output.
+// tests read and the OpenAI-compatible HTTP API: nlohmann::json (Debian's nlohmann-json3-dev), with
+// object keys kept in insertion order so result files read in the order written. The functions
+// below are the exception-free edges: parse errors become a Status, and bytes that are not UTF-8
+// are replaced on output.
 #ifndef DLLM_SERVICE_JSON_JSON_H_
 #define DLLM_SERVICE_JSON_JSON_H_
 
@@ -32,8 +32,8 @@ absl::StatusOr<Json> ParseJson(absl::string_view text);
 // whole costs ~330 MB (issue #25 N1); within these bounds a body's tree
 // stays within a few times its size, and parsing is linear in its bytes.
 struct JsonLimits {
-  int max_depth = 32;           // nested arrays and objects
-  size_t max_values = 1 << 17;  // scalars, arrays and objects together
+  int max_depth = 32;                // nested arrays and objects
+  size_t max_values = 1 << 17;       // scalars, arrays and objects together
   size_t max_object_members = 1024;  // in any one object
 };
 

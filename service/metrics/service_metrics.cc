@@ -12,15 +12,14 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/base/version.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "prometheus/text_serializer.h"
-#include "engine/base/version.h"
 #include "service/metrics/process_collector.h"
-
 
 namespace dllm {
 namespace {
@@ -53,12 +52,12 @@ constexpr std::array<const char*, 6> kRpcNames = {
     "Generate", "Step", "Unary", "/v1/completions", "/v1/chat/completions", "/infill"};
 // The HTTP paths dllm_http_responses_total tells apart.
 constexpr std::array<const char*, 8> kHttpPaths = {
-    "/v1/completions", "/v1/chat/completions", "/infill", "/v1/models", "/health", "/health/ready",
-    "/", "other"};
+    "/v1/completions", "/v1/chat/completions", "/infill", "/v1/models",
+    "/health",         "/health/ready",        "/",       "other"};
 constexpr std::array<const char*, 7> kRejectNames = {
     "queue_full", "sessions_full", "invalid", "memory", "draining", "not_ready", "malformed"};
-constexpr std::array<const char*, 8> kFinishNames = {
-    "eos", "length", "cancelled", "deadline", "error", "closed", "unavailable", "stop"};
+constexpr std::array<const char*, 8> kFinishNames = {"eos",   "length", "cancelled",   "deadline",
+                                                     "error", "closed", "unavailable", "stop"};
 // gRPC status code names, in code order (google.rpc.Code).
 constexpr std::array<const char*, 17> kGrpcCodes = {
     "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
@@ -128,7 +127,6 @@ struct ServiceMetrics::Impl {
 
   // HTTP responses by path; status codes are added as they occur.
   prometheus::Family<Counter>* http_responses = nullptr;
-
 
   void Build(const MetricsOptions& options);
 };
@@ -237,13 +235,15 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
   for (size_t i = 0; i < kOpNames.size(); ++i) {
     op_duration[i] = &op_family.Add({{"op", kOpNames[i]}}, kOpBuckets);
   }
-  cancellation = &histogram("dllm_cancellation_latency_seconds",
-                            "Cancel (or the deadline passing) to the engine stopping the request's work, in "
-                            "seconds.")
-                      .Add({}, kCancelBuckets);
+  cancellation =
+      &histogram("dllm_cancellation_latency_seconds",
+                 "Cancel (or the deadline passing) to the engine stopping the request's work, in "
+                 "seconds.")
+           .Add({}, kCancelBuckets);
 
-  http_responses = &counter("dllm_http_responses_total",
-                            "HTTP responses of the OpenAI-compatible API, by path and status code.");
+  http_responses =
+      &counter("dllm_http_responses_total",
+               "HTTP responses of the OpenAI-compatible API, by path and status code.");
 
   // Work done.
   steps = &counter("dllm_steps_total", "Denoising steps run.").Add({});

@@ -1,8 +1,8 @@
 // ServiceMetrics: the server's Prometheus series (prometheus-cpp), served on
-// their own HTTP port by service/http/metrics_endpoint.h. Engine and gRPC threads report events through the
-// methods below; nothing else in the service touches prometheus-cpp.
-// Names, units and buckets follow /work/shared/docs/serving.md section 6.2;
-// every dllm_* family carries the constant label model="<general.name>".
+// their own HTTP port by service/http/metrics_endpoint.h. Engine and gRPC threads report events
+// through the methods below; nothing else in the service touches prometheus-cpp. Names, units and
+// buckets follow /work/shared/docs/serving.md section 6.2; every dllm_* family carries the constant
+// label model="<general.name>".
 #ifndef DLLM_SERVICE_METRICS_SERVICE_METRICS_H_
 #define DLLM_SERVICE_METRICS_SERVICE_METRICS_H_
 
@@ -20,17 +20,17 @@
 namespace dllm {
 
 struct MetricsOptions {
-  std::string model_name;                 // constant label `model`
-  std::string arch;                       // "llada" | "dream" (dllm_build_info)
-  std::string weight_format;              // e.g. "Q4_K" (dllm_build_info)
-  std::string isa;                        // kernel path (dllm_build_info)
-  std::string cpu_policy;                 // dllm_build_info
+  std::string model_name;     // constant label `model`
+  std::string arch;           // "llada" | "dream" (dllm_build_info)
+  std::string weight_format;  // e.g. "Q4_K" (dllm_build_info)
+  std::string isa;            // kernel path (dllm_build_info)
+  std::string cpu_policy;     // dllm_build_info
   int engine_threads = 1;
-  int performance_cores = 0;              // dllm_cpu_cores{kind}
+  int performance_cores = 0;  // dllm_cpu_cores{kind}
   int efficiency_cores = 0;
-  uint64_t weights_mapped_bytes = 0;      // dllm_model_weights_bytes{storage="mmap"}: the
-                                          // file's bytes still read, copied at load
-  uint64_t weights_repacked_bytes = 0;    // dllm_model_weights_bytes{storage="heap"}
+  uint64_t weights_mapped_bytes = 0;    // dllm_model_weights_bytes{storage="mmap"}: the
+                                        // file's bytes still read, copied at load
+  uint64_t weights_repacked_bytes = 0;  // dllm_model_weights_bytes{storage="heap"}
   // dllm_model_parameters{kind}: the layers' weights, all of them ("total")
   // and those one token's forward reads ("active": MoE uses only the
   // routed experts; embeddings and head excluded from both).
@@ -48,14 +48,29 @@ struct MetricsOptions {
 enum class RpcKind { kGenerate, kStep, kOther, kHttpCompletions, kHttpChat, kHttpInfill };
 // kMalformed: request bytes that do not parse as the method's message.
 enum class RejectReason {
-  kQueueFull, kSessionsFull, kInvalid, kMemory, kDraining, kNotReady, kMalformed
+  kQueueFull,
+  kSessionsFull,
+  kInvalid,
+  kMemory,
+  kDraining,
+  kNotReady,
+  kMalformed
 };
 // How a request ended (dllm_requests_finished_total{finish_reason}). kClosed:
 // a Step session the client closed (or half-closed) before its canvas was
 // complete; kUnavailable: ended by the server shutting down.
 // kStop: the client stopped it because its text was complete (an /infill
 // stop string, n_indent or time limit), with TextCompleteStatus().
-enum class FinishKind { kEos, kLength, kCancelled, kDeadline, kError, kClosed, kUnavailable, kStop };
+enum class FinishKind {
+  kEos,
+  kLength,
+  kCancelled,
+  kDeadline,
+  kError,
+  kClosed,
+  kUnavailable,
+  kStop
+};
 
 // The payload that tells a stop for a complete text from a cancel.
 inline constexpr absl::string_view kTextCompletePayload = "dllm.dev/text-complete";
@@ -75,7 +90,7 @@ inline FinishKind FinishKindOf(const absl::Status& status, bool eos) {
       return eos ? FinishKind::kEos : FinishKind::kLength;
     case absl::StatusCode::kCancelled:
       return status.GetPayload(kTextCompletePayload).has_value() ? FinishKind::kStop
-                                                                  : FinishKind::kCancelled;
+                                                                 : FinishKind::kCancelled;
     case absl::StatusCode::kDeadlineExceeded:
       return FinishKind::kDeadline;
     case absl::StatusCode::kUnavailable:
@@ -124,8 +139,8 @@ class ServiceMetrics {
   void OnStep(const StepReport& step);
   void OnFirstStep(double seconds_since_arrival);
   void OnFirstToken(double seconds_since_arrival);
-  void OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode code,
-                  double duration_seconds, int steps, int generated_tokens);
+  void OnFinished(RpcKind rpc, FinishKind finish, absl::StatusCode code, double duration_seconds,
+                  int steps, int generated_tokens);
   // An RPC that ran no request (a Step stream that never opened a session):
   // dllm_requests_total{rpc,code} only.
   void OnCallEnded(RpcKind rpc, absl::StatusCode code);

@@ -6,16 +6,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/utf8.h"
+#include "engine/base/version.h"
+#include "engine/tokenizer/chat_template.h"
 #include "kernels/ggml_types.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/generate_job.h"
 #include "service/server/grpc_status.h"
-#include "service/metrics/service_metrics.h"
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 #include "service/server/step_reactor.h"
-#include "engine/base/version.h"
-#include "engine/tokenizer/chat_template.h"
-
 
 namespace dllm {
 namespace {
@@ -63,9 +62,8 @@ std::string WeightFormat(const Model& model) {
 
 // One Generate call: validates and admits in its constructor, then relays
 // the mailbox's writes. Deletes itself in OnDone.
-class DiffusionLmService::GenerateReactor final
-    : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
-      public EventSink {
+class DiffusionLmService::GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
+                                                  public EventSink {
  public:
   GenerateReactor(DiffusionLmService* service, grpc::CallbackServerContext* context,
                   const grpc::ByteBuffer& bytes)
@@ -115,8 +113,8 @@ class DiffusionLmService::GenerateReactor final
 
  private:
   absl::Status Admit(const v1::GenerateRequest& request) {
-    absl::StatusOr<AdmittedGeneration> admitted = service_->AdmitGeneration(
-        request, this, EngineDeadline(*context_), RpcKind::kGenerate);
+    absl::StatusOr<AdmittedGeneration> admitted =
+        service_->AdmitGeneration(request, this, EngineDeadline(*context_), RpcKind::kGenerate);
     if (!admitted.ok()) return admitted.status();
     mailbox_ = std::move(admitted->mailbox);
     job_ = std::move(admitted->job);
@@ -176,8 +174,8 @@ absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
     metrics_->OnRejected(rpc, RejectReason::kInvalid, spec.status().code());
     return spec.status();
   }
-  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model_->config(), spec->sampler, spec->canvas_tokens());
+  const EngineWorker::Reservation reservation =
+      EngineWorker::ReservationFor(model_->config(), spec->sampler, spec->canvas_tokens());
   AdmittedGeneration out;
   out.mailbox = std::make_shared<GenerateMailbox>(spec->request_id, spec->stream.heartbeat_seconds,
                                                   sink, metrics_, rpc);
@@ -327,8 +325,7 @@ absl::Status DiffusionLmService::ServerInfo(v1::ServerInfo* info) const {
   info->set_max_sessions(o.max_sessions);
   info->set_max_batch_requests(static_cast<uint32_t>(o.max_batch_requests));
   info->set_max_batch_rows(static_cast<uint32_t>(o.max_batch_rows));
-  info->set_uptime_seconds(
-      uptime_.ElapsedSeconds());
+  info->set_uptime_seconds(uptime_.ElapsedSeconds());
   info->set_draining(draining_);
   info->set_git_sha(kGitSha);
   return absl::OkStatus();

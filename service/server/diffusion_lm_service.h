@@ -23,8 +23,8 @@
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "engine/base/stopwatch.h"
 #include "engine/model/model.h"
-#include "service/server/engine_worker.h"
 #include "service/metrics/service_metrics.h"
+#include "service/server/engine_worker.h"
 #include "service/server/generate_job.h"
 #include "service/server/generate_stream.h"
 #include "service/server/step_outbox.h"
@@ -84,8 +84,8 @@ class DiffusionLmService final : public RawDiffusionLmService {
 
   // A request whose bytes did not parse: counted as rejected (malformed) and
   // logged, at most once a minute per client.
-  void OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc,
-                   const char* method, const absl::Status& status);
+  void OnMalformed(const grpc::CallbackServerContext& context, RpcKind rpc, const char* method,
+                   const absl::Status& status);
 
   // The one admission path of every Generate-like request (gRPC Generate, the
   // HTTP completions): availability, validation, the reservation, Submit and
@@ -94,8 +94,7 @@ class DiffusionLmService final : public RawDiffusionLmService {
   // its call is over, after Detach()ing the mailbox.
   absl::StatusOr<AdmittedGeneration> AdmitGeneration(const v1::GenerateRequest& request,
                                                      EventSink* sink,
-                                                     EngineClock::time_point deadline,
-                                                     RpcKind rpc);
+                                                     EngineClock::time_point deadline, RpcKind rpc);
 
   // Refuse new calls from now on (UNAVAILABLE); Step sessions end after
   // their current op.

@@ -15,7 +15,6 @@
 namespace dllm {
 namespace {
 
-
 // Hands the heap's free pages back to the kernel. Each request frees its
 // activations, logits and stream buffers when it ends; without this, glibc
 // keeps them mapped and resident memory drifts with the mix of canvas sizes
@@ -68,14 +67,17 @@ EngineWorker::SessionLease::~SessionLease() {
 
 EngineWorker::EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
                            const EngineOptions& options, ServiceMetrics* metrics)
-    : model_(std::move(model)), plan_(plan), options_(options), metrics_(ServiceMetrics::OrNoOp(metrics)) {
+    : model_(std::move(model)),
+      plan_(plan),
+      options_(options),
+      metrics_(ServiceMetrics::OrNoOp(metrics)) {
   options_.max_running = std::max(1, options_.max_running);
   options_.max_batch_requests = std::max(1, options_.max_batch_requests);
   if (options_.max_batch_rows <= 0) {
     // Without a model (the scheduling tests' scripted jobs) no step has rows.
-    options_.max_batch_rows = model_ == nullptr ? 1 << 20
-                                                : DefaultMaxBatchRows(model_->config(),
-                                                                      options_.memory_budget_bytes);
+    options_.max_batch_rows =
+        model_ == nullptr ? 1 << 20
+                          : DefaultMaxBatchRows(model_->config(), options_.memory_budget_bytes);
   }
   options_.max_queue = std::max(0, options_.max_queue);
   options_.max_sessions = std::max(0, options_.max_sessions);
@@ -144,7 +146,8 @@ absl::Status EngineWorker::WarmUp() {
     }
     status = (*session)->Advance().status();
   });
-  if (!status.ok()) return absl::Status(status.code(), absl::StrCat("warm-up step: ", status.message()));
+  if (!status.ok())
+    return absl::Status(status.code(), absl::StrCat("warm-up step: ", status.message()));
   return status;
 }
 
@@ -186,8 +189,7 @@ absl::Status EngineWorker::CreatePass() {
 void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute(fn); }
 
 EngineWorker::Reservation EngineWorker::ReservationFor(const ModelConfig& model,
-                                                       const SamplerConfig& config,
-                                                       int canvas) {
+                                                       const SamplerConfig& config, int canvas) {
   return {DenoiseSession::StateBytes(model, config, canvas),
           DenoiseSession::Limits(config, canvas).max_rows};
 }
@@ -195,8 +197,10 @@ EngineWorker::Reservation EngineWorker::ReservationFor(const ModelConfig& model,
 absl::Status EngineWorker::CheckRows(int rows) const {
   if (rows <= options_.max_batch_rows) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "the request's canvas needs ", rows, " rows a step (twice the canvas under CFG), more than "
-      "the engine's batch of ", options_.max_batch_rows, " rows (",
+      "the request's canvas needs ", rows,
+      " rows a step (twice the canvas under CFG), more than "
+      "the engine's batch of ",
+      options_.max_batch_rows, " rows (",
       options_.max_batch_rows_from_budget ? "--memory-budget-mb" : "--max-batch-rows", ")"));
 }
 
@@ -217,7 +221,8 @@ absl::Status EngineWorker::CheckCanEverFit(uint64_t bytes) const {
     std::lock_guard<std::mutex> lock(mu_);
     pass_bytes = pass_bytes_;
   }
-  const uint64_t most = options_.memory_budget_bytes - std::min(pass_bytes, options_.memory_budget_bytes);
+  const uint64_t most =
+      options_.memory_budget_bytes - std::min(pass_bytes, options_.memory_budget_bytes);
   if (bytes <= most) return absl::OkStatus();
   // Permanent: no amount of waiting frees more than the whole budget, so
   // this is no 429 to retry.
@@ -234,7 +239,9 @@ bool EngineWorker::FitsLocked(uint64_t bytes) const {
           reserved_bytes_ <= options_.memory_budget_bytes - bytes);
 }
 
-void EngineWorker::ReleaseLocked(uint64_t bytes) { reserved_bytes_ -= std::min(bytes, reserved_bytes_); }
+void EngineWorker::ReleaseLocked(uint64_t bytes) {
+  reserved_bytes_ -= std::min(bytes, reserved_bytes_);
+}
 
 int EngineWorker::WaitingLocked() const {
   // The queue also holds requests admitted into a free running slot that the
@@ -282,20 +289,21 @@ absl::Status EngineWorker::Admit(std::shared_ptr<EngineJob> job, uint64_t reserv
   if (!ready_) return refuse(absl::UnavailableError("the model is still warming up"));
   const int admitted = running_requests_ + static_cast<int>(queue_.size());
   if (admitted >= options_.max_running + options_.max_queue) {
-    metrics_->OnRejected(raw->rpc(), RejectReason::kQueueFull, absl::StatusCode::kResourceExhausted);
+    metrics_->OnRejected(raw->rpc(), RejectReason::kQueueFull,
+                         absl::StatusCode::kResourceExhausted);
     return refuse(absl::ResourceExhaustedError(
-        absl::StrCat("server is at capacity: ", running_requests_, " running and ",
-                     queue_.size(), " waiting requests (max_running ", options_.max_running,
-                     ", max_queue ", options_.max_queue, ")")));
+        absl::StrCat("server is at capacity: ", running_requests_, " running and ", queue_.size(),
+                     " waiting requests (max_running ", options_.max_running, ", max_queue ",
+                     options_.max_queue, ")")));
   }
   if (!FitsLocked(reserved_bytes)) {
     metrics_->OnRejected(raw->rpc(), RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
-    return refuse(absl::ResourceExhaustedError(absl::StrCat(
-        "not enough memory: the request needs ", BytesText(reserved_bytes),
-        " of activations and logits, ",
-        BytesText(options_.memory_budget_bytes -
-                  std::min(reserved_bytes_, options_.memory_budget_bytes)),
-        " of the ", BytesText(options_.memory_budget_bytes), " budget are free")));
+    return refuse(absl::ResourceExhaustedError(
+        absl::StrCat("not enough memory: the request needs ", BytesText(reserved_bytes),
+                     " of activations and logits, ",
+                     BytesText(options_.memory_budget_bytes -
+                               std::min(reserved_bytes_, options_.memory_budget_bytes)),
+                     " of the ", BytesText(options_.memory_budget_bytes), " budget are free")));
   }
   reserved_bytes_ += reserved_bytes;
   queue_.push_back(std::move(job));
@@ -312,12 +320,14 @@ absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> EngineWorker::OpenSe
   if (stopping_) return absl::UnavailableError("server is shutting down");
   if (!ready_) return absl::UnavailableError("the model is still warming up");
   if (sessions_open_ >= options_.max_sessions) {
-    metrics_->OnRejected(RpcKind::kStep, RejectReason::kSessionsFull, absl::StatusCode::kResourceExhausted);
+    metrics_->OnRejected(RpcKind::kStep, RejectReason::kSessionsFull,
+                         absl::StatusCode::kResourceExhausted);
     return absl::ResourceExhaustedError(
         absl::StrCat("too many open sessions (max_sessions ", options_.max_sessions, ")"));
   }
   if (!FitsLocked(reserved_bytes)) {
-    metrics_->OnRejected(RpcKind::kStep, RejectReason::kMemory, absl::StatusCode::kResourceExhausted);
+    metrics_->OnRejected(RpcKind::kStep, RejectReason::kMemory,
+                         absl::StatusCode::kResourceExhausted);
     return absl::ResourceExhaustedError(absl::StrCat(
         "not enough memory for the session: it needs ", BytesText(reserved_bytes), ", ",
         BytesText(options_.memory_budget_bytes -
@@ -642,10 +652,9 @@ void EngineWorker::Loop() {
         if (stopping_ || j->cancelled() || j->deadline() <= now) {
           // The cancel reason is read after unlocking (it takes the job's
           // lock, which comes before the worker's).
-          dropped.emplace_back(
-              j, stopping_ ? absl::UnavailableError("server is shutting down")
-                           : absl::DeadlineExceededError(
-                                 "deadline passed while the request was queued"));
+          dropped.emplace_back(j, stopping_ ? absl::UnavailableError("server is shutting down")
+                                            : absl::DeadlineExceededError(
+                                                  "deadline passed while the request was queued"));
           it = queue_.erase(it);
         } else {
           ++it;

@@ -12,11 +12,13 @@
 // memory reserved at admission (--memory-budget-mb), so a request is
 // refused up front instead of failing mid-step: the engine's pass is
 // reserved once, at start; each request reserves its K/V caches and
-// logits, and must fit the pass's rows alone. Step RPC sessions hold a separate slot (--max-sessions) and their memory for as
-// long as they live, and run their operations as work items on the same
-// thread. No gRPC type appears here.
+// logits, and must fit the pass's rows alone. Step RPC sessions hold a separate slot
+// (--max-sessions) and their memory for as long as they live, and run their operations as work
+// items on the same thread. No gRPC type appears here.
 #ifndef DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
 #define DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
+
+#include <tbb/task_arena.h>
 
 #include <atomic>
 #include <chrono>
@@ -32,15 +34,13 @@
 #include <thread>
 #include <vector>
 
-#include <tbb/task_arena.h>
-
-#include "engine/base/stopwatch.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/base/stopwatch.h"
 #include "engine/model/forward.h"
 #include "engine/model/model.h"
-#include "engine/sampler/sampler_config.h"
 #include "engine/parallel/cpu_topology.h"
+#include "engine/sampler/sampler_config.h"
 #include "service/metrics/service_metrics.h"
 
 namespace dllm {
@@ -51,7 +51,7 @@ class EngineWorker;
 using EngineClock = MonotonicClock;
 
 struct EngineOptions {
-  int max_running = 1;   // requests advancing at once (round-robin per turn)
+  int max_running = 1;  // requests advancing at once (round-robin per turn)
   // Jobs whose steps one forward stacks (1: one step at a time), and the
   // rows that forward computes at most over all of them; 0 rows =
   // DefaultMaxBatchRows(). A request must fit the rows alone.
@@ -65,7 +65,7 @@ struct EngineOptions {
   // Activation + logits bytes all admitted work may reserve together, e.g.
   // MemAvailable at start minus a margin; 0 = no limit.
   uint64_t memory_budget_bytes = 0;
-  bool warm_up = true;   // run one denoising step before reporting ready
+  bool warm_up = true;  // run one denoising step before reporting ready
 };
 
 // "512 bytes" under a MiB, else whole MiB ("36 MiB"): so that a refusal
@@ -81,8 +81,8 @@ int DefaultMaxBatchRows(const ModelConfig& model, uint64_t memory_budget_bytes);
 
 // Live numbers for GetServerInfo and the load gauges.
 struct EngineLoad {
-  int running = 0;   // requests (not session work) in the running set
-  int waiting = 0;   // requests admitted, not yet running
+  int running = 0;  // requests (not session work) in the running set
+  int waiting = 0;  // requests admitted, not yet running
   int sessions_open = 0;
   uint64_t reserved_bytes = 0;
   uint64_t budget_bytes = 0;  // 0 = no limit
@@ -116,7 +116,8 @@ class EngineJob {
   // RunStep alone. An error ends the job. Planning must not change what the
   // job computes: a job that did not fit the batch is planned again next
   // turn.
-  virtual absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) {
+  virtual absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
+      ForwardPass* pass) {
     (void)pass;
     return std::nullopt;
   }
@@ -337,10 +338,10 @@ class EngineWorker {
   ForwardBatch batch_;                      // the turn's stacked sequences
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;     // work arrived, a job was cancelled, or stop
-  std::condition_variable idle_cv_;  // requests finished
-  std::deque<std::shared_ptr<EngineJob>> queue_;    // admitted requests, FIFO
-  std::deque<std::shared_ptr<EngineJob>> running_;  // requests and session work, round-robin
+  std::condition_variable wake_;                       // work arrived, a job was cancelled, or stop
+  std::condition_variable idle_cv_;                    // requests finished
+  std::deque<std::shared_ptr<EngineJob>> queue_;       // admitted requests, FIFO
+  std::deque<std::shared_ptr<EngineJob>> running_;     // requests and session work, round-robin
   std::vector<std::shared_ptr<EngineJob>> in_flight_;  // this turn's jobs (out of running_)
   int running_requests_ = 0;
   int sessions_open_ = 0;

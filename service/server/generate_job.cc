@@ -7,10 +7,7 @@
 #include "service/metrics/service_metrics.h"
 
 namespace dllm {
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,
                          std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics)
@@ -95,7 +92,8 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
       absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
       if (!logprobs.ok()) return logprobs.status();
       for (size_t i = 0; i < logprobs->size(); ++i) {
-        step.mutable_committed(static_cast<int>(i))->set_logprob(static_cast<float>((*logprobs)[i]));
+        step.mutable_committed(static_cast<int>(i))
+            ->set_logprob(static_cast<float>((*logprobs)[i]));
       }
     }
   }
@@ -169,8 +167,8 @@ void GenerateJob::Finish(const absl::Status& status) {
   }
   const FinishKind kind = FinishKindOf(status, eos);
   metrics_->OnFinished(rpc(), kind, status.code(), total, steps_, generated);
-  const std::string reason = status.ok() ? (eos ? "eos" : "length")
-                                         : absl::StatusCodeToString(status.code());
+  const std::string reason =
+      status.ok() ? (eos ? "eos" : "length") : absl::StatusCodeToString(status.code());
   std::string why = status.ok() ? "" : absl::StrFormat(" (%s)", status.message());
   if (stop_latency_seconds() >= 0) {
     // scripts/bench-cancel reads this figure.

@@ -33,7 +33,8 @@ class GenerateJob : public EngineJob {
 
   // Unused: every step is planned (PlanStep), never run alone.
   absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override;
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
+      ForwardPass* pass) override;
   absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override;
   void Deliver() override;

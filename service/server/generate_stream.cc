@@ -101,9 +101,7 @@ bool GenerateMailbox::MaybeHeartbeat(Clock::time_point now) {
   return live;
 }
 
-void GenerateMailbox::OnClosing(int sent) {
-  metrics_->OnEventsSent(rpc_, sent, coalesced_);
-}
+void GenerateMailbox::OnClosing(int sent) { metrics_->OnEventsSent(rpc_, sent, coalesced_); }
 
 int GenerateMailbox::events_coalesced() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -3,10 +3,10 @@
 #ifndef DLLM_SERVICE_SERVER_GRPC_STATUS_H_
 #define DLLM_SERVICE_SERVER_GRPC_STATUS_H_
 
-#include <chrono>
-
 #include <grpcpp/server_context.h>
 #include <grpcpp/support/status.h>
+
+#include <chrono>
 
 #include "absl/status/status.h"
 

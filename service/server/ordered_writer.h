@@ -175,8 +175,8 @@ class OrderedWriter {
     }
   }
 
-  Sink* sink_;  // non-owning; null after Detach
-  Message current_;  // the write in flight
+  Sink* sink_;          // non-owning; null after Detach
+  Message current_;     // the write in flight
   int sink_calls_ = 0;  // Write/Read calls running outside the lock
   int sent_ = 0;
   absl::Status end_status_;

@@ -1,10 +1,10 @@
 #include "service/server/request_decoder.h"
 
-#include <cstdint>
-#include <vector>
-
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/io/coded_stream.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/base/utf8.h"
@@ -133,9 +133,8 @@ absl::Status DecodeRequest(absl::string_view bytes, pb::Message* out) {
   in.PushLimit(static_cast<int>(bytes.size()));
   Walker walker(&in);
   if (!walker.Message(out->GetDescriptor(), "", 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("request is not a valid ",
-                                                   out->GetDescriptor()->full_name(), ": ",
-                                                   walker.error()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request is not a valid ", out->GetDescriptor()->full_name(), ": ", walker.error()));
   }
   if (!out->ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
     return absl::InvalidArgumentError(

@@ -9,10 +9,10 @@
 #ifndef DLLM_SERVICE_SERVER_REQUEST_DECODER_H_
 #define DLLM_SERVICE_SERVER_REQUEST_DECODER_H_
 
-#include <string>
-
 #include <google/protobuf/message.h>
 #include <grpcpp/support/byte_buffer.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"

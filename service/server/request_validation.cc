@@ -74,8 +74,8 @@ std::mutex random_mutex;
 
 absl::Status ValidateRequestId(absl::string_view id, absl::string_view field) {
   if (id.size() > kMaxRequestIdBytes) {
-    return Invalid(field, absl::StrCat(id.size(), " bytes exceed the limit of ",
-                                       kMaxRequestIdBytes));
+    return Invalid(field,
+                   absl::StrCat(id.size(), " bytes exceed the limit of ", kMaxRequestIdBytes));
   }
   for (size_t i = 0; i < id.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(id[i]);
@@ -86,11 +86,12 @@ absl::Status ValidateRequestId(absl::string_view id, absl::string_view field) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateModelField(absl::string_view name, const Model& model,
-                                absl::string_view path, absl::string_view field) {
+absl::Status ValidateModelField(absl::string_view name, const Model& model, absl::string_view path,
+                                absl::string_view field) {
   if (NamesServedModel(name, model, path)) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, ": model '", name, "' is not served here (this server serves '",
-                                          model.config().name, "')"));
+  return absl::InvalidArgumentError(absl::StrCat(field, ": model '", name,
+                                                 "' is not served here (this server serves '",
+                                                 model.config().name, "')"));
 }
 
 // Token ids a client puts on the canvas as they are: each in the
@@ -113,7 +114,8 @@ absl::StatusOr<std::vector<int32_t>> CanvasIds(const v1::TokenIds& ids, absl::st
   return out;
 }
 
-absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id, absl::string_view model_name,
+absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
+                                              absl::string_view model_name,
                                               const v1::Prompt& prompt,
                                               const v1::DiffusionParams& diffusion,
                                               const v1::SamplingParams& sampling,
@@ -121,29 +123,30 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id, absl
   GenerationSpec spec;
   if (absl::Status s = ValidateRequestId(request_id, "request_id"); !s.ok()) return s;
   spec.request_id = request_id.empty() ? NewRequestId() : std::string(request_id);
-  if (absl::Status s = ValidateModelField(model_name, model, model_path, "model"); !s.ok()) return s;
+  if (absl::Status s = ValidateModelField(model_name, model, model_path, "model"); !s.ok())
+    return s;
   absl::StatusOr<std::vector<int32_t>> ids = ValidatePrompt(prompt, model);
   if (!ids.ok()) return ids.status();
   spec.prompt = std::move(*ids);
   DLLM_ASSIGN_OR_RETURN(spec.suffix, ValidateSuffix(prompt, model));
-  absl::StatusOr<SamplerConfig> config = SamplerConfigFromProto(diffusion, sampling, model.config());
+  absl::StatusOr<SamplerConfig> config =
+      SamplerConfigFromProto(diffusion, sampling, model.config());
   if (!config.ok()) return config.status();
   spec.sampler = *config;
   const int64_t n_ctx = model.config().n_ctx_train;
   const int64_t fixed = static_cast<int64_t>(spec.prompt.size() + spec.suffix.size());
   if (!spec.suffix.empty() && fixed >= n_ctx) {
-    return Invalid("prompt.suffix",
-                   absl::StrCat("prompt ", spec.prompt.size(), " + suffix ", spec.suffix.size(),
-                                " tokens leave no room for a span in the model's context of ",
-                                n_ctx));
+    return Invalid(
+        "prompt.suffix",
+        absl::StrCat("prompt ", spec.prompt.size(), " + suffix ", spec.suffix.size(),
+                     " tokens leave no room for a span in the model's context of ", n_ctx));
   }
   if (const int64_t canvas = fixed + spec.sampler.gen_length; canvas > n_ctx) {
-    return Invalid("diffusion.gen_length",
-                   absl::StrCat("prompt ", spec.prompt.size(), " + gen_length ",
-                                spec.sampler.gen_length,
-                                spec.suffix.empty() ? ""
-                                                    : absl::StrCat(" + suffix ", spec.suffix.size()),
-                                " = ", canvas, " tokens exceed the model's context of ", n_ctx));
+    return Invalid(
+        "diffusion.gen_length",
+        absl::StrCat("prompt ", spec.prompt.size(), " + gen_length ", spec.sampler.gen_length,
+                     spec.suffix.empty() ? "" : absl::StrCat(" + suffix ", spec.suffix.size()),
+                     " = ", canvas, " tokens exceed the model's context of ", n_ctx));
   }
   spec.seed_was_set = sampling.has_seed();
   spec.sampler.seed = sampling.has_seed() ? sampling.seed() : NewSeed();
@@ -272,13 +275,15 @@ absl::StatusOr<std::vector<int32_t>> ValidateSuffix(const v1::Prompt& prompt, co
     return std::vector<int32_t>();
   }
   if (prompt.apply_chat_template()) {
-    return Invalid("prompt.suffix",
-                   "infill takes a plain prompt; it cannot follow a chat template's assistant turn");
+    return Invalid(
+        "prompt.suffix",
+        "infill takes a plain prompt; it cannot follow a chat template's assistant turn");
   }
   std::vector<int32_t> out;
   if (suffix.input_case() == v1::Suffix::kText) {
     if (suffix.text().empty()) return Invalid("prompt.suffix.text", "empty");
-    const size_t max_bytes = static_cast<size_t>(c.n_ctx_train) * model.tokenizer().max_token_bytes();
+    const size_t max_bytes =
+        static_cast<size_t>(c.n_ctx_train) * model.tokenizer().max_token_bytes();
     if (suffix.text().size() > max_bytes) {
       return Invalid("prompt.suffix.text",
                      absl::StrCat(suffix.text().size(), " bytes cannot fit the model's context of ",
@@ -341,7 +346,8 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   c.temperature = s.temperature();
   // Proto3 zero is "unset" for top_p: the default (off).
   if (s.top_p() != 0.0f) c.top_p = s.top_p();
-  if (s.top_k() > (1u << 30)) return Invalid("sampling.top_k", absl::StrCat(s.top_k(), " is too large"));
+  if (s.top_k() > (1u << 30))
+    return Invalid("sampling.top_k", absl::StrCat(s.top_k(), " is too large"));
   c.top_k = static_cast<int>(s.top_k());
   c.alg_temp = s.alg_temp();
   if (absl::Status st = c.Validate(); !st.ok()) return RenameSamplerField(st);
@@ -359,8 +365,9 @@ absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& 
   }
   out.step_stride = stream.step_stride() == 0 ? 1 : static_cast<int>(stream.step_stride());
   if (stream.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
-    return Invalid("stream.top_candidates",
-                   absl::StrCat(stream.top_candidates(), " exceeds the limit of ", kMaxTopCandidates));
+    return Invalid(
+        "stream.top_candidates",
+        absl::StrCat(stream.top_candidates(), " exceeds the limit of ", kMaxTopCandidates));
   }
   if (stream.top_candidates() > 0 && out.detail < v1::DETAIL_STEPS) {
     return Invalid("stream.top_candidates", "needs detail DETAIL_STEPS or DETAIL_CANVAS");
@@ -372,9 +379,9 @@ absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& 
   }
   out.include_logprobs = stream.include_logprobs();
   if (stream.heartbeat_seconds() > kMaxHeartbeatSeconds) {
-    return Invalid("stream.heartbeat_seconds",
-                   absl::StrCat(stream.heartbeat_seconds(), " exceeds the limit of ",
-                                kMaxHeartbeatSeconds));
+    return Invalid(
+        "stream.heartbeat_seconds",
+        absl::StrCat(stream.heartbeat_seconds(), " exceeds the limit of ", kMaxHeartbeatSeconds));
   }
   out.heartbeat_seconds = stream.heartbeat_seconds() == 0
                               ? static_cast<int>(kDefaultHeartbeatSeconds)

@@ -44,7 +44,7 @@ struct GenerationSpec {
   std::vector<int32_t> prompt;  // token ids after tokenizer / chat template
   std::vector<int32_t> suffix;  // infill: after the generated span (Prompt.suffix)
   StreamSettings stream;
-  bool seed_was_set = false;    // false: sampler.seed was drawn by the server
+  bool seed_was_set = false;  // false: sampler.seed was drawn by the server
 
   // Tokens on the canvas: prompt, generated span, suffix.
   int canvas_tokens() const {

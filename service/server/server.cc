@@ -1,5 +1,9 @@
 #include "service/server/server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/server_builder.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,11 +12,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/security/server_credentials.h>
-#include <grpcpp/server_builder.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -174,9 +173,9 @@ void DllmServer::Drain(std::chrono::milliseconds grace) {
     std::fprintf(stderr, "dllm-server: drain: ending %d stream(s) still running (UNAVAILABLE)\n",
                  left);
     // UNAVAILABLE, not CANCELLED: clients (and balancers) retry it elsewhere.
-    worker_->CancelAll(absl::UnavailableError(absl::StrCat(
-        "server shutting down: the drain period of ", grace.count() / 1000,
-        " s ended before this request finished; retry on another replica")));
+    worker_->CancelAll(absl::UnavailableError(
+        absl::StrCat("server shutting down: the drain period of ", grace.count() / 1000,
+                     " s ended before this request finished; retry on another replica")));
   }
   Shutdown();
 }

@@ -7,13 +7,13 @@
 #ifndef DLLM_SERVICE_SERVER_SERVER_H_
 #define DLLM_SERVICE_SERVER_SERVER_H_
 
+#include <grpcpp/server.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
-
-#include <grpcpp/server.h>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model.h"
@@ -26,18 +26,18 @@ namespace dllm {
 inline constexpr const char* kReadinessService = "dllm.v1.DiffusionLM";
 
 struct ServerOptions {
-  std::string model_path;                 // for GetModelInfo and the `model` field
-  std::string listen = "127.0.0.1:50051"; // port 0 picks a free one
+  std::string model_path;                  // for GetModelInfo and the `model` field
+  std::string listen = "127.0.0.1:50051";  // port 0 picks a free one
   EngineOptions engine;
-  ThreadPlan plan;                        // engine threads
-  ServerFacts facts;                      // isa, cpu, policy, core counts
-  std::string tls_cert_file;              // PEM; both or neither
+  ThreadPlan plan;            // engine threads
+  ServerFacts facts;          // isa, cpu, policy, core counts
+  std::string tls_cert_file;  // PEM; both or neither
   std::string tls_key_file;
-  int drain_seconds = 30;                 // in-flight streams may finish this long
-  int session_idle_seconds = 300;         // Step sessions close after this long idle
-  int max_message_bytes = 4 << 20;        // receive and send limits
-  int max_concurrent_streams = 64;        // per connection
-  ServiceMetrics* metrics = nullptr;      // non-owning, may be null; outlives the server
+  int drain_seconds = 30;             // in-flight streams may finish this long
+  int session_idle_seconds = 300;     // Step sessions close after this long idle
+  int max_message_bytes = 4 << 20;    // receive and send limits
+  int max_concurrent_streams = 64;    // per connection
+  ServiceMetrics* metrics = nullptr;  // non-owning, may be null; outlives the server
 };
 
 // Thread-safe.

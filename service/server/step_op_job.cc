@@ -47,8 +47,7 @@ absl::StatusOr<std::optional<std::span<const SequenceInput>>> StepOpJob::PlanSte
     if (!CheckAdvance().ok()) return Plan();  // RunStep reports why
     StartAdvance();
   }
-  absl::StatusOr<std::span<const SequenceInput>> sequences =
-      state_->session->PlanStep(stop_flag());
+  absl::StatusOr<std::span<const SequenceInput>> sequences = state_->session->PlanStep(stop_flag());
   if (!sequences.ok()) return Plan();
   return Plan(*sequences);
 }
@@ -64,9 +63,8 @@ absl::StatusOr<bool> StepOpJob::FinishStep(const ForwardStats& forward, double f
 
 bool StepOpJob::RunOpen(ForwardPass* pass) {
   StepSessionState& s = *state_;
-  absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix),
-                             pass);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = DenoiseSession::Create(
+      s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix), pass);
   if (!session.ok()) {
     s.lease.reset();
     Error(session.status());
@@ -192,9 +190,8 @@ absl::Status StepOpJob::RunForward(const LayerCheck& check) {
   for (int i = 0; i < op.positions_size(); ++i) {
     const uint32_t p = op.positions(i);
     if (p >= gen) {
-      Error(absl::InvalidArgumentError(absl::StrCat("forward.positions[", i, "]: ", p,
-                                                    " is outside the generated region [0, ",
-                                                    gen, ")")));
+      Error(absl::InvalidArgumentError(absl::StrCat(
+          "forward.positions[", i, "]: ", p, " is outside the generated region [0, ", gen, ")")));
       return absl::OkStatus();
     }
     positions.push_back(static_cast<int32_t>(p));
@@ -222,16 +219,15 @@ void StepOpJob::RunCommit() {
   for (int i = 0; i < request_.commit().tokens_size(); ++i) {
     const v1::CommittedToken& t = request_.commit().tokens(i);
     if (t.position() >= gen) {
-      Error(absl::InvalidArgumentError(absl::StrCat("commit.tokens[", i, "].position: ",
-                                                    t.position(),
-                                                    " is outside the generated region [0, ", gen,
-                                                    ")")));
+      Error(absl::InvalidArgumentError(
+          absl::StrCat("commit.tokens[", i, "].position: ", t.position(),
+                       " is outside the generated region [0, ", gen, ")")));
       return;
     }
     if (t.token_id() >= vocab) {
-      Error(absl::InvalidArgumentError(absl::StrCat("commit.tokens[", i, "].token_id: ",
-                                                    t.token_id(),
-                                                    " is outside the vocabulary of ", vocab)));
+      Error(
+          absl::InvalidArgumentError(absl::StrCat("commit.tokens[", i, "].token_id: ", t.token_id(),
+                                                  " is outside the vocabulary of ", vocab)));
       return;
     }
     positions.push_back(static_cast<int32_t>(t.position()));

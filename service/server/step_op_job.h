@@ -29,7 +29,8 @@ class StepOpJob : public EngineJob {
 
   absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
   // An Advance of an open session whose checks pass; anything else runs alone.
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override;
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
+      ForwardPass* pass) override;
   absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override { status_ = status; }
   void Deliver() override;

@@ -79,8 +79,6 @@ bool StepOutbox::StartReadLocked() {
   return true;
 }
 
-void StepOutbox::OnClosing(int sent) {
-  metrics_->OnEventsSent(RpcKind::kStep, sent, 0);
-}
+void StepOutbox::OnClosing(int sent) { metrics_->OnEventsSent(RpcKind::kStep, sent, 0); }
 
 }  // namespace dllm

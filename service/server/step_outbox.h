@@ -27,7 +27,8 @@ class StepOutbox : public OrderedWriter<v1::StepResponse> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is recorded).
+  // `sink` (non-owning) must stay valid until Detach(); `metrics` may be null (nothing is
+  // recorded).
   StepOutbox(StepSink* sink, int idle_timeout_seconds, ServiceMetrics* metrics = nullptr);
 
   // Starts reading the first op.

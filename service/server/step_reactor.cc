@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "engine/base/stopwatch.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/base/stopwatch.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/diffusion_lm_service.h"
 #include "service/server/grpc_status.h"
-#include "service/metrics/service_metrics.h"
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
 
@@ -16,10 +16,10 @@ namespace dllm {
 
 StepReactor::StepReactor(DiffusionLmService* service, grpc::CallbackServerContext* context)
     : service_(service), context_(context), started_(std::chrono::steady_clock::now()) {
-  outbox_ = std::make_shared<StepOutbox>(this, service_->session_idle_seconds(),
-                                         service_->metrics());
-  state_ = std::make_shared<StepSessionState>(service_->shared_model(), outbox_,
-                                              service_->metrics());
+  outbox_ =
+      std::make_shared<StepOutbox>(this, service_->session_idle_seconds(), service_->metrics());
+  state_ =
+      std::make_shared<StepSessionState>(service_->shared_model(), outbox_, service_->metrics());
   outbox_->set_request_id(NewRequestId());
   if (absl::Status s = service_->CheckAvailable(); !s.ok()) {
     service_->metrics()->OnRejected(
@@ -100,7 +100,8 @@ void StepReactor::OnReadDone(bool ok) {
       return;
     default:
       if (!state_->open) {
-        outbox_->PostError(seq, absl::FailedPreconditionError("no session is open: send Open first"));
+        outbox_->PostError(seq,
+                           absl::FailedPreconditionError("no session is open: send Open first"));
         outbox_->EndOp();
         return;
       }
@@ -112,9 +113,9 @@ void StepReactor::OnReadDone(bool ok) {
 void StepReactor::HandleOpen(const v1::StepRequest& request) {
   const uint64_t seq = request.seq();
   if (state_->open) {
-    outbox_->PostError(seq, absl::FailedPreconditionError(
-                                absl::StrCat("a session is already open (", state_->session_id,
-                                             "): one session per stream")));
+    outbox_->PostError(
+        seq, absl::FailedPreconditionError(absl::StrCat(
+                 "a session is already open (", state_->session_id, "): one session per stream")));
     outbox_->EndOp();
     return;
   }
@@ -130,8 +131,8 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
     outbox_->EndOp();
     return;
   }
-  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model.config(), spec->sampler, spec->canvas_tokens());
+  const EngineWorker::Reservation reservation =
+      EngineWorker::ReservationFor(model.config(), spec->sampler, spec->canvas_tokens());
   absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
       service_->worker()->OpenSession(reservation);
   if (!lease.ok()) {
@@ -211,9 +212,8 @@ void StepReactor::OnDone() {
     // Only opened sessions finished a request; a client that ended its
     // session before the canvas was complete closed it.
     if (!rejected_ && state_->open) {
-      const FinishKind kind = status.ok() && !state_->completed
-                                  ? FinishKind::kClosed
-                                  : FinishKindOf(status, state_->eos);
+      const FinishKind kind = status.ok() && !state_->completed ? FinishKind::kClosed
+                                                                : FinishKindOf(status, state_->eos);
       service_->metrics()->OnFinished(RpcKind::kStep, kind, status.code(), seconds, state_->steps,
                                       state_->generated);
     } else if (!rejected_) {

@@ -21,7 +21,9 @@ namespace dllm {
 struct StepSessionState {
   StepSessionState(std::shared_ptr<const Model> model, std::shared_ptr<StepOutbox> outbox,
                    ServiceMetrics* metrics)
-      : model(std::move(model)), outbox(std::move(outbox)), metrics(ServiceMetrics::OrNoOp(metrics)),
+      : model(std::move(model)),
+        outbox(std::move(outbox)),
+        metrics(ServiceMetrics::OrNoOp(metrics)),
         text(&this->model->tokenizer()) {}
 
   const std::shared_ptr<const Model> model;
@@ -39,9 +41,9 @@ struct StepSessionState {
 
   // Read by the reactor.
   std::atomic<bool> open{false};
-  std::atomic<int> steps{0};       // Advance steps run
-  std::atomic<int> generated{0};   // tokens in the last Final
-  std::atomic<bool> eos{false};    // the last Final ended with end-of-text
+  std::atomic<int> steps{0};           // Advance steps run
+  std::atomic<int> generated{0};       // tokens in the last Final
+  std::atomic<bool> eos{false};        // the last Final ended with end-of-text
   std::atomic<bool> completed{false};  // a Final was sent (the canvas is complete)
 };
 

@@ -1,8 +1,8 @@
 #include "service/server/stream_events.h"
 
-#include "engine/base/utf8.h"
-
 #include <algorithm>
+
+#include "engine/base/utf8.h"
 
 namespace dllm {
 

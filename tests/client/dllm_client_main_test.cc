@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
-#include "service/json/json.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/client/fake_step_service.h"
 #include "tests/client/server_process.h"
 #include "tests/testing/run_command.h"
@@ -96,7 +96,8 @@ TEST_F(DllmClientMainTest, GenerateStreamsTheFinalText) {
   ASSERT_NE(final, nullptr) << json.out;
   std::string streamed;
   for (const Json& e : events) {
-    if (const Json* step = FindMember(e, "step")) streamed += (*step)["text_delta"].get<std::string>();
+    if (const Json* step = FindMember(e, "step"))
+      streamed += (*step)["text_delta"].get<std::string>();
   }
   const std::string text = (*final)["text"].get<std::string>();
   EXPECT_EQ(streamed, text);
@@ -277,9 +278,8 @@ TEST_F(DllmClientMainTest, ClientsShareOneFlagConvention) {
       EXPECT_THAT(r.err, Not(HasSubstr("    at "))) << name << ": " << c.args;  // a JS stack
     }
     // The same request with the flags on either side of the command.
-    for (const std::string& args :
-         {"--target " + server_->target() + " --json info", "info --json --target=" +
-                                                                server_->target()}) {
+    for (const std::string& args : {"--target " + server_->target() + " --json info",
+                                    "info --json --target=" + server_->target()}) {
       const RunResult r = RunShell(client + " " + args);
       ASSERT_EQ(r.exit_code, 0) << name << ": " << args << "\n" << r.err;
       auto parsed = ParseJson(r.out);

@@ -60,7 +60,8 @@ absl::Status ServerProcess::Start(const std::vector<std::string>& extra_args,
       binary,        "--model",     TestDataDir() + "/models/" + model_,
       "--listen",    "127.0.0.1:0", "--metrics-listen",
       "none",        "--threads",   "1",
-      "--port-file", port_file, "--http-listen", "127.0.0.1:0"};
+      "--port-file", port_file,     "--http-listen",
+      "127.0.0.1:0"};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -48,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!file.ok()) return 0;
   auto tok = dllm::BpeTokenizer::FromGguf(*file);
   if (!tok.ok()) return 0;
-  const std::vector<int32_t> ids = tok->Encode("Hello, world! <|im_start|> 123 caf\xc3\xa9", true, true);
+  const std::vector<int32_t> ids =
+      tok->Encode("Hello, world! <|im_start|> 123 caf\xc3\xa9", true, true);
   (void)tok->Decode(ids);
   return 0;
 }

@@ -1,9 +1,9 @@
 // Every attention path the machine runs against a float64 softmax(QK^T)V.
 #include "kernels/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -59,16 +59,15 @@ std::vector<double> Reference(const AttentionShape& s, const std::vector<float>&
 
 TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
   // Ragged canvases (not multiples of either block), GQA and MHA.
-  const Case cases[] = {{1, 2, 2, 16}, {37, 4, 2, 64}, {64, 4, 4, 32}, {130, 8, 2, 128},
-                        {200, 4, 1, 64}};
+  const Case cases[] = {
+      {1, 2, 2, 16}, {37, 4, 2, 64}, {64, 4, 4, 32}, {130, 8, 2, 128}, {200, 4, 1, 64}};
   std::mt19937 rng(7);
   std::normal_distribution<float> gauss(0.0f, 1.5f);
   for (IsaLevel level : SupportedIsaLevels()) {
     const AttentionFn attend = SelectAttention(level);
     for (const Case& c : cases) {
-      SCOPED_TRACE(testing::Message() << IsaLevelName(level) << " L=" << c.n_tokens
-                                      << " heads=" << c.n_head << "/" << c.n_head_kv
-                                      << " d=" << c.head_dim);
+      SCOPED_TRACE(testing::Message() << IsaLevelName(level) << " L=" << c.n_tokens << " heads="
+                                      << c.n_head << "/" << c.n_head_kv << " d=" << c.head_dim);
       AttentionShape s;
       s.n_tokens = c.n_tokens;
       s.n_head = c.n_head;
@@ -98,7 +97,8 @@ TEST(AttentionTest, EveryPathMatchesFloat64Reference) {
         for (int h = 0; h < c.n_head; ++h) {
           const std::vector<double> ref = Reference(s, q, k, v, i, h);
           for (int d = 0; d < c.head_dim; ++d) {
-            max_err = std::max(max_err, std::abs(ref[d] - out[i * s.out_stride + h * c.head_dim + d]));
+            max_err =
+                std::max(max_err, std::abs(ref[d] - out[i * s.out_stride + h * c.head_dim + d]));
           }
         }
       }
@@ -127,7 +127,8 @@ TEST(AttentionTest, CompactedQueryRowsMatchFullRows) {
         attend(s, q.data(), k.data(), v.data(), full.data(), h, i0, std::min(50, i0 + 16), nullptr,
                scratch.data());
       }
-      attend(s, compact.data(), k.data(), v.data(), picked.data(), h, 0, 4, nullptr, scratch.data());
+      attend(s, compact.data(), k.data(), v.data(), picked.data(), h, 0, 4, nullptr,
+             scratch.data());
     }
     for (size_t r = 0; r < rows.size(); ++r) {
       for (int c = 0; c < 64; ++c) {
@@ -149,8 +150,8 @@ TEST(AttentionTest, OneCallOverManyRowsEqualsBlockByBlockCalls) {
     std::vector<float> blocks(70 * 128), whole(70 * 128), scratch(AttentionScratchFloats(s));
     for (int h = 0; h < 4; ++h) {
       for (int i0 = 0; i0 < 70; i0 += kAttnQueryBlock) {
-        attend(s, q.data(), k.data(), v.data(), blocks.data(), h, i0, std::min(70, i0 + kAttnQueryBlock),
-               nullptr, scratch.data());
+        attend(s, q.data(), k.data(), v.data(), blocks.data(), h, i0,
+               std::min(70, i0 + kAttnQueryBlock), nullptr, scratch.data());
       }
       attend(s, q.data(), k.data(), v.data(), whole.data(), h, 0, 70, nullptr, scratch.data());
     }
@@ -171,10 +172,22 @@ TEST(AttentionTest, RowKeyRangesMatchFloat64ReferenceOverThoseKeys) {
     KeyRange (*keys)(int row, int n);
   };
   const Mask masks[] = {
-      {"causal", [](int row, int) { return KeyRange{0, row + 1}; }},
-      {"block-causal 32", [](int row, int n) { return KeyRange{0, std::min(n, (row / 32 + 1) * 32)}; }},
-      {"window 20", [](int row, int n) { return KeyRange{std::max(0, row - 19), std::min(n, row + 20)}; }},
-      {"prompt 40 causal", [](int row, int n) { return KeyRange{0, row < 40 ? row + 1 : n}; }},
+      {"causal",
+       [](int row, int) {
+         return KeyRange{0, row + 1};
+       }},
+      {"block-causal 32",
+       [](int row, int n) {
+         return KeyRange{0, std::min(n, (row / 32 + 1) * 32)};
+       }},
+      {"window 20",
+       [](int row, int n) {
+         return KeyRange{std::max(0, row - 19), std::min(n, row + 20)};
+       }},
+      {"prompt 40 causal",
+       [](int row, int n) {
+         return KeyRange{0, row < 40 ? row + 1 : n};
+       }},
   };
   for (IsaLevel level : SupportedIsaLevels()) {
     const AttentionFn attend = SelectAttention(level);

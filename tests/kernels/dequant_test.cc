@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "gtest/gtest.h"
 #include "kernels/block_types.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {

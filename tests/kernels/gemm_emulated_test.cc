@@ -58,8 +58,8 @@ TEST(GemmEmulatedTest, SelectedRowsAndTallTiles) {
   const std::vector<Emulated> all = EmulatedKernels();
   for (GgmlType type : {GgmlType::kQ4_K, GgmlType::kQ8_0, GgmlType::kQ6_K}) {
     testing::Problem p(type, 150, 35, 256, 3);
-    const std::vector<int32_t> rows = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-                                       16, 40, 41, 99, 149};
+    const std::vector<int32_t> rows = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                       11, 12, 13, 14, 15, 16, 40, 41, 99, 149};
     for (const Emulated& e : all) {
       testing::CheckGemm(p, e.kernels, e.name, {}, 1);
       testing::CheckGemm(p, e.kernels, e.name, rows, 2);

@@ -115,8 +115,8 @@ TEST(GemmTest, EachRowsBitsDoNotDependOnMTilingOrThreads) {
           for (int64_t i = 0; i < m; ++i) {
             ASSERT_EQ(0, std::memcmp(part.data() + i * stride, whole.data() + rows[i] * stride,
                                      sizeof(float) * p.n))
-                << Where(p, isa.name) << ": row " << rows[i] << " as row " << i << " of "
-                << m << ", threads " << threads;
+                << Where(p, isa.name) << ": row " << rows[i] << " as row " << i << " of " << m
+                << ", threads " << threads;
           }
         }
       }
@@ -143,7 +143,8 @@ TEST(GemmTest, RegisterBlockedTablesAgreeBitForBit) {
     std::vector<float> first;
     CheckGemm(p, tables[0], {}, 2, &first);
     for (size_t i = 1; i < tables.size(); ++i) {
-      const bool free_offset_bytes = PackCodeBits(PackKindOf(type)) == 8 && PackOffsetShift(type) < 0;
+      const bool free_offset_bytes =
+          PackCodeBits(PackKindOf(type)) == 8 && PackOffsetShift(type) < 0;
       if (std::string(tables[i].name) == "avx2" && free_offset_bytes) continue;
       std::vector<float> y;
       CheckGemm(p, tables[i], {}, 1, &y);
@@ -230,7 +231,7 @@ TEST(QuantizeActTest, Avx2QuantizerGivesTheScalarBits) {
     std::normal_distribution<float> normal(0.0f, spread);
     for (int e = 0; e < 32; ++e) x[b * 32 + e] = normal(rng);
   }
-  for (int e = 0; e < 32; ++e) x[64 + e] = 0;  // a zero block
+  for (int e = 0; e < 32; ++e) x[64 + e] = 0;                                  // a zero block
   for (int e = 0; e < 32; ++e) x[96 + e] = static_cast<float>(e - 16) + 0.5f;  // ties
   x[96] = 127.0f;  // so that the scale is 1 and the ties stay ties
   std::vector<int8_t> q_scalar(k), q_avx2(k);

@@ -6,21 +6,21 @@
 #define DLLM_TESTS_KERNELS_GEMM_TEST_UTIL_H_
 
 #include <cmath>
-#include <cstdlib>
-#include <memory>
-#include <string>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/block_types.h"
 #include "kernels/dequant.h"
 #include "kernels/gemm.h"
+#include "kernels/ggml_types.h"
 #include "kernels/quantize_act.h"
 #include "kernels/quantized_matrix.h"
-#include "kernels/ggml_types.h"
 
 namespace dllm::testing {
 
@@ -105,8 +105,7 @@ inline void ScaleMin(int j, const uint8_t* q, int* sc, int* m) {
 // Dequantizes one row to `w`. `off` gets, per element, the magnitude of the
 // additive constant of its scale group in the packed scheme (used only to
 // size float-rounding bounds).
-inline void RefDequantRow(GgmlType type, const uint8_t* src, int64_t cols, double* w,
-                          double* off) {
+inline void RefDequantRow(GgmlType type, const uint8_t* src, int64_t cols, double* w, double* off) {
   switch (type) {
     case GgmlType::kF32:
     case GgmlType::kF16:
@@ -272,9 +271,9 @@ struct Problem {
   GgmlType type;
   int64_t m, n, k;
   std::vector<uint8_t> w_bytes;
-  std::vector<float> x;      // m x k
-  std::vector<double> ref;   // m x n
-  std::vector<double> bound; // m x n
+  std::vector<float> x;       // m x k
+  std::vector<double> ref;    // m x n
+  std::vector<double> bound;  // m x n
 
   Problem(GgmlType t, int64_t m_, int64_t n_, int64_t k_, uint32_t seed)
       : type(t), m(m_), n(n_), k(k_) {
@@ -293,7 +292,8 @@ struct Problem {
       // independent float64 decode above must agree with it to float rounding.
       DequantizeRow(type, row, wf.data(), k);
       for (int64_t e = 0; e < k; ++e) {
-        const double tol = 4 * std::ldexp(1.0, -24) * (std::fabs(w[j * k + e]) + 2 * off[j * k + e]);
+        const double tol =
+            4 * std::ldexp(1.0, -24) * (std::fabs(w[j * k + e]) + 2 * off[j * k + e]);
         if (!(std::fabs(wf[e] - w[j * k + e]) <= tol)) {
           ADD_FAILURE() << GgmlTypeName(type) << " dequant disagrees at row " << j << " elem " << e
                         << ": " << wf[e] << " vs " << w[j * k + e];
@@ -303,7 +303,8 @@ struct Problem {
       }
     }
     const int S = PackGroupSize(PackKindOf(type));
-    const bool requant = type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
+    const bool requant =
+        type == GgmlType::kF32 || type == GgmlType::kF16 || type == GgmlType::kBF16;
     ref.resize(m * n);
     bound.resize(m * n);
     for (int64_t i = 0; i < m; ++i) {
@@ -347,8 +348,8 @@ inline std::string Where(const Problem& p, const char* label) {
 // row row_ids[i]; checks each against the reference and the rows past them
 // for being untouched.
 inline void CheckGemm(const Problem& p, const GemmKernels& kernels, const char* label,
-               const std::vector<int32_t>& row_ids,
-               int threads_for_tiling, std::vector<float>* y_out = nullptr) {
+                      const std::vector<int32_t>& row_ids, int threads_for_tiling,
+                      std::vector<float>* y_out = nullptr) {
   PackedMatrix w(p.type, p.w_bytes.data(), p.n, p.k);
   auto qbuf = AlignedBytes(QuantizedRowsBytes(p.m, p.k));
   const QuantizedRows xq = CarveQuantizedRows(qbuf.get(), p.m, p.k);
@@ -381,14 +382,16 @@ inline void CheckGemm(const Problem& p, const GemmKernels& kernels, const char* 
     for (int64_t j = 0; j < y_stride; ++j) {
       const float v = y[i * y_stride + j];
       if (src < 0 || j >= p.n) {
-        if (!std::isnan(v) && ++bad < 5) ADD_FAILURE() << Where(p, label) << " wrote y[" << i << "][" << j << "]";
+        if (!std::isnan(v) && ++bad < 5)
+          ADD_FAILURE() << Where(p, label) << " wrote y[" << i << "][" << j << "]";
         continue;
       }
       const double err = std::fabs(v - p.ref[src * p.n + j]);
       const double rel = err / p.bound[src * p.n + j];
       if (!(rel <= 1.0) && ++bad < 5) {
         ADD_FAILURE() << Where(p, label) << " y[" << i << "][" << j << "] = " << v << " want "
-                      << p.ref[src * p.n + j] << " err " << err << " > bound " << p.bound[src * p.n + j];
+                      << p.ref[src * p.n + j] << " err " << err << " > bound "
+                      << p.bound[src * p.n + j];
       }
       if (rel > worst) worst = rel, worst_at = src * p.n + j;
     }

@@ -13,11 +13,11 @@ TEST(GgmlTypesTest, BlockSizesMatchGgml) {
   };
   // Sizes from ggml-common.h's block structs.
   const Case cases[] = {
-      {GgmlType::kF32, 1, 4},      {GgmlType::kF16, 1, 2},     {GgmlType::kBF16, 1, 2},
-      {GgmlType::kQ4_0, 32, 18},   {GgmlType::kQ4_1, 32, 20},  {GgmlType::kQ5_0, 32, 22},
-      {GgmlType::kQ5_1, 32, 24},   {GgmlType::kQ8_0, 32, 34},  {GgmlType::kQ8_1, 32, 36},
-      {GgmlType::kQ2_K, 256, 84},  {GgmlType::kQ3_K, 256, 110}, {GgmlType::kQ4_K, 256, 144},
-      {GgmlType::kQ5_K, 256, 176}, {GgmlType::kQ6_K, 256, 210}, {GgmlType::kQ8_K, 256, 292},
+      {GgmlType::kF32, 1, 4},      {GgmlType::kF16, 1, 2},        {GgmlType::kBF16, 1, 2},
+      {GgmlType::kQ4_0, 32, 18},   {GgmlType::kQ4_1, 32, 20},     {GgmlType::kQ5_0, 32, 22},
+      {GgmlType::kQ5_1, 32, 24},   {GgmlType::kQ8_0, 32, 34},     {GgmlType::kQ8_1, 32, 36},
+      {GgmlType::kQ2_K, 256, 84},  {GgmlType::kQ3_K, 256, 110},   {GgmlType::kQ4_K, 256, 144},
+      {GgmlType::kQ5_K, 256, 176}, {GgmlType::kQ6_K, 256, 210},   {GgmlType::kQ8_K, 256, 292},
       {GgmlType::kIQ4_NL, 32, 18}, {GgmlType::kIQ4_XS, 256, 136}, {GgmlType::kTQ2_0, 256, 66},
       {GgmlType::kMXFP4, 32, 17},
   };

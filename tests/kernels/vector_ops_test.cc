@@ -33,7 +33,8 @@ TEST(VectorOpsTest, RmsNorm) {
       for (int64_t i = 0; i < n; ++i) {
         const double want = x[i + 1] * r * w[i + 1];
         // A few float roundings of the product plus the sum of squares.
-        EXPECT_NEAR(y[i + 1], want, 1e-5 * std::fabs(want) + 1e-30) << IsaLevelName(isa) << " n=" << n;
+        EXPECT_NEAR(y[i + 1], want, 1e-5 * std::fabs(want) + 1e-30)
+            << IsaLevelName(isa) << " n=" << n;
       }
       k.rms_norm(x.data() + 1, w.data() + 1, 1e-5f, n, x.data() + 1);  // in place
       for (int64_t i = 0; i < n; ++i) EXPECT_FLOAT_EQ(x[i + 1], y[i + 1]);
@@ -54,7 +55,8 @@ TEST(VectorOpsTest, SwigluAndAdd) {
       for (int64_t i = 1; i <= n; ++i) {
         const double want = g[i] / (1.0 + std::exp(-double(g[i]))) * u[i];
         // exp's relative error (< 3e-7) and 3 roundings.
-        EXPECT_NEAR(y[i], want, 1e-6 * std::fabs(want) + 1e-30) << IsaLevelName(isa) << " n=" << n << " i=" << i;
+        EXPECT_NEAR(y[i], want, 1e-6 * std::fabs(want) + 1e-30)
+            << IsaLevelName(isa) << " n=" << n << " i=" << i;
         EXPECT_EQ(s[i], g[i] + u[i]);
       }
     }

@@ -1,7 +1,6 @@
 #include "tests/testing/gguf_builder.h"
 
 #include <algorithm>
-
 #include <cstring>
 
 #include "kernels/ggml_types.h"

@@ -14,9 +14,9 @@ class GgufBuilder {
  public:
   struct Tensor {
     std::string name;
-    uint32_t type = 0;              // ggml type id
-    std::vector<uint64_t> ne;       // ne[0] first
-    std::string data;               // bytes written to the data section
+    uint32_t type = 0;               // ggml type id
+    std::vector<uint64_t> ne;        // ne[0] first
+    std::string data;                // bytes written to the data section
     std::optional<uint64_t> offset;  // overrides the computed offset
   };
 

@@ -17,7 +17,7 @@ namespace dllm::testing {
 struct LogitsDiff {
   double max_abs = 0, rms = 0, min_cosine = 1;
   int top1_agree = 0, top1_total = 0;
-  int top1_required_fail = 0;  // disagreements where the reference margin is >= 0.5
+  int top1_required_fail = 0;   // disagreements where the reference margin is >= 0.5
   std::vector<double> row_rms;  // per canvas row, over the stored columns
 };
 

@@ -12,8 +12,8 @@ RunResult RunDllm(const std::string& args) { return RunBinary("service/dllm", ar
 
 RunResult RunBinary(const std::string& binary, const std::string& args) {
   const std::string dir = TempDir();
-  const std::string cmd = BinaryDir() + "/" + binary + " " + args + " >" + dir + "/out.txt 2>" +
-                          dir + "/err.txt";
+  const std::string cmd =
+      BinaryDir() + "/" + binary + " " + args + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
   const int status = std::system(cmd.c_str());
   RunResult r;
   r.signaled = WIFSIGNALED(status) || (WIFEXITED(status) && WEXITSTATUS(status) >= 128);

@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "gmock/gmock.h"
 
 namespace dllm::testing {
 
-std::string TestDataDir();             // .../tests/data
+std::string TestDataDir();               // .../tests/data
 std::optional<std::string> SharedDir();  // .../shared, when it exists
-std::string BinaryDir();               // the CMake build tree
+std::string BinaryDir();                 // the CMake build tree
 
 // Every *.gguf model available to tests: tests/data/models, plus
 // ../shared/models when present (deduplicated by file name).

@@ -41,8 +41,9 @@ TEST(FlagsTest, NumbersAreCheckedAgainstTheirType) {
   auto f = Parse({"--steps", "3000000000", "--temp", "nan"});
   ASSERT_TRUE(f.ok());
   int32_t small = 7;
-  EXPECT_THAT(std::string(f->GetNumber("steps", &small).message()),
-              HasSubstr("--steps: '3000000000' is not a whole number in [-2147483648, 2147483647]"));
+  EXPECT_THAT(
+      std::string(f->GetNumber("steps", &small).message()),
+      HasSubstr("--steps: '3000000000' is not a whole number in [-2147483648, 2147483647]"));
   EXPECT_EQ(small, 7);  // unchanged on error
   uint32_t steps = 0;
   EXPECT_TRUE(f->GetNumber("steps", &steps).ok());

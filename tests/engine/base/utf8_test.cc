@@ -12,10 +12,10 @@ TEST(Utf8Test, FindsTheFirstInvalidByte) {
   EXPECT_EQ(FirstInvalidUtf8("plain"), -1);
   EXPECT_EQ(FirstInvalidUtf8("h\xc3\xa9llo \xf0\x9f\x98\x80"), -1);
   EXPECT_EQ(FirstInvalidUtf8("ab\xff"), 2);
-  EXPECT_EQ(FirstInvalidUtf8("\xed\xa0\x80"), 0);  // surrogate
-  EXPECT_EQ(FirstInvalidUtf8("\xc0\xaf"), 0);      // overlong
+  EXPECT_EQ(FirstInvalidUtf8("\xed\xa0\x80"), 0);      // surrogate
+  EXPECT_EQ(FirstInvalidUtf8("\xc0\xaf"), 0);          // overlong
   EXPECT_EQ(FirstInvalidUtf8("\xf4\x90\x80\x80"), 0);  // past U+10FFFF
-  EXPECT_EQ(FirstInvalidUtf8("x\xe2\x82"), 1);     // truncated
+  EXPECT_EQ(FirstInvalidUtf8("x\xe2\x82"), 1);         // truncated
 }
 
 // Table 3-8 of the Unicode standard (U+FFFD for maximal subparts); Python's

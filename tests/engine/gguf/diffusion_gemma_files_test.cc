@@ -33,19 +33,22 @@ TEST(DiffusionGemmaFilesTest, TheReferenceFilesHoldTheFamilysLayout) {
     ASSERT_NE(pattern, nullptr);
     EXPECT_EQ(pattern->TypeString(), "array[bool]");
     ASSERT_EQ(pattern->count, 4u);
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(pattern->raw), 4), std::string("\1\1\0\1", 4));
-    EXPECT_FLOAT_EQ(static_cast<float>(*f->GetFloat("diffusion-gemma.final_logit_softcapping")), 30.0f);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(pattern->raw), 4),
+              std::string("\1\1\0\1", 4));
+    EXPECT_FLOAT_EQ(static_cast<float>(*f->GetFloat("diffusion-gemma.final_logit_softcapping")),
+                    30.0f);
     EXPECT_EQ(f->FindTensor("blk.2.attn_v.weight"), nullptr);  // global: V is K
     EXPECT_NE(f->FindTensor("blk.1.attn_v.weight"), nullptr);
-    for (const char* name : {"rope_freqs.weight", "self_cond_gate.weight", "self_cond_down.weight",
-                             "blk.0.ffn_gate_up_exps.weight", "blk.0.ffn_down_exps.scale",
-                             "blk.0.ffn_gate_inp.scale", "blk.3.layer_output_scale.weight",
-                             "blk.3.enc_layer_output_scale.weight"}) {
+    for (const char* name :
+         {"rope_freqs.weight", "self_cond_gate.weight", "self_cond_down.weight",
+          "blk.0.ffn_gate_up_exps.weight", "blk.0.ffn_down_exps.scale", "blk.0.ffn_gate_inp.scale",
+          "blk.3.layer_output_scale.weight", "blk.3.enc_layer_output_scale.weight"}) {
       EXPECT_NE(f->FindTensor(name), nullptr) << name;
     }
     EXPECT_EQ(f->FindTensor("output.weight"), nullptr);  // tied to token_embd
     for (const char* c : {"short", "long", "long-sc"}) {
-      EXPECT_EQ(std::filesystem::file_size(dir + "/" + type + "." + c + ".f32"), 16u * 160u * 4u) << c;
+      EXPECT_EQ(std::filesystem::file_size(dir + "/" + type + "." + c + ".f32"), 16u * 160u * 4u)
+          << c;
     }
   }
 }

@@ -70,7 +70,8 @@ TEST(GgufHostileTest, TruncatedReferenceModelFailsCleanly) {
   auto full = GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
   ASSERT_TRUE(full.ok()) << full.status();
   size_t info_bytes = 0;
-  for (const GgufTensor& t : full->tensors()) info_bytes += 8 + t.name.size() + 4 + 8 * t.n_dims + 12;
+  for (const GgufTensor& t : full->tensors())
+    info_bytes += 8 + t.name.size() + 4 + 8 * t.n_dims + 12;
   const size_t info_start = full->data_offset() - info_bytes - full->alignment();
   std::vector<size_t> cuts;
   for (size_t cut = 0; cut < full->data_offset(); ++cut) {

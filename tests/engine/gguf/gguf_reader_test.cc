@@ -1,12 +1,12 @@
 // Every model available to tests parses, and what the reader sees matches
 // MANIFEST.json (written by the harness that made the files with llama.cpp).
-#include "absl/strings/string_view.h"
 #include "engine/gguf/gguf_reader.h"
 
 #include <filesystem>
 
-#include "service/json/json.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/test_paths.h"
 
@@ -50,8 +50,7 @@ TEST(GgufReaderTest, EveryModelMatchesItsManifest) {
       } else if (expected.is_boolean()) {
         EXPECT_EQ(*f->GetBool(key), expected.get<bool>()) << key;
       } else if (v->is_float()) {
-        EXPECT_EQ(static_cast<float>(*f->GetFloat(key)),
-                  static_cast<float>(expected.get<double>()))
+        EXPECT_EQ(static_cast<float>(*f->GetFloat(key)), static_cast<float>(expected.get<double>()))
             << key;
       } else {
         EXPECT_EQ(*f->GetInt(key), expected.get<int64_t>()) << key;
@@ -104,8 +103,8 @@ TEST(GgufReaderTest, ParsesNestedArraysAndEveryScalarType) {
   GgufBuilder b;
   b.version = 2;
   // array[array[int32]] = [[1, 2], []]
-  std::string inner1 = GgufBuilder::EncU32(5) + GgufBuilder::EncU64(2) +
-                       GgufBuilder::EncU32(1) + GgufBuilder::EncU32(2);
+  std::string inner1 = GgufBuilder::EncU32(5) + GgufBuilder::EncU64(2) + GgufBuilder::EncU32(1) +
+                       GgufBuilder::EncU32(2);
   std::string inner2 = GgufBuilder::EncU32(5) + GgufBuilder::EncU64(0);
   b.RawKv("nested", 9, GgufBuilder::EncU32(9) + GgufBuilder::EncU64(2) + inner1 + inner2);
   for (uint32_t type : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 10u, 11u, 12u}) {

@@ -61,8 +61,8 @@ TEST(ForwardAllocTest, WarmForwardPassAllocatesNothing) {
 
 // Exact, and from a dual cache (the warm steps are cached ones).
 TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
-  auto model = Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf",
-                           {BestIsaLevel()});
+  auto model =
+      Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf", {BestIsaLevel()});
   ASSERT_TRUE(model.ok());
   for (CacheMode cache : {CacheMode::kNone, CacheMode::kDual}) {
     SCOPED_TRACE(CacheModeName(cache));
@@ -76,8 +76,7 @@ TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
     absl::StatusOr<StepReport> step = (*session)->Advance();
     ASSERT_TRUE(step.ok());
     EXPECT_EQ(g_allocations.load() - before, 0);
-    EXPECT_EQ(step->cache_use,
-              cache == CacheMode::kNone ? CacheUse::kNone : CacheUse::kRead);
+    EXPECT_EQ(step->cache_use, cache == CacheMode::kNone ? CacheUse::kNone : CacheUse::kRead);
   }
 }
 

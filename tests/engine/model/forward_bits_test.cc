@@ -61,8 +61,8 @@ TEST(ForwardBitsTest, OneSequenceWithoutACacheKeepsTheRecordedBits) {
   const std::vector<int32_t> some = {0, 5, 6, 33, 69};
   int checked = 0;
   for (const auto& [name, by_path] : hashes->items()) {
-    const std::string path = name == "moe1" ? MoeModel()
-                                            : testing::TestDataDir() + "/models/" + name + ".gguf";
+    const std::string path =
+        name == "moe1" ? MoeModel() : testing::TestDataDir() + "/models/" + name + ".gguf";
     for (const auto& [isa_name, isa] : kPaths) {
       if (!IsaLevelSupported(isa) || !by_path.contains(isa_name)) continue;
       SCOPED_TRACE(name + " " + isa_name);

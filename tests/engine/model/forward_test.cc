@@ -12,16 +12,16 @@
 //   exact top-1 token on every row whose exact top-2 margin is >= 0.5.
 #include "engine/model/forward.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <set>
 
-#include "service/json/json.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"
 
@@ -93,9 +93,10 @@ void CheckCanvas(const std::shared_ptr<const Model>& model, IsaLevel isa,
   const double llama_rms = (*ref)["vs_llamacpp"]["rms_diff"].get<double>();
   const std::string model_name = fs::path(base).parent_path().filename().string();
   const std::string canvas = fs::path(base).filename().string();
-  std::printf("  %-20s %-10s %-13s vs exact: max %.2g rms %.2g (llama.cpp %.2g) cos %.8f top1 %d/%d",
-              model_name.c_str(), IsaLevelName(isa), canvas.c_str(), exact.max_abs, exact.rms,
-              llama_rms, exact.min_cosine, exact.top1_agree, exact.top1_total);
+  std::printf(
+      "  %-20s %-10s %-13s vs exact: max %.2g rms %.2g (llama.cpp %.2g) cos %.8f top1 %d/%d",
+      model_name.c_str(), IsaLevelName(isa), canvas.c_str(), exact.max_abs, exact.rms, llama_rms,
+      exact.min_cosine, exact.top1_agree, exact.top1_total);
   // The second reference, llama.cpp itself: reported, not required (it
   // carries F16 flash-attention and activation-quantization error).
   const std::string llama_base = fs::path(base).parent_path().parent_path().parent_path().string() +
@@ -151,7 +152,8 @@ TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelConfig& c = (*model)->config();
   std::vector<int32_t> tokens(70);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 977) % c.n_vocab);
+  for (size_t i = 0; i < tokens.size(); ++i)
+    tokens[i] = static_cast<int32_t>((i * 977) % c.n_vocab);
   auto pass = ForwardPass::Create(*model, 70);
   ASSERT_TRUE(pass.ok());
   std::vector<int32_t> all(70);
@@ -162,8 +164,8 @@ TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
   std::vector<float> part(some.size() * c.n_vocab);
   ASSERT_TRUE((*pass)->Run(tokens, some, part.data()).ok());
   for (size_t r = 0; r < some.size(); ++r) {
-    ASSERT_EQ(0, std::memcmp(&part[r * c.n_vocab], &full[some[r] * c.n_vocab],
-                             sizeof(float) * c.n_vocab))
+    ASSERT_EQ(
+        0, std::memcmp(&part[r * c.n_vocab], &full[some[r] * c.n_vocab], sizeof(float) * c.n_vocab))
         << "row " << some[r];
   }
 }
@@ -171,7 +173,8 @@ TEST(ForwardTest, SelectedRowsEqualTheSameRowsOfAFullPass) {
 // Tokens of a canvas of `n` positions, different per `salt`.
 std::vector<int32_t> TestCanvas(int n, int salt, int64_t n_vocab) {
   std::vector<int32_t> tokens(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>((i * 977 + salt * 131 + 7) % n_vocab);
+  for (int i = 0; i < n; ++i)
+    tokens[i] = static_cast<int32_t>((i * 977 + salt * 131 + 7) % n_vocab);
   return tokens;
 }
 
@@ -199,8 +202,8 @@ TEST(ForwardTest, EachSequenceOfABatchGetsTheBitsItGetsAlone) {
       auto model = Model::Load(path, {isa});
       ASSERT_TRUE(model.ok()) << model.status();
       const int64_t V = (*model)->config().n_vocab;
-      const std::vector<std::vector<int32_t>> canvases = {TestCanvas(40, 1, V), TestCanvas(17, 2, V),
-                                                          TestCanvas(33, 3, V)};
+      const std::vector<std::vector<int32_t>> canvases = {
+          TestCanvas(40, 1, V), TestCanvas(17, 2, V), TestCanvas(33, 3, V)};
       const std::vector<std::vector<int32_t>> rows = {{0, 9, 39}, Range(0, 17), {32}};
       auto pass = ForwardPass::Create(*model, ForwardLimits{90, 40});
       ASSERT_TRUE(pass.ok()) << pass.status();
@@ -211,9 +214,8 @@ TEST(ForwardTest, EachSequenceOfABatchGetsTheBitsItGetsAlone) {
       }
       ForwardBatch batch;
       for (size_t i = 0; i < 3; ++i) {
-        batch.sequences.push_back(SequenceInput{canvases[i], 0,
-                                                static_cast<int32_t>(canvases[i].size()), rows[i],
-                                                nullptr});
+        batch.sequences.push_back(SequenceInput{
+            canvases[i], 0, static_cast<int32_t>(canvases[i].size()), rows[i], nullptr});
       }
       std::vector<float> stacked(batch.logit_rows() * V);
       batch.PackLogits(stacked.data(), V);
@@ -267,9 +269,8 @@ TEST(ForwardTest, LogitsReachEachSequencesBufferAndStoppedSequencesAreDropped) {
       out[0] = out[1] + (rows[1].size() + 1) * V;
       ForwardBatch batch;
       for (size_t i = 0; i < 3; ++i) {
-        batch.sequences.push_back(SequenceInput{canvases[i], 0,
-                                                static_cast<int32_t>(canvases[i].size()), rows[i],
-                                                nullptr, out[i]});
+        batch.sequences.push_back(SequenceInput{
+            canvases[i], 0, static_cast<int32_t>(canvases[i].size()), rows[i], nullptr, out[i]});
       }
       ASSERT_TRUE((*pass)->Run(batch).ok());
       for (size_t i = 0; i < 3; ++i) {
@@ -290,8 +291,8 @@ TEST(ForwardTest, LogitsReachEachSequencesBufferAndStoppedSequencesAreDropped) {
       for (size_t i : {size_t{0}, size_t{2}}) {
         EXPECT_TRUE(SameBits(out[i], alone[i].data(), alone[i].size())) << "sequence " << i;
       }
-      EXPECT_TRUE(std::all_of(out[1], out[1] + alone[1].size(),
-                              [&](float x) { return x == kUntouched; }));
+      EXPECT_TRUE(
+          std::all_of(out[1], out[1] + alone[1].size(), [&](float x) { return x == kUntouched; }));
       EXPECT_TRUE(std::all_of(cache.k(0), cache.k(0) + 17 * cache.kv_dim(0),
                               [&](float x) { return x == kUntouched; }));
       for (SequenceInput& in : batch.sequences) in.stop = &stop;
@@ -357,8 +358,8 @@ TEST(ForwardTest, RowsComputedOverAFreshCacheEqualTheFullPass) {
 }
 
 TEST(ForwardTest, RefusesMalformedBatchesNamingTheSequence) {
-  auto model = Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
-                           {IsaLevel::kScalar});
+  auto model =
+      Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf", {IsaLevel::kScalar});
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelConfig& c = (*model)->config();
   auto pass = ForwardPass::Create(*model, ForwardLimits{40, 32});
@@ -378,9 +379,10 @@ TEST(ForwardTest, RefusesMalformedBatchesNamingTheSequence) {
   EXPECT_THAT(run({{tokens, 0, 32, rows, nullptr}, {tokens, 8, 16, rows, nullptr}}),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 "sequence 1: without a K/V cache every row"));
-  EXPECT_THAT(run({{tokens, 12, 16, rows, &cache}}),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument,
-                                "sequence 0: logit row 10 at index 0 is outside the computed rows"));
+  EXPECT_THAT(
+      run({{tokens, 12, 16, rows, &cache}}),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument,
+                        "sequence 0: logit row 10 at index 0 is outside the computed rows"));
   EXPECT_THAT(run({{tokens, 8, 16, rows, &small}}),
               testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                 "K/V cache of 16 positions does not fit a canvas of 32"));
@@ -406,8 +408,9 @@ TEST(ForwardTest, RejectsBadInputAndHonoursCancel) {
   EXPECT_THAT((*pass)->Run(std::vector<int32_t>(9, 1), rows, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "exceeds the buffers"));
   tokens[3] = 1 << 20;
-  EXPECT_THAT((*pass)->Run(tokens, rows, logits.data()),
-              testing::StatusIs(absl::StatusCode::kInvalidArgument, "token id 1048576 at position 3"));
+  EXPECT_THAT(
+      (*pass)->Run(tokens, rows, logits.data()),
+      testing::StatusIs(absl::StatusCode::kInvalidArgument, "token id 1048576 at position 3"));
   tokens[3] = 1;
   EXPECT_THAT((*pass)->Run(tokens, std::vector<int32_t>{1, 1}, logits.data()),
               testing::StatusIs(absl::StatusCode::kInvalidArgument, "not ascending"));

@@ -32,16 +32,14 @@ bool LlamaCppMasked(const AttentionMask& mask, int32_t window, int32_t q, int32_
 
 TEST(MaskTest, KeyRangesAreTheKeysLlamaCppsMasksLeave) {
   const int32_t n = 40;
-  const AttentionMask masks[] = {{MaskKind::kBidirectional, 0, 0},
-                                 {MaskKind::kBlockCausal, 8, 0},
-                                 {MaskKind::kBlockCausal, 7, 0},
-                                 {MaskKind::kPromptCausal, 0, 13},
-                                 {MaskKind::kPromptCausal, 0, 0},
-                                 {MaskKind::kPromptCausal, 0, 40}};
+  const AttentionMask masks[] = {
+      {MaskKind::kBidirectional, 0, 0}, {MaskKind::kBlockCausal, 8, 0},
+      {MaskKind::kBlockCausal, 7, 0},   {MaskKind::kPromptCausal, 0, 13},
+      {MaskKind::kPromptCausal, 0, 0},  {MaskKind::kPromptCausal, 0, 40}};
   for (const AttentionMask& mask : masks) {
     // Block-causal masks come without a window in the models that use them.
     for (int32_t window : mask.kind == MaskKind::kBlockCausal ? std::vector<int32_t>{0}
-                                                               : std::vector<int32_t>{0, 1, 5, 64}) {
+                                                              : std::vector<int32_t>{0, 1, 5, 64}) {
       for (int32_t q = 0; q < n; ++q) {
         const KeyRange keys = KeysOf(mask, window, q, n);
         for (int32_t k = -1; k <= n; ++k) {
@@ -106,9 +104,9 @@ TEST(MaskForwardTest, BlockCausalRowsEqualBlockByBlockPassesOverACache) {
         const int end = std::min(kLength, begin + kBlock);
         const std::vector<int32_t> rows = Range(begin, end);
         ForwardBatch block;
-        block.sequences.push_back(SequenceInput{
-            std::span<const int32_t>(tokens).first(static_cast<size_t>(end)), begin, end, rows,
-            &cache});
+        block.sequences.push_back(
+            SequenceInput{std::span<const int32_t>(tokens).first(static_cast<size_t>(end)), begin,
+                          end, rows, &cache});
         std::vector<float> blockwise(rows.size() * V);
         block.PackLogits(blockwise.data(), V);
         ASSERT_TRUE((*pass)->Run(block).ok());
@@ -155,9 +153,9 @@ TEST(MaskForwardTest, PromptCausalRowsAndAPromptCachedOnceGiveTheMaskedPasssBits
       for (int p = 0; p < kPrompt; ++p) {
         const std::vector<int32_t> row = {p};
         ForwardBatch step;
-        step.sequences.push_back(SequenceInput{
-            std::span<const int32_t>(tokens).first(static_cast<size_t>(p + 1)), p, p + 1, row,
-            &incremental});
+        step.sequences.push_back(
+            SequenceInput{std::span<const int32_t>(tokens).first(static_cast<size_t>(p + 1)), p,
+                          p + 1, row, &incremental});
         std::vector<float> logits(static_cast<size_t>(V));
         step.PackLogits(logits.data(), V);
         ASSERT_TRUE((*pass)->Run(step).ok());
@@ -193,9 +191,9 @@ TEST(MaskForwardTest, MalformedMasksAreRefusedNamingTheSequence) {
   ASSERT_TRUE(pass.ok());
   std::vector<float> logits(static_cast<size_t>((*model)->config().n_vocab));
   const std::vector<int32_t> row = {3};
-  for (const AttentionMask& mask : {AttentionMask{MaskKind::kBlockCausal, 0, 0},
-                                    AttentionMask{MaskKind::kPromptCausal, 0, 11},
-                                    AttentionMask{MaskKind::kPromptCausal, 0, -1}}) {
+  for (const AttentionMask& mask :
+       {AttentionMask{MaskKind::kBlockCausal, 0, 0}, AttentionMask{MaskKind::kPromptCausal, 0, 11},
+        AttentionMask{MaskKind::kPromptCausal, 0, -1}}) {
     ForwardBatch batch;
     batch.sequences.push_back(SequenceInput{tokens, 0, 10, row, nullptr, logits.data()});
     batch.sequences[0].mask = mask;

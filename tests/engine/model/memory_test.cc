@@ -42,11 +42,12 @@ TEST(MemoryTest, ResidentWeightsAreOneCopy) {
 #if defined(DLLM_SANITIZED_BUILD)
   budget += 32 << 20;  // the sanitizer's own allocator metadata and shadow pages
 #endif
-  std::printf("file %.1f MiB, repacked %.1f MiB, activations %.1f MiB, RSS grew %.1f MiB "
-              "(anon %.1f, file-backed %.1f MiB resident), budget %.1f MiB\n",
-              file / 1048576, (*model)->owned_weight_bytes() / 1048576.0,
-              (*pass)->activation_bytes() / 1048576.0, grown / 1048576,
-              after.rss_anon_bytes / 1048576.0, after.rss_file_bytes / 1048576.0, budget / 1048576);
+  std::printf(
+      "file %.1f MiB, repacked %.1f MiB, activations %.1f MiB, RSS grew %.1f MiB "
+      "(anon %.1f, file-backed %.1f MiB resident), budget %.1f MiB\n",
+      file / 1048576, (*model)->owned_weight_bytes() / 1048576.0,
+      (*pass)->activation_bytes() / 1048576.0, grown / 1048576, after.rss_anon_bytes / 1048576.0,
+      after.rss_file_bytes / 1048576.0, budget / 1048576);
   EXPECT_LE(grown, budget);
   EXPECT_LE((*model)->owned_weight_bytes(), 1.1 * file);
 }

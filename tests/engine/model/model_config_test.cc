@@ -108,7 +108,7 @@ TEST(ModelConfigTest, CompatibilityListsEveryProblem) {
   GgufBuilder b = testing::TinyModelBuilder("llada");
   auto& tensors = b.tensors();
   tensors.erase(tensors.begin() + 1);  // output_norm.weight
-  tensors[2].ne = {32, 7};            // blk.0.attn_q.weight, wrong shape
+  tensors[2].ne = {32, 7};             // blk.0.attn_q.weight, wrong shape
   tensors[2].data.assign(32 * 7 * 4, '\0');
   auto p = ParseBuilder(b);
   ASSERT_TRUE(p->file.ok()) << p->file.status();

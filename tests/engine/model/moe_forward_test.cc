@@ -22,11 +22,11 @@
 #include <filesystem>
 #include <map>
 
-#include "service/json/json.h"
-#include "service/cli/file_digest.h"
 #include "engine/model/forward.h"
 #include "engine/synth/synthetic_model.h"
 #include "gtest/gtest.h"
+#include "service/cli/file_digest.h"
+#include "service/json/json.h"
 #include "tests/testing/logits_reference.h"
 #include "tests/testing/test_paths.h"
 
@@ -109,16 +109,14 @@ TEST_P(MoeLogitsTest, MatchesLlamaCppAndFloat64OnEveryCanvas) {
       std::vector<float> logits(static_cast<size_t>(L * V));
       ASSERT_TRUE((*pass)->Run(tokens, rows, logits.data()).ok());
 
-      const LogitsDiff vs_llama =
-          CompareWithReference(logits, L, V, llama[c], llama_dir + "/" + c);
-      const LogitsDiff vs_exact =
-          CompareWithReference(logits, L, V, exact[c], exact_dir + "/" + c);
+      const LogitsDiff vs_llama = CompareWithReference(logits, L, V, llama[c], llama_dir + "/" + c);
+      const LogitsDiff vs_exact = CompareWithReference(logits, L, V, exact[c], exact_dir + "/" + c);
       const double llama_rms = exact[c]["vs_llamacpp"]["rms_diff"].get<double>();
-      std::printf("  %-22s %-10s %-13s vs llama.cpp: max %.2g rms %.2g | vs float64: max %.2g "
-                  "rms %.2g (llama.cpp %.2g) top1 %d/%d\n",
-                  r.name.c_str(), IsaLevelName(isa), c, vs_llama.max_abs, vs_llama.rms,
-                  vs_exact.max_abs, vs_exact.rms, llama_rms, vs_exact.top1_agree,
-                  vs_exact.top1_total);
+      std::printf(
+          "  %-22s %-10s %-13s vs llama.cpp: max %.2g rms %.2g | vs float64: max %.2g "
+          "rms %.2g (llama.cpp %.2g) top1 %d/%d\n",
+          r.name.c_str(), IsaLevelName(isa), c, vs_llama.max_abs, vs_llama.rms, vs_exact.max_abs,
+          vs_exact.rms, llama_rms, vs_exact.top1_agree, vs_exact.top1_total);
       if (float_model) {
         EXPECT_LE(vs_llama.max_abs, 1e-3);
         EXPECT_LE(vs_exact.max_abs, 1e-3);
@@ -126,8 +124,10 @@ TEST_P(MoeLogitsTest, MatchesLlamaCppAndFloat64OnEveryCanvas) {
       } else {
         EXPECT_EQ(vs_exact.top1_required_fail, 0);
         // llama.cpp's own rows against float64, from the two stored files.
-        const std::vector<float> llama_cols = testing::ReadFloats(llama_dir + "/" + c + ".cols.f32");
-        const std::vector<float> exact_cols = testing::ReadFloats(exact_dir + "/" + c + ".cols.f32");
+        const std::vector<float> llama_cols =
+            testing::ReadFloats(llama_dir + "/" + c + ".cols.f32");
+        const std::vector<float> exact_cols =
+            testing::ReadFloats(exact_dir + "/" + c + ".cols.f32");
         const size_t nc = llama_cols.size() / static_cast<size_t>(L);
         for (int64_t i = 0; i < L; ++i) {
           double sq = 0;
@@ -146,9 +146,10 @@ TEST_P(MoeLogitsTest, MatchesLlamaCppAndFloat64OnEveryCanvas) {
       const double ours_median = Median(ours_rows), llama_median = Median(llama_rows);
       const double ours_rms = std::sqrt(ours_sq / ours_rows.size());
       const double llama_rms = std::sqrt(llama_sq / llama_rows.size());
-      std::printf("  %-22s %-10s all canvases vs float64: median row rms %.4f (llama.cpp %.4f), "
-                  "rms %.4f (llama.cpp %.4f)\n",
-                  r.name.c_str(), IsaLevelName(isa), ours_median, llama_median, ours_rms, llama_rms);
+      std::printf(
+          "  %-22s %-10s all canvases vs float64: median row rms %.4f (llama.cpp %.4f), "
+          "rms %.4f (llama.cpp %.4f)\n",
+          r.name.c_str(), IsaLevelName(isa), ours_median, llama_median, ours_rms, llama_rms);
       EXPECT_LE(ours_median, 1.15 * llama_median);
       EXPECT_LE(ours_rms, 1.5 * llama_rms);
     }

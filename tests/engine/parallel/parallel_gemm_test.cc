@@ -62,7 +62,8 @@ TEST(ParallelGemmTest, ParallelQuantizeAndGemmMatchTheSerialOnes) {
   std::normal_distribution<float> normal;
   std::vector<float> x(m_all * ldx);
   for (float& v : x) v = normal(rng);
-  const std::vector<int32_t> rows = {49, 3, 3, 17, 0, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+  const std::vector<int32_t> rows = {49, 3,  3,  17, 0,  20, 21, 22, 23,
+                                     24, 25, 26, 27, 28, 29, 30, 31, 32};
   auto sbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
   auto pbuf = testing::AlignedBytes(QuantizedRowsBytes(m_all, k));
   const QuantizedRows serial_q = CarveQuantizedRows(sbuf.get(), m_all, k);

@@ -15,13 +15,13 @@ namespace dllm {
 namespace {
 
 using ::dllm::testing::IsOk;
-using ::dllm::testing::toy::kVocab;
+using ::dllm::testing::toy::Dream;
 using ::dllm::testing::toy::kEos;
 using ::dllm::testing::toy::kMask;
-using ::dllm::testing::toy::Dream;
 using ::dllm::testing::toy::kPrompt;
-using ::dllm::testing::toy::Special;
+using ::dllm::testing::toy::kVocab;
 using ::dllm::testing::toy::Llada;
+using ::dllm::testing::toy::Special;
 
 std::vector<int32_t> Vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
 
@@ -147,7 +147,6 @@ TEST(DenoiseSamplerCommitTest, RestartAndReplayReproduceEveryState) {
     EXPECT_TRUE(s->done());
   }
 }
-
 
 // Infill: the suffix after the span is the same thing as a client's Commit
 // of those tokens before the first step, over a canvas that generates them

@@ -2,13 +2,13 @@
 // for (block eligibility, Dream shift), ranking and ties, threshold mode,
 // CFG, keyed determinism, and early exit's output identity.
 #include "engine/sampler/denoise_sampler.h"
-#include "engine/sampler/schedule.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
 #include <vector>
 
+#include "engine/sampler/schedule.h"
 #include "tests/testing/session_trace.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/toy_sampler.h"
@@ -17,13 +17,13 @@ namespace dllm {
 namespace {
 
 using ::dllm::testing::IsOk;
-using ::dllm::testing::toy::kVocab;
-using ::dllm::testing::toy::kMask;
-using ::dllm::testing::toy::kEos;
-using ::dllm::testing::toy::kPrompt;
-using ::dllm::testing::toy::Special;
-using ::dllm::testing::toy::Llada;
 using ::dllm::testing::toy::Dream;
+using ::dllm::testing::toy::kEos;
+using ::dllm::testing::toy::kMask;
+using ::dllm::testing::toy::kPrompt;
+using ::dllm::testing::toy::kVocab;
+using ::dllm::testing::toy::Llada;
+using ::dllm::testing::toy::Special;
 
 // Per served position: the token it predicts and how sure it is (peak logit).
 struct Wish {
@@ -81,7 +81,7 @@ TEST(DenoiseSamplerTest, DreamAsksForShiftedRows) {
   EXPECT_EQ(std::vector<int32_t>(s->rows().begin(), s->rows().end()),
             (std::vector<int32_t>{2, 3, 4, 5}));
   std::vector<float> logits(4 * kVocab, 0.0f);
-  logits[3 * kVocab + 6] = 9.0f;  // row 5 -> position 6
+  logits[3 * kVocab + 6] = 9.0f;    // row 5 -> position 6
   StepCommits c = s->Step(logits);  // Dream 4/2: commits 1 then 3
   ASSERT_EQ(c.positions.size(), 1u);
   EXPECT_EQ(c.positions[0], 6);
@@ -95,13 +95,13 @@ TEST(DenoiseSamplerTest, DreamPositionZeroReadsRowZero) {
   // positions 0 and 1 both read row 0, asked for once.
   auto s = DenoiseSampler::Create(Dream(2, 1), Special(), std::vector<int32_t>{kMask}, kVocab, 64);
   ASSERT_THAT(s.status(), IsOk());
-  EXPECT_EQ(std::vector<int32_t>(s->rows().begin(), s->rows().end()),
-            (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(std::vector<int32_t>(s->rows().begin(), s->rows().end()), (std::vector<int32_t>{0, 1}));
   std::vector<float> logits(2 * kVocab, 0.0f);
   logits[0 * kVocab + 3] = 5.0f;
   logits[1 * kVocab + 4] = 5.0f;
   StepCommits c = s->Step(logits);
-  EXPECT_EQ(std::vector<int32_t>(c.tokens.begin(), c.tokens.end()), (std::vector<int32_t>{3, 3, 4}));
+  EXPECT_EQ(std::vector<int32_t>(c.tokens.begin(), c.tokens.end()),
+            (std::vector<int32_t>{3, 3, 4}));
   EXPECT_TRUE(s->done());
 }
 
@@ -140,11 +140,12 @@ TEST(DenoiseSamplerTest, DreamBlocksRunTheScheduleWithinEachBlock) {
   for (int block_length : {0, 16}) {
     SamplerConfig one = Dream(16, 8, Algorithm::kEntropy);
     one.block_length = block_length;
-    auto trace = ::dllm::testing::RunSessionToEnd(one, Special(), kPrompt, kVocab, 64,
-                                                  WishLogits({}, true));
+    auto trace =
+        ::dllm::testing::RunSessionToEnd(one, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
     ASSERT_THAT(trace.status(), IsOk());
     std::vector<int> one_counts;
-    for (const auto& step : trace->steps) one_counts.push_back(static_cast<int>(step.positions.size()));
+    for (const auto& step : trace->steps)
+      one_counts.push_back(static_cast<int>(step.positions.size()));
     EXPECT_EQ(one_counts, DreamSchedule(16, 8, one.eps)) << block_length;
   }
 }
@@ -163,8 +164,8 @@ TEST(DenoiseSamplerTest, ThresholdCommitsBestPlusConfidentOnes) {
   SamplerConfig cfg = Llada(4, 4, 4);
   cfg.threshold = 0.9f;
   // Position 3: very sure; 4: sure; 5, 6: unsure.
-  auto trace = ::dllm::testing::RunSessionToEnd(cfg, Special(), kPrompt, kVocab, 64,
-                             WishLogits({{3, {2, 12.0f}}, {4, {3, 10.0f}}}, false));
+  auto trace = ::dllm::testing::RunSessionToEnd(
+      cfg, Special(), kPrompt, kVocab, 64, WishLogits({{3, {2, 12.0f}}, {4, {3, 10.0f}}}, false));
   ASSERT_THAT(trace.status(), IsOk());
   ASSERT_GE(trace->steps.size(), 2u);
   EXPECT_EQ(trace->steps[0].positions, (std::vector<int32_t>{3, 4}));
@@ -217,11 +218,14 @@ TEST(DenoiseSamplerTest, RandomDrawsAreKeyedBySeed) {
   }
   SamplerConfig d = Dream(16, 4, Algorithm::kOrigin);
   d.seed = 1;
-  auto a = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
-  auto b = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto a =
+      ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto b =
+      ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
   ASSERT_THAT(a.status(), IsOk());
   EXPECT_EQ(a->steps.size(), 4u);
-  for (size_t i = 0; i < a->steps.size(); ++i) EXPECT_EQ(a->steps[i].positions, b->steps[i].positions);
+  for (size_t i = 0; i < a->steps.size(); ++i)
+    EXPECT_EQ(a->steps[i].positions, b->steps[i].positions);
   for (int32_t t : a->canvas) EXPECT_NE(t, kMask);  // the last step takes everything
 }
 
@@ -229,7 +233,8 @@ TEST(DenoiseSamplerTest, DreamAlgTempDrawsDistinctPositions) {
   SamplerConfig d = Dream(16, 4, Algorithm::kEntropy);
   d.alg_temp = 0.5f;
   d.seed = 9;
-  auto a = ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
+  auto a =
+      ::dllm::testing::RunSessionToEnd(d, Special(), kPrompt, kVocab, 64, WishLogits({}, true));
   ASSERT_THAT(a.status(), IsOk());
   for (int32_t t : a->canvas) EXPECT_NE(t, kMask);
 }
@@ -254,21 +259,25 @@ TEST(EarlyExitTest, Predicate) {
 // Early exit only drops steps after the predicate holds; the output up to
 // the first stop token is identical (denoise_sampler.h).
 TEST(EarlyExitTest, OutputUpToFirstStopIsIdentical) {
-  const std::map<int, Wish> wishes = {{3, {4, 9.0f}}, {4, {5, 8.5f}}, {5, {kEos, 8.0f}},
-                                      {6, {2, 1.0f}}, {7, {6, 0.9f}}};
+  const std::map<int, Wish> wishes = {
+      {3, {4, 9.0f}}, {4, {5, 8.5f}}, {5, {kEos, 8.0f}}, {6, {2, 1.0f}}, {7, {6, 0.9f}}};
   struct Case {
     SamplerConfig cfg;
     bool shifted;
   };
-  std::vector<Case> cases = {{Llada(16, 16, 16), false}, {Llada(16, 8, 4), false},
-                             {Dream(16, 16), true}, {Dream(16, 8, Algorithm::kEntropy), true}};
+  std::vector<Case> cases = {{Llada(16, 16, 16), false},
+                             {Llada(16, 8, 4), false},
+                             {Dream(16, 16), true},
+                             {Dream(16, 8, Algorithm::kEntropy), true}};
   SamplerConfig thr = Llada(16, 16, 8);
   thr.threshold = 0.5f;
   cases.push_back({thr, false});
   for (Case& c : cases) {
-    auto full = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
+    auto full = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64,
+                                                 WishLogits(wishes, c.shifted));
     c.cfg.early_exit = true;
-    auto early = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64, WishLogits(wishes, c.shifted));
+    auto early = ::dllm::testing::RunSessionToEnd(c.cfg, Special(), kPrompt, kVocab, 64,
+                                                  WishLogits(wishes, c.shifted));
     ASSERT_THAT(full.status(), IsOk());
     ASSERT_THAT(early.status(), IsOk());
     const std::vector<int32_t> stop = {kEos};

@@ -105,9 +105,7 @@ void Replay(const std::string& name) {
 
 TEST(EntropyBoundSamplerTest, ReplaysAFullReferenceRun) { Replay("seed7-full"); }
 
-TEST(EntropyBoundSamplerTest, ReplaysAReferenceRunThatStopsOnConfidence) {
-  Replay("seed11-stops");
-}
+TEST(EntropyBoundSamplerTest, ReplaysAReferenceRunThatStopsOnConfidence) { Replay("seed11-stops"); }
 
 TEST(EntropyBoundSamplerTest, BadSettingsAreNamed) {
   EntropyBoundConfig c;

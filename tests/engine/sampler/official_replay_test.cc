@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "service/json/json.h"
 #include "engine/model/model.h"
 #include "engine/sampler/denoise_sampler.h"
 #include "engine/sampler/schedule.h"
 #include "engine/session/denoise_session.h"
+#include "service/json/json.h"
 #include "tests/testing/session_trace.h"
 #include "tests/testing/test_paths.h"
 
@@ -98,8 +98,8 @@ std::vector<std::string> RunFiles() {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
       const std::string name = entry.path().filename().string();
-      if (name.ends_with(".json") &&
-          (name.find(".llada.") != std::string::npos || name.find(".dream.") != std::string::npos)) {
+      if (name.ends_with(".json") && (name.find(".llada.") != std::string::npos ||
+                                      name.find(".dream.") != std::string::npos)) {
         files.emplace(name, entry.path().string());  // tests/data wins
       }
     }
@@ -124,11 +124,13 @@ TEST(OfficialReplayTest, ScheduleMatchesEveryRun) {
   }
   for (const OfficialRun& run : runs) {
     const SamplerConfig& c = run.config;
-    ASSERT_THAT(c.ValidateForCanvas(static_cast<int>(run.prompt.size()), 1 << 20), IsOk()) << run.path;
+    ASSERT_THAT(c.ValidateForCanvas(static_cast<int>(run.prompt.size()), 1 << 20), IsOk())
+        << run.path;
     std::vector<int> expected;
     if (c.family == SamplerFamily::kLlada) {
       for (int b = 0; b < c.NumBlocks(); ++b) {
-        for (int k : LladaBlockSchedule(c.EffectiveBlockLength(), c.StepsPerBlock())) expected.push_back(k);
+        for (int k : LladaBlockSchedule(c.EffectiveBlockLength(), c.StepsPerBlock()))
+          expected.push_back(k);
       }
     } else {
       expected = DreamSchedule(c.gen_length, c.steps, c.eps);
@@ -161,7 +163,8 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
     std::map<int, int> step_of_masks;               // n_masked_before -> step
     for (size_t i = 0; i < run.steps.size(); ++i) {
       const RunStep& s = run.steps[i];
-      for (size_t k = 0; k < s.positions.size(); ++k) commit[s.positions[k]] = {i, local(s.tokens[k])};
+      for (size_t k = 0; k < s.positions.size(); ++k)
+        commit[s.positions[k]] = {i, local(s.tokens[k])};
       if (!s.positions.empty()) step_of_masks[s.n_masked_before] = static_cast<int>(i);
     }
     const int block_length = run.config.EffectiveBlockLength();
@@ -189,8 +192,8 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
     special.mask = run.mask_id;
     std::vector<int32_t> local_prompt;
     for (int32_t t : run.prompt) local_prompt.push_back(local(t));
-    auto trace = ::dllm::testing::RunSessionToEnd(run.config, special, local_prompt, n_vocab,
-                                                  1 << 20, fn);
+    auto trace =
+        ::dllm::testing::RunSessionToEnd(run.config, special, local_prompt, n_vocab, 1 << 20, fn);
     ASSERT_THAT(trace.status(), IsOk());
     ASSERT_EQ(trace->steps.size(), run.steps.size());
     for (size_t i = 0; i < run.steps.size(); ++i) {
@@ -217,9 +220,8 @@ TEST(OfficialReplayTest, ScriptedReplayReproducesEveryRun) {
 std::vector<std::string> ReplayedRunFiles() {
   std::vector<std::string> paths = RunFiles();
 #ifdef DLLM_REPLAY_COMMITTED_RUNS_ONLY
-  std::erase_if(paths, [](const std::string& p) {
-    return !p.starts_with(::dllm::testing::TestDataDir());
-  });
+  std::erase_if(
+      paths, [](const std::string& p) { return !p.starts_with(::dllm::testing::TestDataDir()); });
 #endif
   return paths;
 }
@@ -253,7 +255,8 @@ TEST_P(ForwardReplayTest, ReproducesTheRun) {
     ASSERT_THAT(trace.status(), IsOk());
     ASSERT_EQ(trace->steps.size(), run.steps.size());
     for (size_t i = 0; i < run.steps.size(); ++i) {
-      ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions) << "first divergence at step " << i;
+      ASSERT_EQ(trace->steps[i].positions, run.steps[i].positions)
+          << "first divergence at step " << i;
       ASSERT_EQ(trace->steps[i].tokens, run.steps[i].tokens) << "first divergence at step " << i;
     }
     EXPECT_EQ(trace->canvas, run.final_canvas);

@@ -117,10 +117,10 @@ TEST(RemaskingTest, DreamTopkMarginIsTop1MinusTop2) {
   EXPECT_EQ(s.token, 2);
   EXPECT_NEAR(s.confidence, p[2] - p[3], kTol);
   // Equal top two: margin 0.
-  EXPECT_EQ(ScoreDreamRow(std::vector<float>{3, 3, 0}, DreamConfig(Algorithm::kTopkMargin), {},
-                          &scratch)
-                .confidence,
-            0.0);
+  EXPECT_EQ(
+      ScoreDreamRow(std::vector<float>{3, 3, 0}, DreamConfig(Algorithm::kTopkMargin), {}, &scratch)
+          .confidence,
+      0.0);
 }
 
 TEST(RemaskingTest, DreamEntropyIsNegativeSoLowestEntropyRanksFirst) {
@@ -161,14 +161,16 @@ TEST(RemaskingTest, TopPKeepsTheTokenThatCrossesAndAlwaysTheFirst) {
 TEST(RemaskingTest, TopPOnALargeVocabularyMatchesFullSort) {
   const int n = 5000;
   std::vector<float> row(n);
-  for (int v = 0; v < n; ++v) row[v] = static_cast<float>(RngUniform(1, RngStream::kToken, 0, v) * 4);
+  for (int v = 0; v < n; ++v)
+    row[v] = static_cast<float>(RngUniform(1, RngStream::kToken, 0, v) * 4);
   std::vector<int32_t> order(n);
   std::vector<float> r = row;
   TopPFilter(r, 0.9f, order);
   // Reference: full sort.
   std::vector<int> idx(n);
   for (int v = 0; v < n; ++v) idx[v] = v;
-  std::sort(idx.begin(), idx.end(), [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+  std::sort(idx.begin(), idx.end(),
+            [&](int a, int b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
   const std::vector<double> p = Softmax(row);
   double cum = 0;
   std::vector<bool> keep(n, false);

@@ -149,14 +149,14 @@ TEST(SamplerConfigTest, RejectsCanvasLongerThanContext) {
 // divides the span and whose count divides the steps.
 TEST(InfillBlockLengthTest, TheLargestOfEightToSixteenThatFits) {
   EXPECT_EQ(InfillBlockLength(128, 128), 16);
-  EXPECT_EQ(InfillBlockLength(128, 64), 16);   // 8 blocks divide 64 steps
-  EXPECT_EQ(InfillBlockLength(128, 4), 0);     // no count of 8-16 blocks divides 4 steps
+  EXPECT_EQ(InfillBlockLength(128, 64), 16);  // 8 blocks divide 64 steps
+  EXPECT_EQ(InfillBlockLength(128, 4), 0);    // no count of 8-16 blocks divides 4 steps
   EXPECT_EQ(InfillBlockLength(96, 96), 16);
   EXPECT_EQ(InfillBlockLength(24, 24), 12);
-  EXPECT_EQ(InfillBlockLength(24, 3), 8);      // 3 blocks of 8
+  EXPECT_EQ(InfillBlockLength(24, 3), 8);  // 3 blocks of 8
   EXPECT_EQ(InfillBlockLength(12, 6), 12);
   EXPECT_EQ(InfillBlockLength(9, 9), 9);
-  EXPECT_EQ(InfillBlockLength(31, 31), 0);     // a prime: the family's default
+  EXPECT_EQ(InfillBlockLength(31, 31), 0);  // a prime: the family's default
   EXPECT_EQ(InfillBlockLength(5, 5), 0);
   // What it gives always validates.
   for (int span = 1; span <= 256; ++span) {

@@ -12,7 +12,8 @@ namespace dllm {
 namespace {
 
 // first, `middle` x (middle_count), last.
-std::vector<int> Pattern(std::vector<int> head, int middle, int middle_count, std::vector<int> tail) {
+std::vector<int> Pattern(std::vector<int> head, int middle, int middle_count,
+                         std::vector<int> tail) {
   std::vector<int> out = head;
   out.insert(out.end(), middle_count, middle);
   out.insert(out.end(), tail.begin(), tail.end());
@@ -43,7 +44,8 @@ TEST(ScheduleTest, DreamMatchesObservedOfficialCounts) {
 }
 
 TEST(ScheduleTest, DreamMatchesSamplersMdTable) {
-  for (int n : {128, 256, 512, 768}) EXPECT_EQ(DreamSchedule(n, n, 1e-3f), Pattern({0}, 1, n - 2, {2}));
+  for (int n : {128, 256, 512, 768})
+    EXPECT_EQ(DreamSchedule(n, n, 1e-3f), Pattern({0}, 1, n - 2, {2}));
   EXPECT_EQ(DreamSchedule(1024, 1024, 1e-3f), Pattern({0, 0}, 1, 1021, {3}));
   EXPECT_EQ(DreamSchedule(256, 128, 1e-3f), Pattern({1}, 2, 126, {3}));
   EXPECT_EQ(DreamSchedule(512, 256, 1e-3f), Pattern({1}, 2, 254, {3}));

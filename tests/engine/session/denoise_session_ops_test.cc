@@ -131,7 +131,8 @@ TEST_F(SessionOpsTest, RewindThenAdvanceReproducesTheRun) {
       EXPECT_EQ(s.masked_remaining(), config.gen_length);
       EXPECT_EQ(RunToEnd(s), want);
       // After the end: rewind into the middle and finish again.
-      EXPECT_THAT(s.Advance().status(), StatusIs(absl::StatusCode::kFailedPrecondition, "finished"));
+      EXPECT_THAT(s.Advance().status(),
+                  StatusIs(absl::StatusCode::kFailedPrecondition, "finished"));
       ASSERT_THAT(s.Rewind(3), IsOk());
       EXPECT_FALSE(s.done());
       const std::vector<Canvas> rest = RunToEnd(s);
@@ -179,9 +180,9 @@ TEST_F(SessionOpsTest, ForwardChangesNothingAndCommitsReplay) {
       ASSERT_THAT(last.status(), IsOk());
       ASSERT_FALSE(last->candidates.empty());
       const PositionCandidates& pick = last->candidates.back();
-      ASSERT_THAT(s.Commit(std::vector<int32_t>{pick.position},
-                           std::vector<int32_t>{pick.top[0].token}),
-                  IsOk());
+      ASSERT_THAT(
+          s.Commit(std::vector<int32_t>{pick.position}, std::vector<int32_t>{pick.top[0].token}),
+          IsOk());
       EXPECT_EQ(s.history_size(), 3);
       EXPECT_EQ(s.sampler().step(), 2) << "a commit takes no scheduled step";
       const Canvas after_commit = Snapshot(s);
@@ -194,9 +195,9 @@ TEST_F(SessionOpsTest, ForwardChangesNothingAndCommitsReplay) {
       EXPECT_EQ(RunToEnd(s), finish);
       ASSERT_THAT(s.Rewind(2), IsOk());
       EXPECT_EQ(Snapshot(s), want[1]);
-      ASSERT_THAT(s.Commit(std::vector<int32_t>{pick.position},
-                           std::vector<int32_t>{pick.top[0].token}),
-                  IsOk());
+      ASSERT_THAT(
+          s.Commit(std::vector<int32_t>{pick.position}, std::vector<int32_t>{pick.top[0].token}),
+          IsOk());
       EXPECT_EQ(RunToEnd(s), finish);
     });
   }
@@ -288,9 +289,11 @@ TEST_F(SessionOpsTest, FailedOperationsLeaveTheSessionUsable) {
     V masked_prompt(kPrompt.begin(), kPrompt.end());
     masked_prompt[1] = mask;
     EXPECT_THAT(DenoiseSession::Create(model, config, masked_prompt).status(),
-                StatusIs(kInvalid, "prompt token " + std::to_string(mask) + " at index 1 is the mask token"));
-    EXPECT_THAT(s.Commit(V{masked, committed}, V{1, 1}),
-                StatusIs(kPrecondition, "position " + std::to_string(committed) + " is not masked"));
+                StatusIs(kInvalid,
+                         "prompt token " + std::to_string(mask) + " at index 1 is the mask token"));
+    EXPECT_THAT(
+        s.Commit(V{masked, committed}, V{1, 1}),
+        StatusIs(kPrecondition, "position " + std::to_string(committed) + " is not masked"));
     EXPECT_THAT(s.Forward({}, 0).status(), StatusIs(kInvalid, "top_candidates"));
     EXPECT_THAT(s.Forward({}, 9).status(), StatusIs(kInvalid, "top_candidates"));
     EXPECT_THAT(s.Forward(V{3, 16}, 2).status(), StatusIs(kInvalid, "position 16 is outside"));
@@ -355,7 +358,6 @@ TEST_F(SessionOpsTest, ClientCommitsCanFinishABlockAndTheCanvas) {
     EXPECT_EQ(s.history_size(), 4);
   });
 }
-
 
 // Infill on a real model: the suffix stays as given through a run, a
 // rewind to the start and a replay; the session's positions, masks, output

@@ -49,7 +49,8 @@ TEST(DenoiseSessionTest, SeededSamplingIsIndependentOfThreadCount) {
     ASSERT_TRUE(model.ok()) << model.status();
     SamplerConfig c;
     c.family = SamplerFamilyOf((*model)->config().arch);
-    c.algorithm = c.family == SamplerFamily::kLlada ? Algorithm::kLowConfidence : Algorithm::kMaskgitPlus;
+    c.algorithm =
+        c.family == SamplerFamily::kLlada ? Algorithm::kLowConfidence : Algorithm::kMaskgitPlus;
     c.gen_length = 32;
     c.steps = 16;
     c.block_length = c.family == SamplerFamily::kLlada ? 8 : 0;
@@ -92,14 +93,18 @@ std::string WriteCountingModel() {
   }
   for (int c = 0; c < d; ++c) out[40 * d + c] += 0.5f * u[mask][c];
   for (auto& t : b.tensors()) {
-    if (t.name == "token_embd.weight") t.data.assign(reinterpret_cast<char*>(embd.data()), embd.size() * 4);
+    if (t.name == "token_embd.weight")
+      t.data.assign(reinterpret_cast<char*>(embd.data()), embd.size() * 4);
     if (t.name == "output_norm.weight") {
       std::vector<float> ones(d, 1.0f);
       t.data.assign(reinterpret_cast<char*>(ones.data()), d * 4);
     }
   }
-  b.AddTensor({"output.weight", 0, {static_cast<uint64_t>(d), static_cast<uint64_t>(vocab)},
-               std::string(reinterpret_cast<char*>(out.data()), out.size() * 4), std::nullopt});
+  b.AddTensor({"output.weight",
+               0,
+               {static_cast<uint64_t>(d), static_cast<uint64_t>(vocab)},
+               std::string(reinterpret_cast<char*>(out.data()), out.size() * 4),
+               std::nullopt});
   const std::string path = testing::TempDir() + "/counting-dream.gguf";
   testing::WriteFileOrDie(path, b.Build());
   return path;
@@ -108,8 +113,8 @@ std::string WriteCountingModel() {
 TEST(DenoiseSessionTest, EarlyExitIsOutputIdenticalAndSavesSteps) {
   auto counting = Model::Load(WriteCountingModel(), {BestIsaLevel()});
   ASSERT_TRUE(counting.ok()) << counting.status();
-  auto llada = Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf",
-                           {BestIsaLevel()});
+  auto llada =
+      Model::Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf", {BestIsaLevel()});
   ASSERT_TRUE(llada.ok()) << llada.status();
   int runs = 0, runs_exited = 0, steps_full = 0, steps_early = 0;
   for (const auto& model : {*counting, *llada}) {
@@ -132,9 +137,9 @@ TEST(DenoiseSessionTest, EarlyExitIsOutputIdenticalAndSavesSteps) {
           const RunResult full = Generate(model, c, prompt, 2);
           c.early_exit = true;
           const RunResult early = Generate(model, c, prompt, 2);
-          SCOPED_TRACE(::testing::Message() << SamplerFamilyName(c.family) << " " << AlgorithmName(alg)
-                                          << " prompt " << first << " gen " << gen << " steps "
-                                          << steps);
+          SCOPED_TRACE(::testing::Message()
+                       << SamplerFamilyName(c.family) << " " << AlgorithmName(alg) << " prompt "
+                       << first << " gen " << gen << " steps " << steps);
           EXPECT_EQ(early.output, full.output);
 
           EXPECT_EQ(full.steps, steps);
@@ -148,7 +153,8 @@ TEST(DenoiseSessionTest, EarlyExitIsOutputIdenticalAndSavesSteps) {
     }
   }
   std::printf("early exit: %d of %d runs stopped early; %d of %d steps run (%.0f%% saved)\n",
-              runs_exited, runs, steps_early, steps_full, 100.0 * (steps_full - steps_early) / steps_full);
+              runs_exited, runs, steps_early, steps_full,
+              100.0 * (steps_full - steps_early) / steps_full);
   EXPECT_GT(runs_exited, 0);
   EXPECT_LT(steps_early, steps_full);
 }

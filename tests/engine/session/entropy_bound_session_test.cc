@@ -105,8 +105,9 @@ TEST(EntropyBoundSessionTest, ReplaysTheReferenceRunsThroughTheSession) {
         EXPECT_EQ(0, std::memcmp(in.self_conditioning.data(),
                                  run.logits.data() + (step - 1) * per_step * sizeof(float),
                                  per_step * sizeof(float)));
-        EXPECT_EQ(in.self_conditioning_temp_inv,
-                  static_cast<float>(run.trace[static_cast<size_t>(step - 1)]["temp_inv"].get<double>()));
+        EXPECT_EQ(
+            in.self_conditioning_temp_inv,
+            static_cast<float>(run.trace[static_cast<size_t>(step - 1)]["temp_inv"].get<double>()));
       }
       ForwardStats stats;
       ForwardBatch batch;
@@ -130,26 +131,24 @@ TEST(EntropyBoundSessionTest, ReplaysTheReferenceRunsThroughTheSession) {
     EXPECT_EQ(std::vector<int32_t>(s.OutputTokens().begin(), s.OutputTokens().end()), run.output);
 
     // Advance() runs the same loop through the session's own source.
-    auto again = DenoiseSession::Create(run.model, run.config, run.prompt,
-                                        FunctionLogits(
-                                            [&](std::span<const int32_t> canvas,
-                                                std::span<const int32_t>, std::span<float> out) {
-                                              const size_t step = previous.size();
-                                              EXPECT_EQ(std::vector<int32_t>(canvas.begin() + P,
-                                                                             canvas.end()),
-                                                        Ints(run.trace.at(step)["canvas_in"]));
-                                              std::memcpy(out.data(),
-                                                          run.logits.data() +
-                                                              step * per_step * sizeof(float),
-                                                          per_step * sizeof(float));
-                                              previous.push_back(0);
-                                              return absl::OkStatus();
-                                            },
-                                            V));
+    auto again = DenoiseSession::Create(
+        run.model, run.config, run.prompt,
+        FunctionLogits(
+            [&](std::span<const int32_t> canvas, std::span<const int32_t>, std::span<float> out) {
+              const size_t step = previous.size();
+              EXPECT_EQ(std::vector<int32_t>(canvas.begin() + P, canvas.end()),
+                        Ints(run.trace.at(step)["canvas_in"]));
+              std::memcpy(out.data(), run.logits.data() + step * per_step * sizeof(float),
+                          per_step * sizeof(float));
+              previous.push_back(0);
+              return absl::OkStatus();
+            },
+            V));
     ASSERT_TRUE(again.ok()) << again.status();
     while (!(*again)->done()) ASSERT_TRUE((*again)->Advance().ok());
-    EXPECT_EQ(std::vector<int32_t>((*again)->OutputTokens().begin(), (*again)->OutputTokens().end()),
-              run.output);
+    EXPECT_EQ(
+        std::vector<int32_t>((*again)->OutputTokens().begin(), (*again)->OutputTokens().end()),
+        run.output);
   }
 }
 
@@ -157,12 +156,12 @@ TEST(EntropyBoundSessionTest, MaskedOnlyOperationsSaySo) {
   const ReferenceRun run = Load("seed7-full");
   auto session = DenoiseSession::Create(
       run.model, run.config, run.prompt,
-      FunctionLogits([](std::span<const int32_t>, std::span<const int32_t>,
-                        std::span<float> out) {
-        std::fill(out.begin(), out.end(), 0.0f);
-        return absl::OkStatus();
-      },
-                     run.model.n_vocab));
+      FunctionLogits(
+          [](std::span<const int32_t>, std::span<const int32_t>, std::span<float> out) {
+            std::fill(out.begin(), out.end(), 0.0f);
+            return absl::OkStatus();
+          },
+          run.model.n_vocab));
   ASSERT_TRUE(session.ok()) << session.status();
   DenoiseSession& s = **session;
   ASSERT_TRUE(s.Advance().ok());
@@ -170,7 +169,8 @@ TEST(EntropyBoundSessionTest, MaskedOnlyOperationsSaySo) {
   EXPECT_THAT(s.Commit(positions, tokens),
               StatusIs(absl::StatusCode::kFailedPrecondition, "commit: the session's denoiser"));
   EXPECT_THAT(s.Rewind(0), StatusIs(absl::StatusCode::kFailedPrecondition, "rewind:"));
-  EXPECT_THAT(s.Forward({}, 3).status(), StatusIs(absl::StatusCode::kFailedPrecondition, "forward:"));
+  EXPECT_THAT(s.Forward({}, 3).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, "forward:"));
   EXPECT_THAT(s.StepCandidates(3).status(),
               StatusIs(absl::StatusCode::kFailedPrecondition, "step candidates:"));
   EXPECT_THAT(s.AdvanceWith(positions, tokens).status(),

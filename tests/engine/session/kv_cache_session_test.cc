@@ -45,7 +45,8 @@ class RecordingSource final : public LogitsSource {
                          std::vector<int32_t>(s.tokens.begin(), s.tokens.end())});
       float* out = s.logits;
       for (int32_t p : s.logit_rows) {
-        for (int t = 0; t < toy::kVocab; ++t) *out++ = t == 1 + p % 5 ? 2.0f + 0.1f * (p % 7) : 0.0f;
+        for (int t = 0; t < toy::kVocab; ++t)
+          *out++ = t == 1 + p % 5 ? 2.0f + 0.1f * (p % 7) : 0.0f;
       }
     }
     log_->push_back(std::move(planned));
@@ -197,8 +198,8 @@ TEST(KvCacheSessionTest, DreamBlocksCacheLikeLladaBlocksPlusTheRowBefore) {
   c.cache = CacheMode::kDual;
   auto s = Open(c, &log);
   AdvanceAll(*s);
-  const std::vector<std::pair<int, int>> want = {{0, 19}, {2, 11}, {2, 11}, {2, 11},
-                                           {0, 19}, {10, 19}, {10, 19}, {10, 19}};
+  const std::vector<std::pair<int, int>> want = {{0, 19}, {2, 11},  {2, 11},  {2, 11},
+                                                 {0, 19}, {10, 19}, {10, 19}, {10, 19}};
   EXPECT_EQ(Ranges(log), want);
 }
 

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
+#include "engine/synth/quantize.h"
 #include "gtest/gtest.h"
 #include "kernels/dequant.h"
-#include "engine/synth/quantize.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -360,10 +360,10 @@ TEST(GgufWriterTest, IndependentParserReadsIt) {
       default:
         if (v.is_integer()) {
           EXPECT_EQ(val.get<int64_t>(), v.type == GgufValueType::kUint8 ||
-                                          v.type == GgufValueType::kUint16 ||
-                                          v.type == GgufValueType::kUint32
-                                      ? static_cast<int64_t>(v.u)
-                                      : v.i);
+                                                v.type == GgufValueType::kUint16 ||
+                                                v.type == GgufValueType::kUint32
+                                            ? static_cast<int64_t>(v.u)
+                                            : v.i);
         }
     }
   }

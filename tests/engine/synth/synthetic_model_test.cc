@@ -3,11 +3,11 @@
 // llama-quantize), tensor for tensor, for every preset those files cover.
 #include "engine/synth/synthetic_model.h"
 
-#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -33,7 +33,8 @@ TEST(SyntheticModelTest, TinyShapeMatchesLlamaQuantizeTypeMixing) {
       EXPECT_TRUE(CompatibilityProblems(*file, *config).empty());
       EXPECT_EQ(config->tokens.mask, shape->mask);
 
-      const std::string reference = std::string("tiny-") + arch_name + "-k-" + preset_name + ".gguf";
+      const std::string reference =
+          std::string("tiny-") + arch_name + "-k-" + preset_name + ".gguf";
       const Json* entry = nullptr;
       for (const Json& e : *manifest) {
         if (e["file"].get<std::string>() == reference) entry = &e;
@@ -45,7 +46,8 @@ TEST(SyntheticModelTest, TinyShapeMatchesLlamaQuantizeTypeMixing) {
         const GgufTensor* t = file->FindTensor(name);
         ASSERT_NE(t, nullptr) << name;
         EXPECT_STREQ(GgmlTypeName(t->type), info[0].get<std::string>().c_str()) << name;
-        for (size_t d = 0; d < info[1].size(); ++d) EXPECT_EQ(t->ne[d], info[1][d].get<int64_t>()) << name;
+        for (size_t d = 0; d < info[1].size(); ++d)
+          EXPECT_EQ(t->ne[d], info[1][d].get<int64_t>()) << name;
       }
     }
   }
@@ -70,7 +72,8 @@ TEST(SyntheticModelTest, RealShapesAndTheirPresets) {
     q6 += PresetTensorType(QuantPreset::kQ4_K_M, "blk.x.ffn_down.weight", l, 32) == GgmlType::kQ6_K;
   }
   EXPECT_EQ(q6, 4 + 4 + 8);
-  EXPECT_EQ(PresetTensorType(QuantPreset::kQ4_K_M, "blk.5.ffn_gate.weight", 5, 32), GgmlType::kQ4_K);
+  EXPECT_EQ(PresetTensorType(QuantPreset::kQ4_K_M, "blk.5.ffn_gate.weight", 5, 32),
+            GgmlType::kQ4_K);
   auto custom = SyntheticShapeFor(Arch::kLlada, "custom:d=512,l=3,h=8,ff=1024,v=1000");
   ASSERT_TRUE(custom.ok()) << custom.status();
   EXPECT_EQ(custom->n_head_kv, 8);

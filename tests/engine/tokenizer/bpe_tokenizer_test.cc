@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "service/json/json.h"
 #include "engine/gguf/gguf_reader.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/unicode.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/gguf_builder.h"
 #include "tests/testing/test_paths.h"
 
@@ -225,7 +225,9 @@ TEST(BpeTokenizerTest, StreamingDecoderHoldsPartialCharacters) {
   EXPECT_EQ(*dec.Push(a9), "\xc3\xa9");
   // A lead byte followed by ASCII is proven invalid at once.
   EXPECT_EQ(*dec.Push(c3), "");
-  EXPECT_EQ(*dec.Push(a), "\xef\xbf\xbd" "a");
+  EXPECT_EQ(*dec.Push(a),
+            "\xef\xbf\xbd"
+            "a");
   // A trailing incomplete character is flushed by Finish.
   EXPECT_EQ(*dec.Push(c3), "");
   EXPECT_EQ(dec.Finish(), "\xef\xbf\xbd");
@@ -236,7 +238,7 @@ TEST(BpeTokenizerTest, StreamingDecoderHoldsPartialCharacters) {
 TEST(BpeTokenizerTest, SanitizeUtf8ReplacesMaximalSubparts) {
   EXPECT_EQ(SanitizeUtf8("ok"), "ok");
   EXPECT_EQ(SanitizeUtf8("\x80"), "\xef\xbf\xbd");
-  EXPECT_EQ(SanitizeUtf8("\xe2\x82"), "\xef\xbf\xbd");             // truncated
+  EXPECT_EQ(SanitizeUtf8("\xe2\x82"), "\xef\xbf\xbd");              // truncated
   EXPECT_EQ(SanitizeUtf8("\xe0\x80"), "\xef\xbf\xbd\xef\xbf\xbd");  // overlong: 2 subparts
   EXPECT_EQ(SanitizeUtf8("\xed\xa0\x80"), "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // surrogate
   EXPECT_EQ(SanitizeUtf8("\xf0\x9f\x98\x80"), "\xf0\x9f\x98\x80");
@@ -250,8 +252,7 @@ TEST(BpeTokenizerTest, DecodeRendersSpecialTokensAndRejectsBadIds) {
   DecodeOptions quiet;
   quiet.render_special = false;
   EXPECT_EQ(*tok->Decode(ids, quiet), "user\nhi");
-  EXPECT_THAT(tok->Decode({1, 152064}).status(),
-              StatusIs(absl::StatusCode::kOutOfRange, "152064"));
+  EXPECT_THAT(tok->Decode({1, 152064}).status(), StatusIs(absl::StatusCode::kOutOfRange, "152064"));
 }
 
 TEST(BpeTokenizerTest, UserDefinedTokensMatchWithoutParseSpecial) {
@@ -356,8 +357,8 @@ GgufBuilder SmallVocab(const std::string& skip = "") {
 
 absl::Status LoadStatus(const GgufBuilder& b) {
   const std::string bytes = b.Build();
-  auto file = GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(),
-                              "vocab.gguf");
+  auto file =
+      GgufFile::Parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "vocab.gguf");
   if (!file.ok()) return file.status();
   return BpeTokenizer::FromGguf(*file).status();
 }
@@ -375,17 +376,25 @@ TEST(BpeTokenizerTest, SmallVocabularyDropsBytesWithoutTokens) {
 
 TEST(BpeTokenizerTest, RejectsMalformedTokenizerSections) {
   using absl::StatusCode;
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.token_type").I32Array("tokenizer.ggml.token_type", {1, 1, 1})),
-              StatusIs(StatusCode::kInvalidArgument, "3 entries for 4 tokens"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"a b", "a c"})),
-              StatusIs(StatusCode::kInvalidArgument, "merge 1 'a c': 'c' is not a token"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"b a"})),
-              StatusIs(StatusCode::kInvalidArgument, "merge 0 'b a': the result 'ba'"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"ab"})),
-              StatusIs(StatusCode::kInvalidArgument, "merge 0 'ab': no space"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {" "})),
-              StatusIs(StatusCode::kInvalidArgument, "no space"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.tokens").StrArray("tokenizer.ggml.tokens", {"a", "b", "ab", "a"})),
+  EXPECT_THAT(
+      LoadStatus(
+          SmallVocab("tokenizer.ggml.token_type").I32Array("tokenizer.ggml.token_type", {1, 1, 1})),
+      StatusIs(StatusCode::kInvalidArgument, "3 entries for 4 tokens"));
+  EXPECT_THAT(
+      LoadStatus(
+          SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"a b", "a c"})),
+      StatusIs(StatusCode::kInvalidArgument, "merge 1 'a c': 'c' is not a token"));
+  EXPECT_THAT(
+      LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"b a"})),
+      StatusIs(StatusCode::kInvalidArgument, "merge 0 'b a': the result 'ba'"));
+  EXPECT_THAT(
+      LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {"ab"})),
+      StatusIs(StatusCode::kInvalidArgument, "merge 0 'ab': no space"));
+  EXPECT_THAT(
+      LoadStatus(SmallVocab("tokenizer.ggml.merges").StrArray("tokenizer.ggml.merges", {" "})),
+      StatusIs(StatusCode::kInvalidArgument, "no space"));
+  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.tokens")
+                             .StrArray("tokenizer.ggml.tokens", {"a", "b", "ab", "a"})),
               StatusIs(StatusCode::kInvalidArgument, "token 3 'a' repeats token 0"));
   EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.tokens").StrArray("tokenizer.ggml.tokens", {})),
               StatusIs(StatusCode::kInvalidArgument, "no tokens"));
@@ -399,8 +408,10 @@ TEST(BpeTokenizerTest, RejectsMalformedTokenizerSections) {
               StatusIs(StatusCode::kUnimplemented, "'llama'"));
   EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.tokens").U32("tokenizer.ggml.tokens", 7)),
               StatusIs(StatusCode::kInvalidArgument, "tokenizer.ggml.tokens"));
-  EXPECT_THAT(LoadStatus(SmallVocab("tokenizer.ggml.token_type").StrArray("tokenizer.ggml.token_type", {"x"})),
-              StatusIs(StatusCode::kInvalidArgument, "tokenizer.ggml.token_type"));
+  EXPECT_THAT(
+      LoadStatus(
+          SmallVocab("tokenizer.ggml.token_type").StrArray("tokenizer.ggml.token_type", {"x"})),
+      StatusIs(StatusCode::kInvalidArgument, "tokenizer.ggml.token_type"));
   GgufBuilder no_tokens;
   no_tokens.Str("tokenizer.ggml.model", "gpt2").Str("tokenizer.ggml.pre", "qwen2");
   EXPECT_THAT(LoadStatus(no_tokens), StatusIs(StatusCode::kNotFound, "tokenizer.ggml.tokens"));
@@ -408,7 +419,6 @@ TEST(BpeTokenizerTest, RejectsMalformedTokenizerSections) {
   no_pre.Str("tokenizer.ggml.model", "gpt2");
   EXPECT_THAT(LoadStatus(no_pre), StatusIs(StatusCode::kUnimplemented, "tokenizer.ggml.pre"));
 }
-
 
 // Gemma 4's SentencePiece-style BPE (DiffusionGemma's vocabulary, issue
 // #27) on the reference's tiny diffusion-gemma file: every encoding the
@@ -433,7 +443,8 @@ TEST(BpeTokenizerTest, Gemma4EncodesAsTheReference) {
     EXPECT_EQ(ids, c["ids"].get<std::vector<int32_t>>());
   }
   // Pieces render U+2581 as a space: text made of known characters comes back.
-  for (const char* text : {"the cat sat on", "a\n\nb", "sat\n\n\n  on", "The Cat Sat On The Mat."}) {
+  for (const char* text :
+       {"the cat sat on", "a\n\nb", "sat\n\n\n  on", "The Cat Sat On The Mat."}) {
     EXPECT_EQ(*tok->Decode(tok->Encode(text, false, false)), text);
   }
 }

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "service/json/json.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -36,8 +36,8 @@ std::vector<std::vector<ChatMessage>> Conversations() {
 
 // jinja2's renderings of every conversation through `template_file`
 // (tests/tools/render_chat_template.py, Debian's python3-jinja2).
-std::vector<std::string> RenderWithJinja2(const std::string& template_file,
-                                          const std::string& bos, const std::string& eos) {
+std::vector<std::string> RenderWithJinja2(const std::string& template_file, const std::string& bos,
+                                          const std::string& eos) {
   Json request = Json::object();
   request["template"] = TemplateDir() + "/" + template_file;
   request["bos_token"] = bos;
@@ -61,9 +61,9 @@ std::vector<std::string> RenderWithJinja2(const std::string& template_file,
 }
 
 struct Family {
-  const char* file;      // under tests/data/chat_templates
-  const char* name;      // what DetectChatTemplate recognises
-  const char* bos;       // the model's BOS text, "" when it has none
+  const char* file;  // under tests/data/chat_templates
+  const char* name;  // what DetectChatTemplate recognises
+  const char* bos;   // the model's BOS text, "" when it has none
   const char* eos;
 };
 
@@ -119,7 +119,8 @@ TEST(ChatTemplateTest, LladaMoeRendersAsLlamaCppsBailing2) {
 }
 
 TEST(ChatTemplateTest, UnknownTemplatesFallBackToChatMlAndSaySo) {
-  const std::string llama31 = testing::ReadFileOrDie(TemplateDir() + "/llama-3.1-8b-instruct.jinja");
+  const std::string llama31 =
+      testing::ReadFileOrDie(TemplateDir() + "/llama-3.1-8b-instruct.jinja");
   for (const std::string& text : {llama31, std::string("[INST] {{ messages }} [/INST]")}) {
     const ChatTemplate t = DetectChatTemplate(text);
     EXPECT_FALSE(t.recognised);

@@ -66,16 +66,29 @@ std::vector<std::string> SplitLikeLlamaCppStdRegex(const std::string& text) {
       collapsed += static_cast<char>(c.cp);
     } else {
       switch (CategoryOf(c.cp)) {
-        case CodepointCategory::kWhitespace: collapsed += '\x0B'; break;
-        case CodepointCategory::kLetter: collapsed += '\xD2'; break;
-        case CodepointCategory::kNumber: collapsed += '\xD1'; break;
-        default: collapsed += '\xD0'; break;
+        case CodepointCategory::kWhitespace:
+          collapsed += '\x0B';
+          break;
+        case CodepointCategory::kLetter:
+          collapsed += '\xD2';
+          break;
+        case CodepointCategory::kNumber:
+          collapsed += '\xD1';
+          break;
+        default:
+          collapsed += '\xD0';
+          break;
       }
     }
     pos += c.len;
   }
   starts.push_back(text.size());
-  const std::string letter = "\xD2" "A-Za-z", number = "\xD1" "0-9";
+  const std::string letter =
+                        "\xD2"
+                        "A-Za-z",
+                    number =
+                        "\xD1"
+                        "0-9";
   const std::regex re("'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n" + letter + number +
                       "]?[" + letter + "]+|[" + number + "]| ?[^\\s" + letter + number +
                       "]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+");
@@ -101,10 +114,37 @@ TEST(PreTokenizerTest, BailingMoeSplitsLikeLlamaCppsStdRegex) {
   // Random strings over the characters where the alternatives differ:
   // apostrophes before contraction letters in both cases, CR/LF runs,
   // ASCII and Unicode spaces, digits, letters, marks, CJK and emoji.
-  const std::vector<std::string> pieces = {
-      "'", "s", "S", "t", "LL", "ve", "Re", "d", "x", "Q", " ", "  ", "\t", "\n", "\r",
-      "\r\n", "\xc2\xa0", "\xe3\x80\x80", "1", "\xd9\xa1", "7", ".", "!", "(", "_",
-      "\xc3\xa9", "\xcc\x81", "\xe6\x97\xa5", "\xf0\x9f\x99\x82", "\xe2\x80\x94", "$"};
+  const std::vector<std::string> pieces = {"'",
+                                           "s",
+                                           "S",
+                                           "t",
+                                           "LL",
+                                           "ve",
+                                           "Re",
+                                           "d",
+                                           "x",
+                                           "Q",
+                                           " ",
+                                           "  ",
+                                           "\t",
+                                           "\n",
+                                           "\r",
+                                           "\r\n",
+                                           "\xc2\xa0",
+                                           "\xe3\x80\x80",
+                                           "1",
+                                           "\xd9\xa1",
+                                           "7",
+                                           ".",
+                                           "!",
+                                           "(",
+                                           "_",
+                                           "\xc3\xa9",
+                                           "\xcc\x81",
+                                           "\xe6\x97\xa5",
+                                           "\xf0\x9f\x99\x82",
+                                           "\xe2\x80\x94",
+                                           "$"};
   std::mt19937 rng(12);
   for (int trial = 0; trial < 4000; ++trial) {
     std::string text;
@@ -115,7 +155,9 @@ TEST(PreTokenizerTest, BailingMoeSplitsLikeLlamaCppsStdRegex) {
 }
 
 TEST(PreTokenizerTest, InvalidBytesAreKept) {
-  const std::string text = "a\xff" "b \x80";
+  const std::string text =
+      "a\xff"
+      "b \x80";
   std::string joined;
   for (const std::string& w : Split(PreTokenizer::kQwen2, text)) joined += w;
   EXPECT_EQ(joined, text);
@@ -135,15 +177,15 @@ TEST(PreTokenizerTest, ParsesNames) {
 
 TEST(UnicodeTest, ClassifiesCodepoints) {
   EXPECT_EQ(CategoryOf('a'), CodepointCategory::kLetter);
-  EXPECT_EQ(CategoryOf(0xE9), CodepointCategory::kLetter);     // é
-  EXPECT_EQ(CategoryOf(0x4F60), CodepointCategory::kLetter);   // 你
-  EXPECT_EQ(CategoryOf(0x0661), CodepointCategory::kNumber);   // Arabic-Indic one
-  EXPECT_EQ(CategoryOf(0x2167), CodepointCategory::kNumber);   // Roman numeral (Nl)
+  EXPECT_EQ(CategoryOf(0xE9), CodepointCategory::kLetter);    // é
+  EXPECT_EQ(CategoryOf(0x4F60), CodepointCategory::kLetter);  // 你
+  EXPECT_EQ(CategoryOf(0x0661), CodepointCategory::kNumber);  // Arabic-Indic one
+  EXPECT_EQ(CategoryOf(0x2167), CodepointCategory::kNumber);  // Roman numeral (Nl)
   EXPECT_EQ(CategoryOf(0xA0), CodepointCategory::kWhitespace);
   EXPECT_EQ(CategoryOf(0x3000), CodepointCategory::kWhitespace);
   EXPECT_EQ(CategoryOf(0x85), CodepointCategory::kWhitespace);
-  EXPECT_EQ(CategoryOf(0x301), CodepointCategory::kOther);     // combining acute (Mn)
-  EXPECT_EQ(CategoryOf(0x1F600), CodepointCategory::kOther);   // emoji
+  EXPECT_EQ(CategoryOf(0x301), CodepointCategory::kOther);    // combining acute (Mn)
+  EXPECT_EQ(CategoryOf(0x1F600), CodepointCategory::kOther);  // emoji
   EXPECT_EQ(CategoryOf(0x10FFFF), CodepointCategory::kOther);
   EXPECT_EQ(CategoryOf(kInvalidCodepoint), CodepointCategory::kOther);
   EXPECT_STREQ(UnicodeTableVersion(), "14.0.0");

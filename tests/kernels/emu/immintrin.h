@@ -106,7 +106,8 @@ void Dp(int c, int a, int b) {
       for (int kk = 0; kk < k; ++kk) {
         for (int e = 0; e < 4; ++e) {
           const uint8_t av = s.t[a][64 * i + 4 * kk + e], bv = s.t[b][64 * kk + 4 * j + e];
-          acc += (kASigned ? static_cast<int8_t>(av) : av) * (kBSigned ? static_cast<int8_t>(bv) : bv);
+          acc +=
+              (kASigned ? static_cast<int8_t>(av) : av) * (kBSigned ? static_cast<int8_t>(bv) : bv);
         }
       }
       std::memcpy(s.t[c] + 64 * i + 4 * j, &acc, 4);

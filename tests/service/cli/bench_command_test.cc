@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "service/json/json.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
@@ -35,7 +35,8 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
   const std::string out = testing::TempDir() + "/result.json";
   const RunResult r = RunDllm("bench --model " + model +
                               " --threads 1,2 --gen-lengths 16,32 --steps 3 --warmup 1"
-                              " --git-sha abc1234 --label 'tiny test' --out " + out);
+                              " --git-sha abc1234 --label 'tiny test' --out " +
+                              out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto result = ReadJsonFile(out);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -48,7 +49,8 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
 
   const Json& m = j["model"];
   EXPECT_EQ(m["arch"].get<std::string>(), arch);
-  EXPECT_EQ(m["file_bytes"].get<int64_t>(), static_cast<int64_t>(std::filesystem::file_size(model)));
+  EXPECT_EQ(m["file_bytes"].get<int64_t>(),
+            static_cast<int64_t>(std::filesystem::file_size(model)));
   EXPECT_GT(m["weight_bytes"].get<int64_t>(), 0);
   EXPECT_LT(m["weight_bytes"].get<int64_t>(), m["file_bytes"].get<int64_t>());
   EXPECT_GT(m["load_seconds"].get<double>(), 0);
@@ -93,7 +95,8 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
     const double bandwidth = run["read_bandwidth_bytes_per_s"].get<double>();
     ASSERT_GT(bandwidth, 1e8);
     EXPECT_NEAR(run["bandwidth_floor_ms"].get<double>(),
-                m["weight_bytes"].get<int64_t>() / bandwidth * 1e3, 1e-6 * run["bandwidth_floor_ms"].get<double>());
+                m["weight_bytes"].get<int64_t>() / bandwidth * 1e3,
+                1e-6 * run["bandwidth_floor_ms"].get<double>());
     const double peak = run["int8_peak_ops_per_s"].get<double>();
     const double ops = run["int8_ops_per_step"].get<double>();
     EXPECT_GT(ops, 0);
@@ -113,7 +116,9 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Arch, BenchCommandTest, ::testing::Values("llada", "dream"),
-                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
 
 TEST(BenchCommandErrorsTest, BadFlagsGetOneLineNamingTheProblem) {
   const std::string model = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";

@@ -3,13 +3,13 @@
 // the same windows and masks (tests/data/quality, from the training code),
 // and the KL divergence of a quantized file from the F32 one.
 #include "service/cli/eval_command.h"
-#include "service/cli/cache_divergence.h"
 
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
 
 #include "gtest/gtest.h"
+#include "service/cli/cache_divergence.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -175,11 +175,13 @@ TEST(EvalCommandTest, BadWindowsAreNamed) {
     return EvaluateMaskedTokens(model, nullptr, *j, kRatios, 1).status();
   };
   EXPECT_EQ(bad(R"({})").code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(bad(R"({"windows": [{"tokens": [1, 99999999], "masks": {}}]})").message().find(
-                "windows[0].tokens"),
+  EXPECT_NE(bad(R"({"windows": [{"tokens": [1, 99999999], "masks": {}}]})")
+                .message()
+                .find("windows[0].tokens"),
             std::string::npos);
-  EXPECT_NE(bad(R"({"windows": [{"tokens": [1, 2], "masks": {"0.15": [5]}}]})").message().find(
-                "windows[0].masks.0.15"),
+  EXPECT_NE(bad(R"({"windows": [{"tokens": [1, 2], "masks": {"0.15": [5]}}]})")
+                .message()
+                .find("windows[0].masks.0.15"),
             std::string::npos);
 }
 

@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
-#include "service/json/json.h"
 #include "engine/gguf/mapped_file.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -29,8 +29,9 @@ TEST(FileDigestTest, MatchesTheManifestOfEveryTestModel) {
     if (!std::filesystem::exists(path)) continue;
     auto file = MappedFile::Open(path);
     ASSERT_TRUE(file.ok());
-    EXPECT_EQ(Sha256Hex(absl::string_view(reinterpret_cast<const char*>(file->data()), file->size())),
-              e["sha256"].get<std::string>())
+    EXPECT_EQ(
+        Sha256Hex(absl::string_view(reinterpret_cast<const char*>(file->data()), file->size())),
+        e["sha256"].get<std::string>())
         << path;
     EXPECT_EQ(*Sha256File(path), e["sha256"].get<std::string>()) << path;
   }

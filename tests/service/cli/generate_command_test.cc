@@ -3,8 +3,8 @@
 // and --show-canvas falls back to progress lines off a terminal.
 #include <filesystem>
 
-#include "service/json/json.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
@@ -32,8 +32,10 @@ TEST(GenerateCommandTest, JsonTraceReproducesOfficialRuns) {
     const Json& params = (*run)["sampler"]["params"];
     const bool llada = (*run)["arch"].get<std::string>() == "llada";
     std::string args = "generate --json --no-early-exit --model " + *shared + "/models/" +
-                       (*run)["model_file"].get<std::string>() + " --tokens " + Join((*run)["prompt_ids"]);
-    const int gen = static_cast<int>((*run)["canvas_len"].get<int64_t>() - (*run)["prompt_len"].get<int64_t>());
+                       (*run)["model_file"].get<std::string>() + " --tokens " +
+                       Join((*run)["prompt_ids"]);
+    const int gen =
+        static_cast<int>((*run)["canvas_len"].get<int64_t>() - (*run)["prompt_len"].get<int64_t>());
     args += " --gen-length " + std::to_string(gen) + " --steps " +
             std::to_string((*run)["n_forward"].get<int64_t>());
     if (llada) {
@@ -49,8 +51,11 @@ TEST(GenerateCommandTest, JsonTraceReproducesOfficialRuns) {
     EXPECT_EQ(DumpJson((*out)["prompt_ids"]), DumpJson((*run)["prompt_ids"]));
     ASSERT_EQ((*out)["steps"].size(), (*run)["steps"].size());
     for (size_t i = 0; i < (*run)["steps"].size(); ++i) {
-      EXPECT_EQ(DumpJson((*out)["steps"][i]["positions"]), DumpJson((*run)["steps"][i]["positions"])) << i;
-      EXPECT_EQ(DumpJson((*out)["steps"][i]["tokens"]), DumpJson((*run)["steps"][i]["tokens"])) << i;
+      EXPECT_EQ(DumpJson((*out)["steps"][i]["positions"]),
+                DumpJson((*run)["steps"][i]["positions"]))
+          << i;
+      EXPECT_EQ(DumpJson((*out)["steps"][i]["tokens"]), DumpJson((*run)["steps"][i]["tokens"]))
+          << i;
     }
   }
 }
@@ -83,8 +88,9 @@ TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
 
 TEST(GenerateCommandTest, ShowCanvasOffATerminalPrintsProgress) {
   const std::string model = testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf";
-  const testing::RunResult r = testing::RunDllm(
-      "generate --model " + model + " --prompt 'def f(x):' --gen-length 16 --steps 8 --show-canvas");
+  const testing::RunResult r =
+      testing::RunDllm("generate --model " + model +
+                       " --prompt 'def f(x):' --gen-length 16 --steps 8 --show-canvas");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("step 8: committed"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\x1b["), std::string::npos) << "no escape codes off a terminal";

@@ -53,12 +53,14 @@ TEST(InspectCommandTest, ReportsTheManifestFactsForEveryModel) {
     EXPECT_FLOAT_EQ(hp["rope_theta"].get<double>(), kv[arch + ".rope.freq_base"].get<double>());
     const Json& tok = (*report)["tokenizer"];
     EXPECT_EQ(tok["pre"].get<std::string>(), kv["tokenizer.ggml.pre"].get<std::string>());
-    EXPECT_EQ(tok["mask_token_id"].get<int64_t>(), kv["tokenizer.ggml.mask_token_id"].get<int64_t>());
+    EXPECT_EQ(tok["mask_token_id"].get<int64_t>(),
+              kv["tokenizer.ggml.mask_token_id"].get<int64_t>());
     EXPECT_EQ(tok["bos_token_id"].get<int64_t>(), kv["tokenizer.ggml.bos_token_id"].get<int64_t>());
     EXPECT_EQ(tok["eos_token_id"].get<int64_t>(), kv["tokenizer.ggml.eos_token_id"].get<int64_t>());
     EXPECT_EQ((*report)["tensors"].size(), (*m)["tensors"].size());
     for (const auto& [type, count] : (*m)["tensor_type_counts"].items()) {
-      EXPECT_EQ((*report)["tensor_totals"][type]["count"].get<int64_t>(), count.get<int64_t>()) << type;
+      EXPECT_EQ((*report)["tensor_totals"][type]["count"].get<int64_t>(), count.get<int64_t>())
+          << type;
     }
     EXPECT_TRUE((*report)["compatibility"]["can_run"].get<bool>())
         << DumpJson((*report)["compatibility"]);
@@ -84,11 +86,12 @@ TEST(InspectCommandTest, CanvasReportsTheActivationBuffersTheEngineAllocates) {
   auto pass = ForwardPass::Create(*model, 160);
   ASSERT_TRUE(pass.ok());
   const Json& mem = (*report)["memory"];
-  EXPECT_EQ(mem["activation_bytes"].get<int64_t>(), static_cast<int64_t>((*pass)->activation_bytes()));
+  EXPECT_EQ(mem["activation_bytes"].get<int64_t>(),
+            static_cast<int64_t>((*pass)->activation_bytes()));
   EXPECT_EQ(mem["logits_bytes"].get<int64_t>(), 160 * 8256 * 4);
-  EXPECT_EQ(mem["peak_bytes_estimate"].get<int64_t>(),
-            static_cast<int64_t>(file->file_size()) + mem["activation_bytes"].get<int64_t>() +
-                mem["logits_bytes"].get<int64_t>());
+  EXPECT_EQ(mem["peak_bytes_estimate"].get<int64_t>(), static_cast<int64_t>(file->file_size()) +
+                                                           mem["activation_bytes"].get<int64_t>() +
+                                                           mem["logits_bytes"].get<int64_t>());
   EXPECT_EQ(RunDllm("inspect --canvas x " + path).exit_code, 2);
 }
 
@@ -263,8 +266,8 @@ TEST(InspectCommandTest, AgreesWithTheLoaderOnMutatedFiles) {
     ASSERT_TRUE(report.ok()) << report.status();
     const Json& compat = (*report)["compatibility"];
     ASSERT_EQ(compat["can_run"].get<bool>(), loaded.ok())
-        << "trial " << trial << ": " << (loaded.ok() ? std::string("loads")
-                                                     : std::string(loaded.status().message()));
+        << "trial " << trial << ": "
+        << (loaded.ok() ? std::string("loads") : std::string(loaded.status().message()));
     if (!loaded.ok()) {
       EXPECT_EQ(compat["problems"][0].get<std::string>(), loaded.status().message());
       ++agreed_no;
@@ -292,14 +295,15 @@ TEST(InspectCommandTest, MoeFilesShowTheirExperts) {
   EXPECT_EQ(hp["active_layer_params"].get<int64_t>(), 2 * (4 * 32 * 32 + 32 * 4 + 2 * 3 * 32 * 16));
   EXPECT_TRUE((*report)["compatibility"]["can_run"].get<bool>());
   const RunResult text = RunDllm("inspect " + path);
-  EXPECT_NE(text.out.find("experts       4, 2 active per token, FFN width 16, weights renormalised"),
-            std::string::npos)
+  EXPECT_NE(
+      text.out.find("experts       4, 2 active per token, FFN width 16, weights renormalised"),
+      std::string::npos)
       << text.out;
 }
 
 TEST(InspectCommandTest, EveryCommandAnswersHelp) {
-  for (const char* command : {"inspect", "doctor", "logits", "generate", "synth", "bench",
-                              "tokenize"}) {
+  for (const char* command :
+       {"inspect", "doctor", "logits", "generate", "synth", "bench", "tokenize"}) {
     SCOPED_TRACE(command);
     for (const char* flag : {"--help", "-h"}) {
       const RunResult r = RunDllm(std::string(command) + " " + flag);

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "service/json/json.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
@@ -22,8 +22,9 @@ struct Golden {
 };
 
 TEST(TokenizeCommandTest, MatchesLlamaCppIdForIdFromAJsonFile) {
-  for (const Golden& g : {Golden{"tokenizer/vocab-bailingmoe.gguf", "llamacpp.bailingmoe.json"},
-                          Golden{"models/tiny-llada-k-q4_k_m.gguf", "llamacpp.gpt2-trunc8192.json"}}) {
+  for (const Golden& g :
+       {Golden{"tokenizer/vocab-bailingmoe.gguf", "llamacpp.bailingmoe.json"},
+        Golden{"models/tiny-llada-k-q4_k_m.gguf", "llamacpp.gpt2-trunc8192.json"}}) {
     SCOPED_TRACE(g.golden);
     auto golden = ReadJsonFile(testing::TestDataDir() + "/tokenizer/" + g.golden);
     ASSERT_TRUE(golden.ok()) << golden.status();

@@ -136,8 +136,9 @@ TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
   auto r = Parse({{"input_prefix", prefix},
                   {"input_suffix", suffix},
                   {"n_predict", 24},
-                  {"input_extra", {{{"text", old_chunk}, {"filename", "old.py"}},
-                                   {{"text", old_chunk}, {"filename", "newer.py"}}}}});
+                  {"input_extra",
+                   {{{"text", old_chunk}, {"filename", "old.py"}},
+                    {{"text", old_chunk}, {"filename", "newer.py"}}}}});
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<int32_t> p = Encode(prefix), s = Encode(suffix);
   const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt().token_ids());
@@ -151,8 +152,8 @@ TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
   EXPECT_GE(r->trimmed.extra_bytes, static_cast<int64_t>(old_chunk.size()));
   EXPECT_TRUE(r->trimmed.any());
   // The same as a mixed array of parts.
-  auto parts = Parse({{"input_prefix", {prefix.substr(0, prefix.size() / 2), 42,
-                                        prefix.substr(prefix.size() / 2)}},
+  auto parts = Parse({{"input_prefix",
+                       {prefix.substr(0, prefix.size() / 2), 42, prefix.substr(prefix.size() / 2)}},
                       {"input_suffix", suffix},
                       {"n_predict", 24}});
   ASSERT_TRUE(parts.ok()) << parts.status();
@@ -166,7 +167,8 @@ TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
 TEST_F(InfillRequestTest, ThePrefixKeepsTheTokenBeforeTheSpan) {
   ASSERT_FALSE(model().config().tokens.add_bos) << "the canvas would start with BOS";
   const int64_t n_ctx = model().config().n_ctx_train;
-  auto r = Parse({{"input_prefix", "def f(x):"}, {"input_suffix", "\nprint(f(2))\n"},
+  auto r = Parse({{"input_prefix", "def f(x):"},
+                  {"input_suffix", "\nprint(f(2))\n"},
                   {"n_predict", n_ctx - 1}});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_THAT(Ids(r->generate.prompt().token_ids()), ElementsAre(Encode("def f(x):").back()));
@@ -188,7 +190,9 @@ TEST_F(InfillRequestTest, ExtraContextComesFirstInTheRepoLayout) {
                   {"input_extra", {{{"text", "y = 1\n"}, {"time", 5}}}}});
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<int32_t> want;
-  const auto add = [&](const std::vector<int32_t>& ids) { want.insert(want.end(), ids.begin(), ids.end()); };
+  const auto add = [&](const std::vector<int32_t>& ids) {
+    want.insert(want.end(), ids.begin(), ids.end());
+  };
   if (repo >= 0) {
     want.push_back(repo);
     add(Encode("myproject\n"));

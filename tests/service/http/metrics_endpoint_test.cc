@@ -2,7 +2,6 @@
 // what a scrape returns, that hundreds of idle, slow and reconnecting
 // clients do not fail a scrape, promtool's lint, IPv6 and port errors.
 #include "service/http/metrics_endpoint.h"
-#include "service/http/http_server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/http/http_server.h"
 #include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 
@@ -206,10 +206,10 @@ TEST_F(MetricsEndpointTest, ListensOnIpv6AndReportsAPortInUse) {
   }
   ASSERT_TRUE(v6.ok()) << v6.status();
   EXPECT_THAT(HttpGet((*v6)->port(), "/metrics", true), ::testing::StartsWith("HTTP/1.1 200"));
-  EXPECT_THAT(MetricsEndpoint::Start("127.0.0.1:" + std::to_string(endpoint_->port()),
-                                     metrics_.get())
-                  .status(),
-              StatusIs(absl::StatusCode::kUnavailable, "--metrics-listen: cannot listen on"));
+  EXPECT_THAT(
+      MetricsEndpoint::Start("127.0.0.1:" + std::to_string(endpoint_->port()), metrics_.get())
+          .status(),
+      StatusIs(absl::StatusCode::kUnavailable, "--metrics-listen: cannot listen on"));
 }
 
 // Issue #34 R4: the per-peer limit counts networks, so that eight

@@ -4,8 +4,8 @@
 // it to `param` and a status).
 #include "service/http/openai_request.h"
 
-#include "engine/tokenizer/chat_template.h"
 #include "absl/strings/match.h"
+#include "engine/tokenizer/chat_template.h"
 #include "gtest/gtest.h"
 #include "service/http/api_error.h"
 #include "service/server/request_validation.h"

@@ -73,7 +73,6 @@ TEST(StopTextTest, AnySplitGivesTheWholeText) {
   }
 }
 
-
 // llama-server's n_indent: the text ends at the first non-blank character
 // of a later line indented less; the newline and the blanks stay, and the
 // deltas need not hold anything back for it.

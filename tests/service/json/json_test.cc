@@ -56,10 +56,12 @@ TEST(JsonTest, BoundedParseRefusesDeepOrLargeDocumentsBeforeBuildingThem) {
 // pass (HttpApi times it by the server's CPU).
 TEST(JsonTest, BoundedParseBoundsAnObjectsMembers) {
   const JsonLimits limits{.max_object_members = 3};
-  EXPECT_TRUE(ParseJson(R"({"a": 1, "b": {"c": 2, "d": 3, "e": 4}, "f": [5, 6, 7, 8]})", limits).ok());
+  EXPECT_TRUE(
+      ParseJson(R"({"a": 1, "b": {"c": 2, "d": 3, "e": 4}, "f": [5, 6, 7, 8]})", limits).ok());
   absl::StatusOr<Json> j = ParseJson(R"({"x": {"a": 1, "b": 2, "c": 3, "d": 4}})", limits);
   ASSERT_FALSE(j.ok());
-  EXPECT_NE(j.status().message().find("more than 3 members"), absl::string_view::npos) << j.status();
+  EXPECT_NE(j.status().message().find("more than 3 members"), absl::string_view::npos)
+      << j.status();
   // Duplicate keys count as members: each one is a scan.
   EXPECT_FALSE(ParseJson(R"({"a": 1, "a": 2, "a": 3, "a": 4})", limits).ok());
 
@@ -99,7 +101,6 @@ TEST(JsonTest, FindMember) {
   EXPECT_EQ(FindMember(j, "b"), nullptr);
   EXPECT_EQ(FindMember(Json::array(), "a"), nullptr);
 }
-
 
 TEST(JsonTest, InvalidUtf8IsRefusedNamingTheMember) {
   const std::string body = "{\"a\": \"ok\", \"input_suffix\": \"x\xff\"}";

@@ -29,8 +29,8 @@
 namespace dllm {
 namespace {
 
-using ::dllm::testing::IsOk;
 using ::dllm::testing::FamilyNames;
+using ::dllm::testing::IsOk;
 using ::dllm::testing::ParseSamples;
 using ::dllm::testing::Sample;
 using ::dllm::testing::StatusIs;
@@ -225,7 +225,8 @@ TEST(ServiceMetricsTest, EventsMoveTheirSeries) {
   m->OnFirstStep(0.04);
   m->OnFirstToken(0.07);
   m->OnFinished(RpcKind::kGenerate, FinishKind::kEos, absl::StatusCode::kOk, 1.5, 2, 8);
-  m->OnFinished(RpcKind::kGenerate, FinishKind::kCancelled, absl::StatusCode::kCancelled, 0.3, 1, 0);
+  m->OnFinished(RpcKind::kGenerate, FinishKind::kCancelled, absl::StatusCode::kCancelled, 0.3, 1,
+                0);
   m->OnFinished(RpcKind::kStep, FinishKind::kError, static_cast<absl::StatusCode>(99), 0.3, 1,
                 0);  // not a canonical code: counted as UNKNOWN
   m->OnCancelled(0.003);

@@ -71,7 +71,8 @@ class SessionJob : public EngineJob {
   absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override {
     return absl::InternalError("a generation's steps are always planned");
   }
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass* pass) override {
+  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
+      ForwardPass* pass) override {
     if (session_ == nullptr) {
       absl::StatusOr<std::unique_ptr<DenoiseSession>> s =
           DenoiseSession::Create(model_, case_.config, case_.prompt, pass);
@@ -138,12 +139,13 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
   if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
     add("exact", 5, 16, [](SamplerConfig& s) { s.steps = 16, s.block_length = 8; });
     add("dual-gumbel", 12, 32, [](SamplerConfig& s) {
-      s.steps = 16, s.block_length = 16, s.cache = CacheMode::kDual, s.temperature = 0.7f, s.seed = 3;
+      s.steps = 16, s.block_length = 16, s.cache = CacheMode::kDual, s.temperature = 0.7f,
+      s.seed = 3;
     });
-    add("prefix", 3, 24, [](SamplerConfig& s) {
-      s.steps = 12, s.block_length = 8, s.cache = CacheMode::kPrefix;
-    });
-    add("cfg", 9, 16, [](SamplerConfig& s) { s.steps = 8, s.block_length = 16, s.cfg_scale = 1.5f; });
+    add("prefix", 3, 24,
+        [](SamplerConfig& s) { s.steps = 12, s.block_length = 8, s.cache = CacheMode::kPrefix; });
+    add("cfg", 9, 16,
+        [](SamplerConfig& s) { s.steps = 8, s.block_length = 16, s.cfg_scale = 1.5f; });
     add("threshold-dual", 20, 32, [](SamplerConfig& s) {
       s.steps = 32, s.block_length = 16, s.cache = CacheMode::kDual, s.threshold = 0.3f;
     });
@@ -164,7 +166,8 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
     add("prefix-maskgit", 3, 24, [](SamplerConfig& s) {
       s.steps = 12, s.cache = CacheMode::kPrefix, s.algorithm = Algorithm::kMaskgitPlus;
     });
-    add("margin", 9, 16, [](SamplerConfig& s) { s.steps = 8, s.algorithm = Algorithm::kTopkMargin; });
+    add("margin", 9, 16,
+        [](SamplerConfig& s) { s.steps = 8, s.algorithm = Algorithm::kTopkMargin; });
     add("threshold-dual", 20, 32, [](SamplerConfig& s) {
       s.steps = 32, s.cache = CacheMode::kDual, s.threshold = 0.3f,
       s.algorithm = Algorithm::kMaskgitPlus;
@@ -172,17 +175,16 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
     add("origin", 7, 8, [](SamplerConfig& s) {
       s.steps = 8, s.algorithm = Algorithm::kOrigin, s.temperature = 0.5f, s.seed = 7;
     });
-    add("blocks-dual", 4, 16, [](SamplerConfig& s) {
-      s.steps = 16, s.block_length = 8, s.cache = CacheMode::kDual;
-    });
+    add("blocks-dual", 4, 16,
+        [](SamplerConfig& s) { s.steps = 16, s.block_length = 8, s.cache = CacheMode::kDual; });
     add("prefix-refresh", 15, 40, [](SamplerConfig& s) {
       s.steps = 20, s.cache = CacheMode::kPrefix, s.cache_refresh_steps = 2;
     });
   }
   for (const RequestCase& r : out) {
     EXPECT_TRUE(r.config.ValidateForCanvas(static_cast<int>(r.prompt.size()), c.n_ctx_train).ok())
-        << r.name << ": " << r.config.ValidateForCanvas(static_cast<int>(r.prompt.size()),
-                                                        c.n_ctx_train);
+        << r.name << ": "
+        << r.config.ValidateForCanvas(static_cast<int>(r.prompt.size()), c.n_ctx_train);
   }
   return out;
 }
@@ -202,9 +204,9 @@ double Sample(const std::string& text, const std::string& name) {
 
 struct RunOptions {
   int batch_requests = 1;
-  int batch_rows = 0;               // 0: the default
-  std::vector<size_t> order;        // admission order
-  int cancel = -1;                  // this request is cancelled once it has run `cancel_after` steps
+  int batch_rows = 0;         // 0: the default
+  std::vector<size_t> order;  // admission order
+  int cancel = -1;            // this request is cancelled once it has run `cancel_after` steps
   int cancel_after = 2;
 };
 
@@ -242,16 +244,16 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   }
   for (size_t i : order) {
     const RequestCase& c = cases[i];
-    const EngineWorker::Reservation r =
-        EngineWorker::ReservationFor(model->config(), c.config,
-                                     static_cast<int>(c.prompt.size()) + c.config.gen_length);
+    const EngineWorker::Reservation r = EngineWorker::ReservationFor(
+        model->config(), c.config, static_cast<int>(c.prompt.size()) + c.config.gen_length);
     EXPECT_TRUE(worker.Submit(jobs[i], r).ok()) << c.name;
   }
   std::thread canceller;
   if (o.cancel >= 0) {
     canceller = std::thread([&] {
       Trace& t = *traces[static_cast<size_t>(o.cancel)];
-      testing::WaitUntil([&] { return t.steps_done.load() >= o.cancel_after || t.finished.load(); });
+      testing::WaitUntil(
+          [&] { return t.steps_done.load() >= o.cancel_after || t.finished.load(); });
       jobs[static_cast<size_t>(o.cancel)]->Cancel();
     });
   }
@@ -265,7 +267,8 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
     *requests_per_forward =
         Sample(text, "dllm_batch_requests_sum") / Sample(text, "dllm_batch_requests_count");
   }
-  std::printf("  batches of %d, %d rows: %.2f s\n", o.batch_requests, worker.options().max_batch_rows,
+  std::printf("  batches of %d, %d rows: %.2f s\n", o.batch_requests,
+              worker.options().max_batch_rows,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return traces;
 }
@@ -324,9 +327,9 @@ TEST_P(BatchInvarianceTest, TokensAndLogitsDoNotDependOnTheBatch) {
       // The longest canvas is 55 rows (110 under CFG): 120 rows split the
       // eight requests over several forwards, differently every turn.
       SCOPED_TRACE("shuffled admission, a row budget of 120");
-      ExpectSameAs(alone,
-                   RunAll(*model, cases, {.batch_requests = 8, .batch_rows = 120, .order = shuffled}),
-                   cases);
+      ExpectSameAs(
+          alone, RunAll(*model, cases, {.batch_requests = 8, .batch_rows = 120, .order = shuffled}),
+          cases);
     }
     // The scalar kernels are some 30 times slower: one batched run there.
     if (isa == IsaLevel::kScalar) continue;
@@ -341,7 +344,8 @@ TEST_P(BatchInvarianceTest, TokensAndLogitsDoNotDependOnTheBatch) {
     }
     {
       SCOPED_TRACE("reversed admission");
-      ExpectSameAs(alone, RunAll(*model, cases, {.batch_requests = 8, .order = {7, 6, 5, 4, 3, 2, 1, 0}}),
+      ExpectSameAs(alone,
+                   RunAll(*model, cases, {.batch_requests = 8, .order = {7, 6, 5, 4, 3, 2, 1, 0}}),
                    cases);
     }
     {
@@ -372,7 +376,8 @@ TEST_P(BatchInvarianceTest, CancellingOneRequestLeavesTheOthersUnchanged) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchInvarianceTest,
-                         ::testing::Values("tiny-llada-k-q4_k_m", "tiny-dream-k-q4_k_m", "llada-moe"),
+                         ::testing::Values("tiny-llada-k-q4_k_m", "tiny-dream-k-q4_k_m",
+                                           "llada-moe"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

@@ -335,7 +335,8 @@ TEST_F(EngineWorkerTest, SessionsHaveTheirOwnCapAndRunWorkItems) {
   EXPECT_EQ(w->load().sessions_open, 1);
   EXPECT_THAT(w->OpenSession({10, 1}).status(),
               StatusIs(absl::StatusCode::kResourceExhausted, "max_sessions 1"));
-  EXPECT_THAT(w->Submit(Job("big", 1), {50, 1}), StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
+  EXPECT_THAT(w->Submit(Job("big", 1), {50, 1}),
+              StatusIs(absl::StatusCode::kResourceExhausted, "memory"));
   std::thread::id engine_thread;
   std::atomic<bool> done{false};
   ASSERT_THAT(w->Post([&] { engine_thread = std::this_thread::get_id(); },
@@ -375,10 +376,9 @@ TEST_F(EngineWorkerTest, BatchesTakeTheRunningJobsInTurn) {
     return jobs[0]->finished && jobs[1]->finished && jobs[2]->finished;
   }));
   std::lock_guard<std::mutex> lock(mu_);
-  EXPECT_EQ(log_, (std::vector<std::string>{"gate",   "plan:a", "plan:b", "a",      "b",
-                                            "plan:c", "plan:a", "c",      "a",      "plan:b",
-                                            "plan:c", "b",      "c",      "plan:a", "plan:b",
-                                            "a",      "b",      "plan:c", "c"}));
+  EXPECT_EQ(log_, (std::vector<std::string>{"gate", "plan:a", "plan:b", "a", "b", "plan:c",
+                                            "plan:a", "c", "a", "plan:b", "plan:c", "b", "c",
+                                            "plan:a", "plan:b", "a", "b", "plan:c", "c"}));
   for (const auto& j : jobs) EXPECT_THAT(j->finish_status, IsOk());
 }
 
@@ -411,8 +411,10 @@ TEST_F(EngineWorkerTest, RefusesWorkUntilReady) {
   ThreadPlan plan;
   EngineWorker w(nullptr, plan, {});
   EXPECT_FALSE(w.ready());
-  EXPECT_THAT(w.Submit(Job("early", 1), {0, 1}), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
-  EXPECT_THAT(w.OpenSession({0, 1}).status(), StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.Submit(Job("early", 1), {0, 1}),
+              StatusIs(absl::StatusCode::kUnavailable, "warming up"));
+  EXPECT_THAT(w.OpenSession({0, 1}).status(),
+              StatusIs(absl::StatusCode::kUnavailable, "warming up"));
 }
 
 TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
@@ -431,8 +433,8 @@ TEST_F(EngineWorkerTest, StopEndsQueuedJobsUnavailable) {
 }
 
 TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
-  auto model = Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf",
-                           {BestIsaLevel()});
+  auto model =
+      Model::Load(testing::TestDataDir() + "/models/tiny-dream-k-q4_k_m.gguf", {BestIsaLevel()});
   ASSERT_THAT(model.status(), IsOk());
   ThreadPlan plan;
   EngineWorker w(*model, plan, {});

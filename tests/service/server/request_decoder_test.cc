@@ -78,7 +78,8 @@ TEST(RequestDecoderTest, BrokenWireFormatSaysWhereAndWhat) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.message);
-    EXPECT_THAT(DecodeRequest(c.bytes, &got), StatusIs(absl::StatusCode::kInvalidArgument, c.message));
+    EXPECT_THAT(DecodeRequest(c.bytes, &got),
+                StatusIs(absl::StatusCode::kInvalidArgument, c.message));
   }
 }
 

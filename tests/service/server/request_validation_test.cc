@@ -86,10 +86,10 @@ TEST_F(RequestValidationTest, ChatTemplateAndModelNames) {
   r.mutable_prompt()->set_apply_chat_template(true);
   auto spec = ValidateGenerateRequest(r, llada(), *llada_path_);
   ASSERT_THAT(spec.status(), IsOk());
-  EXPECT_EQ(spec->prompt, EncodeChat(llada().tokenizer(), llada().chat_template(),
-                                     {{"user", "hello"}}));
-  for (const std::string& name :
-       {llada().config().name, std::string("tiny-llada-k-q4_k_m.gguf"), std::string("tiny-llada-k-q4_k_m")}) {
+  EXPECT_EQ(spec->prompt,
+            EncodeChat(llada().tokenizer(), llada().chat_template(), {{"user", "hello"}}));
+  for (const std::string& name : {llada().config().name, std::string("tiny-llada-k-q4_k_m.gguf"),
+                                  std::string("tiny-llada-k-q4_k_m")}) {
     r.set_model(name);
     EXPECT_THAT(Llada(r), IsOk()) << name;
   }
@@ -103,7 +103,8 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
     const char* message;
   };
   const std::vector<Case> cases = {
-      {"no prompt", [](auto* r) { r->clear_prompt(); }, absl::StatusCode::kInvalidArgument, "prompt: empty"},
+      {"no prompt", [](auto* r) { r->clear_prompt(); }, absl::StatusCode::kInvalidArgument,
+       "prompt: empty"},
       {"empty text", [](auto* r) { r->mutable_prompt()->set_text(""); },
        absl::StatusCode::kInvalidArgument, "prompt.text: empty"},
       {"bad utf-8", [](auto* r) { r->mutable_prompt()->set_text("ab\xc3\x28"); },
@@ -119,20 +120,22 @@ TEST_F(RequestValidationTest, EveryInvalidFieldIsNamed) {
          r->mutable_prompt()->mutable_token_ids()->add_ids(1);
          r->mutable_prompt()->mutable_token_ids()->add_ids(9000);
        },
-       absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[1]: 9000 is outside the vocabulary"},
+       absl::StatusCode::kInvalidArgument,
+       "prompt.token_ids.ids[1]: 9000 is outside the vocabulary"},
       {"mask id", [](auto* r) { r->mutable_prompt()->mutable_token_ids()->add_ids(8194); },
        absl::StatusCode::kInvalidArgument, "prompt.token_ids.ids[0]: 8194 is the mask token"},
       {"unknown model", [](auto* r) { r->set_model("gpt-5"); }, absl::StatusCode::kInvalidArgument,
        "model: model 'gpt-5' is not served"},
-      {"block does not divide",
-       [](auto* r) { r->mutable_diffusion()->set_block_length(24); },
-       absl::StatusCode::kInvalidArgument, "diffusion.block_length: 24 does not divide gen_length 128"},
+      {"block does not divide", [](auto* r) { r->mutable_diffusion()->set_block_length(24); },
+       absl::StatusCode::kInvalidArgument,
+       "diffusion.block_length: 24 does not divide gen_length 128"},
       {"steps > gen_length", [](auto* r) { r->mutable_diffusion()->set_steps(129); },
        absl::StatusCode::kInvalidArgument, "diffusion.steps: 129 exceeds gen_length 128"},
       {"steps vs blocks", [](auto* r) { r->mutable_diffusion()->set_steps(6); },
        absl::StatusCode::kInvalidArgument, "diffusion.steps: 6 is not divisible"},
       {"gen past context", [](auto* r) { r->mutable_diffusion()->set_gen_length(5000); },
-       absl::StatusCode::kInvalidArgument, "diffusion.gen_length: 5000 exceeds the model's context"},
+       absl::StatusCode::kInvalidArgument,
+       "diffusion.gen_length: 5000 exceeds the model's context"},
       {"prompt + gen past context",
        [](auto* r) {
          r->mutable_diffusion()->set_gen_length(1024);
@@ -227,16 +230,16 @@ TEST_F(RequestValidationTest, MaskTokenTextIsRefusedInEveryTextField) {
     r.mutable_prompt()->set_system(absl::StrCat("be ", mask));
     check(r, "prompt.system");
     // The bytes of the text alone, split so that no token is the mask, pass.
-    EXPECT_THAT(ValidateGenerateRequest(Text(mask.substr(0, 3) + " " + mask.substr(3)), *model, path)
-                    .status(),
-                IsOk());
+    EXPECT_THAT(
+        ValidateGenerateRequest(Text(mask.substr(0, 3) + " " + mask.substr(3)), *model, path)
+            .status(),
+        IsOk());
   }
   // The system text has its own byte bound, named (it blamed gen_length).
   v1::GenerateRequest r = Text("hello");
   r.mutable_prompt()->set_apply_chat_template(true);
-  r.mutable_prompt()->set_system(std::string(llada().config().n_ctx_train *
-                                                 llada().tokenizer().max_token_bytes() + 1,
-                                             'a'));
+  r.mutable_prompt()->set_system(
+      std::string(llada().config().n_ctx_train * llada().tokenizer().max_token_bytes() + 1, 'a'));
   EXPECT_THAT(Llada(r), StatusIs(absl::StatusCode::kInvalidArgument, "prompt.system: "));
 }
 
@@ -287,7 +290,6 @@ TEST_F(RequestValidationTest, OpenUsesTheSameRules) {
   EXPECT_EQ(spec->sampler.gen_length, 32);
 }
 
-
 TEST_F(RequestValidationTest, SuffixIsTheInfillTail) {
   v1::GenerateRequest r = Text("def f(x):");
   r.mutable_prompt()->mutable_suffix()->set_text("\nprint(f(1))\n");
@@ -330,7 +332,8 @@ TEST_F(RequestValidationTest, SuffixIsTheInfillTail) {
   }
   // The span that does not fit beside prompt and suffix is gen_length's fault.
   v1::GenerateRequest big = Text("def f(x):");
-  for (int i = 0; i < 100; ++i) big.mutable_prompt()->mutable_suffix()->mutable_token_ids()->add_ids(5);
+  for (int i = 0; i < 100; ++i)
+    big.mutable_prompt()->mutable_suffix()->mutable_token_ids()->add_ids(5);
   big.mutable_diffusion()->set_gen_length(static_cast<uint32_t>(n_ctx - 100));
   EXPECT_THAT(Dream(big), testing::StatusIs(absl::StatusCode::kInvalidArgument,
                                             "diffusion.gen_length: prompt"));

@@ -1,9 +1,9 @@
 // The dllm-server binary: --port-file appears once serving, and SIGTERM
 // drains (the in-flight stream completes, new calls are UNAVAILABLE, exit 0).
+#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,9 +13,9 @@
 #include <thread>
 
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "service/json/json.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
 #include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/timing.h"
@@ -41,10 +41,18 @@ class ServerProcess {
     port_file_ = port_file.empty() ? testing::TempDir() + "/ports" + tag + ".json" : port_file;
     stderr_file_ = testing::TempDir() + "/stderr" + tag + ".txt";
     std::vector<std::string> args = {testing::BinaryDir() + "/service/dllm-server",
-                                     "--model", model,
-                                     "--listen", listen, "--metrics-listen", "127.0.0.1:0",
-                                     "--threads", "1", "--port-file", port_file_,
-                                     "--http-listen", "127.0.0.1:0"};
+                                     "--model",
+                                     model,
+                                     "--listen",
+                                     listen,
+                                     "--metrics-listen",
+                                     "127.0.0.1:0",
+                                     "--threads",
+                                     "1",
+                                     "--port-file",
+                                     port_file_,
+                                     "--http-listen",
+                                     "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
@@ -150,16 +158,16 @@ class LongCall {
 };
 
 std::unique_ptr<v1::DiffusionLM::Stub> Stub(int port) {
-  return v1::DiffusionLM::NewStub(grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                                      grpc::InsecureChannelCredentials()));
+  return v1::DiffusionLM::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
 }
 
 TEST(ServerBinaryTest, SigtermDrainsThenExitsZero) {
   ServerProcess server({"--drain-seconds", "60"});
   const int port = server.WaitGrpcPort(std::chrono::seconds(60));
   ASSERT_GT(port, 0);
-  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   auto stub = v1::DiffusionLM::NewStub(channel);
   {
     auto health = grpc::health::v1::Health::NewStub(channel);
@@ -250,13 +258,15 @@ TEST(ServerBinaryTest, SecondSigtermEndsTheDrain) {
 TEST(ServerBinaryTest, SigtermWhileLoadingExits) {
   const std::string model = testing::TempDir() + "/slow-to-load.gguf";
   ASSERT_EQ(testing::RunDllm("synth --arch llada --shape custom:d=1024,l=4,h=8,ff=2816,v=8256 "
-                             "--type q8_0 --quiet --out " + model).exit_code, 0);
+                             "--type q8_0 --quiet --out " +
+                             model)
+                .exit_code,
+            0);
   ServerProcess server({}, model);
   ASSERT_TRUE(server.WaitStderr("dllm-server: loading", std::chrono::seconds(30)));
   ASSERT_EQ(kill(server.pid(), SIGTERM), 0);
   EXPECT_EQ(server.Wait(std::chrono::seconds(10)), 128 + SIGTERM);
-  EXPECT_NE(server.Stderr().find("SIGTERM before the server was ready: exiting"),
-            std::string::npos)
+  EXPECT_NE(server.Stderr().find("SIGTERM before the server was ready: exiting"), std::string::npos)
       << server.Stderr();
 }
 
@@ -326,8 +336,9 @@ TEST(ServerBinaryTest, HelpPrintsUsageAndExitsZero) {
 TEST(ServerBinaryTest, BadFlagsExitTwo) {
   const std::string bin = testing::BinaryDir() + "/service/dllm-server";
   EXPECT_EQ(std::system((bin + " --bogus 2>/dev/null").c_str()), 2 << 8);
-  EXPECT_EQ(std::system((bin + " --model /nonexistent.gguf --metrics-listen none 2>/dev/null").c_str()),
-            2 << 8);
+  EXPECT_EQ(
+      std::system((bin + " --model /nonexistent.gguf --metrics-listen none 2>/dev/null").c_str()),
+      2 << 8);
   const testing::RunResult bad_template = testing::RunBinary(
       "service/dllm-server", "--model " + testing::TestDataDir() +
                                  "/models/tiny-llada-k-q4_k_m.gguf --chat-template jinja");

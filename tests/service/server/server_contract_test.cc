@@ -11,19 +11,19 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "dllm/v1/dllm.grpc.pb.h"
-#include "service/json/json.h"
 #include "engine/base/utf8.h"
 #include "engine/session/denoise_session.h"
 #include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
-#include "service/metrics/service_metrics.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "service/json/json.h"
+#include "service/metrics/service_metrics.h"
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
+#include "src/proto/grpc/reflection/v1alpha/reflection.grpc.pb.h"
 #include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/test_server.h"
@@ -65,10 +65,10 @@ struct CallResult {
 };
 
 // Runs one Generate to the end. `on_event` may cancel through the context.
-CallResult Generate(v1::DiffusionLM::Stub& stub, const v1::GenerateRequest& request,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
-                    const std::function<void(grpc::ClientContext*, const v1::GenerateEvent&)>&
-                        on_event = nullptr) {
+CallResult Generate(
+    v1::DiffusionLM::Stub& stub, const v1::GenerateRequest& request,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+    const std::function<void(grpc::ClientContext*, const v1::GenerateEvent&)>& on_event = nullptr) {
   CallResult r;
   grpc::ClientContext ctx;
   if (timeout.count() > 0) ctx.set_deadline(std::chrono::system_clock::now() + timeout);
@@ -379,13 +379,15 @@ TEST_F(ServerContractTest, CancellationFreesTheSlotWithinALayer) {
   EXPECT_EQ(r.status.error_code(), grpc::CANCELLED);
   ASSERT_NE(cancelled_at, Clock::time_point{});
   // Poll until the engine let go of the job.
-  while (server_->worker().load().running > 0 && Clock::now() - cancelled_at < std::chrono::seconds(5)) {
+  while (server_->worker().load().running > 0 &&
+         Clock::now() - cancelled_at < std::chrono::seconds(5)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   const double client_seconds = std::chrono::duration<double>(Clock::now() - cancelled_at).count();
   const double engine_seconds = server_->worker().last_cancel_latency_seconds();
-  std::printf("[ cancel ] client cancel -> engine idle %.1f ms (engine-side cancel -> job end %.1f ms)\n",
-              client_seconds * 1e3, engine_seconds * 1e3);
+  std::printf(
+      "[ cancel ] client cancel -> engine idle %.1f ms (engine-side cancel -> job end %.1f ms)\n",
+      client_seconds * 1e3, engine_seconds * 1e3);
   EXPECT_EQ(server_->worker().load().running, 0);
   EXPECT_LT(client_seconds, 5.0);
   EXPECT_GE(engine_seconds, 0.0);
@@ -465,8 +467,8 @@ TEST_F(ServerContractTest, MemoryBudgetIsCheckedAtAdmission) {
 TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   const v1::GenerateRequest req = Request("hello", 32, 32, 32);
   const EngineWorker::Reservation one = EngineWorker::ReservationFor(
-      (*model_)->config(), *SamplerConfigFromProto(req.diffusion(), req.sampling(),
-                                                    (*model_)->config()),
+      (*model_)->config(),
+      *SamplerConfigFromProto(req.diffusion(), req.sampling(), (*model_)->config()),
       static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()) + 32);
   EngineOptions engine;
   engine.max_running = 1;
@@ -518,11 +520,10 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   for (int i = 0; i < kCalls; ++i) {
     calls.emplace_back([&, i] {
       if (i % 3 == 0) {  // cancelled by the client after its first event
-        codes[i] = Generate(*stub, LongRequest(), std::chrono::milliseconds(0),
-                            [](grpc::ClientContext* ctx, const v1::GenerateEvent&) {
-                              ctx->TryCancel();
-                            })
-                       .status.error_code();
+        codes[i] =
+            Generate(*stub, LongRequest(), std::chrono::milliseconds(0),
+                     [](grpc::ClientContext* ctx, const v1::GenerateEvent&) { ctx->TryCancel(); })
+                .status.error_code();
       } else {  // deadlines that pass while queued or while running
         codes[i] = Generate(*stub, LongRequest(), std::chrono::milliseconds(50 + 40 * i))
                        .status.error_code();
@@ -531,7 +532,8 @@ TEST_F(ServerContractTest, MetricsTellDeadlinesFromCancels) {
   }
   for (std::thread& t : calls) t.join();
   ASSERT_TRUE((*server)->worker().WaitIdle(std::chrono::seconds(30)));
-  const int deadlines = static_cast<int>(std::count(codes.begin(), codes.end(), grpc::DEADLINE_EXCEEDED));
+  const int deadlines =
+      static_cast<int>(std::count(codes.begin(), codes.end(), grpc::DEADLINE_EXCEEDED));
   const int cancels = static_cast<int>(std::count(codes.begin(), codes.end(), grpc::CANCELLED));
   EXPECT_EQ(deadlines + cancels, kCalls);
   const std::string text = (*metrics)->Serialize();
@@ -610,7 +612,8 @@ TEST_F(ServerContractTest, DeadlineExceeded) {
     reader->Finish();
   });
   EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return server_->worker().load().running > 0; }));
-  const CallResult queued = Generate(*stub_, Request("queued", 32, 32, 32), std::chrono::milliseconds(200));
+  const CallResult queued =
+      Generate(*stub_, Request("queued", 32, 32, 32), std::chrono::milliseconds(200));
   EXPECT_EQ(queued.status.error_code(), grpc::DEADLINE_EXCEEDED);
   long_ctx.TryCancel();
   long_call.join();
@@ -742,8 +745,9 @@ TEST_F(ServerContractTest, RequestsMayNameAChatTemplate) {
   req.mutable_prompt()->set_chat_template("jinja2");
   const CallResult bad = Generate(*stub_, req);
   EXPECT_EQ(bad.status.error_code(), grpc::INVALID_ARGUMENT);
-  EXPECT_NE(bad.status.error_message().find("prompt.chat_template: chat template 'jinja2' is not one of"),
-            std::string::npos)
+  EXPECT_NE(
+      bad.status.error_message().find("prompt.chat_template: chat template 'jinja2' is not one of"),
+      std::string::npos)
       << bad.status.error_message();
   req.mutable_prompt()->set_apply_chat_template(false);
   req.mutable_prompt()->set_chat_template("dream");
@@ -960,9 +964,10 @@ TEST_F(ServerContractTest, Tls) {
   if (std::system("command -v openssl >/dev/null 2>&1") != 0) GTEST_SKIP() << "no openssl";
   const std::string dir = testing::TempDir();
   const std::string cert = dir + "/cert.pem", key = dir + "/key.pem";
-  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-                          "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " + key +
-                          " -out " + cert + " >/dev/null 2>&1";
+  const std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   auto server = StartTestServer(*model_, kLlada, {.tls_cert_file = cert, .tls_key_file = key});
   ASSERT_NE(server, nullptr);

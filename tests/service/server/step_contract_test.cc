@@ -43,8 +43,8 @@ v1::Open OpenOp() {
 }
 
 bool Terminal(const v1::StepResponse& r) {
-  return r.has_error() || r.has_final() || r.has_opened() || r.has_forward() ||
-         r.has_rewound() || r.has_closed();
+  return r.has_error() || r.has_final() || r.has_opened() || r.has_forward() || r.has_rewound() ||
+         r.has_closed();
 }
 
 // One Step call driven op by op.
@@ -244,9 +244,9 @@ TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
     straight = AdvanceToEnd(s, 0);
     EXPECT_EQ(straight.steps, 16);
     EXPECT_EQ(straight.canvas.size(), 32u);
-    EXPECT_EQ(std::vector<int32_t>(straight.final.token_ids().begin(),
-                                   straight.final.token_ids().end()),
-              reference);
+    EXPECT_EQ(
+        std::vector<int32_t>(straight.final.token_ids().begin(), straight.final.token_ids().end()),
+        reference);
     EXPECT_TRUE(s.Close().ok());
   }
 
@@ -426,7 +426,7 @@ TEST_F(StepContractTest, WireCountsAreCheckedInTheirOwnType) {
       << bad_position.DebugString();
   const v1::StepResponse bad_token = s.Commit({{3, huge}})[0];
   EXPECT_NE(bad_token.error().message().find("commit.tokens[0].token_id: 4294967295 is outside "
-                                              "the vocabulary of 8256"),
+                                             "the vocabulary of 8256"),
             std::string::npos)
       << bad_token.DebugString();
   const v1::StepResponse bad_forward = s.Forward(3, {huge});
