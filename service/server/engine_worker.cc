@@ -48,7 +48,7 @@ absl::Status EngineJob::cancel_status() const {
   return cancel_status_;
 }
 
-absl::StatusOr<bool> FunctionJob::RunStep(const LayerCheck&, ForwardPass*) {
+absl::StatusOr<bool> FunctionJob::Complete(const ForwardStats&, double) {
   if (fn_) fn_();
   fn_ = nullptr;
   return false;
@@ -66,11 +66,13 @@ EngineWorker::SessionLease::~SessionLease() {
 }
 
 EngineWorker::EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
-                           const EngineOptions& options, ServiceMetrics* metrics)
+                           const EngineOptions& options, ServiceMetrics* metrics,
+                           std::unique_ptr<LogitsSource> forward)
     : model_(std::move(model)),
       plan_(plan),
       options_(options),
-      metrics_(ServiceMetrics::OrNoOp(metrics)) {
+      metrics_(ServiceMetrics::OrNoOp(metrics)),
+      forward_(std::move(forward)) {
   options_.max_running = std::max(1, options_.max_running);
   options_.max_batch_requests = std::max(1, options_.max_batch_requests);
   if (options_.max_batch_rows <= 0) {
@@ -179,6 +181,7 @@ absl::Status EngineWorker::CreatePass() {
     absl::StatusOr<std::unique_ptr<ForwardPass>> pass = ForwardPass::Create(model_, limits);
     if (pass.ok()) {
       pass_ = std::move(*pass);
+      if (forward_ == nullptr) forward_ = SharedForwardLogits(pass_.get());
     } else {
       status = pass.status();
     }
@@ -463,16 +466,12 @@ absl::Status EngineWorker::EndStatus(const EngineJob& job, const absl::Status& s
   return status;
 }
 
-void EngineWorker::PollBetweenLayers(EngineJob* alone, std::vector<BatchMember>* members) {
+void EngineWorker::PollBetweenLayers(std::vector<BatchMember>* members) {
   const EngineClock::time_point now = EngineClock::now();
-  const auto expire = [now](EngineJob* j) {
-    if (j != nullptr && !j->cancelled() && j->deadline() <= now) {
-      j->Cancel(absl::DeadlineExceededError("deadline passed"));
+  for (const BatchMember& m : *members) {
+    if (!m.job->cancelled() && m.job->deadline() <= now) {
+      m.job->Cancel(absl::DeadlineExceededError("deadline passed"));
     }
-  };
-  expire(alone);
-  if (members != nullptr) {
-    for (const BatchMember& m : *members) expire(m.job.get());
   }
   std::vector<std::pair<std::shared_ptr<EngineJob>, bool>> ended;  // job, was running
   {
@@ -501,12 +500,10 @@ void EngineWorker::PollBetweenLayers(EngineJob* alone, std::vector<BatchMember>*
   // their sequences at this boundary and touches nothing of theirs again
   // but that flag, which lives in the job: `members` keeps the job alive
   // until the pass is over.
-  if (members != nullptr) {
-    for (BatchMember& m : *members) {
-      if (m.ended || !m.job->cancelled()) continue;
-      m.ended = true;
-      FinishJob(m.job, m.job->cancel_status(), /*was_running=*/true);
-    }
+  for (BatchMember& m : *members) {
+    if (m.ended || !m.job->cancelled()) continue;
+    m.ended = true;
+    FinishJob(m.job, m.job->cancel_status(), /*was_running=*/true);
   }
 }
 
@@ -517,23 +514,8 @@ void EngineWorker::Requeue(std::shared_ptr<EngineJob> job) {
   running_.push_back(std::move(job));
 }
 
-void EngineWorker::RunAlone(std::shared_ptr<EngineJob> job) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.assign(1, job);
-  }
-  absl::StatusOr<bool> step;
-  LayerCheck check;
-  check.cancel = &job->cancel_;
-  check.poll = [this, raw = job.get()] { PollBetweenLayers(raw, nullptr); };
-  RunInArena([&] { step = job->RunStep(check, pass_.get()); });
-  if (step.ok() && *step) return Requeue(std::move(job));
-  FinishJob(job, EndStatus(*job, step.ok() ? absl::OkStatus() : step.status()),
-            /*was_running=*/true);
-}
-
 void EngineWorker::RunTurn() {
-  // Plan the running jobs' steps in round-robin order while they fit. A job
+  // Plan the running jobs' units in round-robin order while they fit. A job
   // is taken off the running list only once it is in the turn, so one that
   // does not fit stays first for the next turn.
   std::vector<BatchMember> members;
@@ -564,25 +546,20 @@ void EngineWorker::RunTurn() {
       FinishJob(job, EndStatus(*job, absl::OkStatus()), /*was_running=*/true);
       continue;
     }
-    absl::StatusOr<std::optional<std::span<const SequenceInput>>> plan;
-    RunInArena([&] { plan = job->PlanStep(pass_.get()); });
+    absl::StatusOr<std::span<const SequenceInput>> plan;
+    RunInArena([&] { plan = job->Plan(pass_.get()); });
     if (!plan.ok()) {
       take();
       FinishJob(job, EndStatus(*job, plan.status()), /*was_running=*/true);
       continue;
     }
-    if (!plan->has_value()) {
-      if (!members.empty()) break;  // runs alone, first next turn
-      take();
-      return RunAlone(std::move(job));
-    }
     int64_t job_rows = 0;
-    for (const SequenceInput& in : **plan) job_rows += in.row_end - in.row_begin;
+    for (const SequenceInput& in : *plan) job_rows += in.row_end - in.row_begin;
     if (!members.empty() && rows + job_rows > options_.max_batch_rows) break;
     take();
     rows += job_rows;
-    batch_.sequences.insert(batch_.sequences.end(), (*plan)->begin(), (*plan)->end());
-    members.push_back({std::move(job), false});
+    batch_.sequences.insert(batch_.sequences.end(), plan->begin(), plan->end());
+    members.push_back({std::move(job), !plan->empty(), false});
   }
   if (members.empty()) return;
   const EngineClock::time_point start = EngineClock::now();
@@ -594,8 +571,12 @@ void EngineWorker::RunTurn() {
   if (rows > 0) {
     metrics_->OnBatch(static_cast<int>(members.size()), rows);
     LayerCheck check;
-    check.poll = [this, &members] { PollBetweenLayers(nullptr, &members); };
-    RunInArena([&] { status = pass_->Run(batch_, &check, &stats); });
+    check.poll = [this, &members] { PollBetweenLayers(&members); };
+    if (forward_ == nullptr) {
+      status = absl::FailedPreconditionError("the engine has no forward pass to run a batch");
+    } else {
+      RunInArena([&] { status = forward_->Run(batch_, &check, &stats); });
+    }
   }
   const double seconds = SecondsBetween(start, EngineClock::now());
   // The forward's op times once, however many requests it carried; each
@@ -605,10 +586,12 @@ void EngineWorker::RunTurn() {
     if (m.ended) continue;  // ended between layers
     std::shared_ptr<EngineJob> job = std::move(m.job);
     absl::StatusOr<bool> more = false;
-    if (!status.ok()) {
+    if (m.forward && !status.ok()) {
       more = status;
     } else if (!job->cancelled()) {
-      RunInArena([&] { more = job->FinishStep(stats, seconds); });
+      RunInArena([&] {
+        more = m.forward ? job->Complete(stats, seconds) : job->Complete(ForwardStats{}, 0.0);
+      });
     }
     if (more.ok() && *more && !job->cancelled()) {
       Requeue(std::move(job));

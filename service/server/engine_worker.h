@@ -3,16 +3,15 @@
 // engine thread owns the one ForwardPass every request's steps run
 // through, creates every DenoiseSession in its arena, and ends each job
 // exactly once. Each turn it takes the running jobs in round-robin order
-// and runs the next step of as many as fit (--max-batch-requests jobs,
-// --max-batch-rows rows) as one forward: their computed rows stacked for
-// every GEMM, attention, caches and sampling per request, so a request's
-// tokens and logits do not depend on who else is in the batch. A job that
-// does not fit goes first next turn. Admission is bounded three ways: running
-// requests (--max-running), waiting requests (--max-queue) and bytes of
-// memory reserved at admission (--memory-budget-mb), so a request is
-// refused up front instead of failing mid-step: the engine's pass is
-// reserved once, at start; each request reserves its K/V caches and
-// logits, and must fit the pass's rows alone. Step RPC sessions hold a separate slot
+// and runs the next unit of as many as fit (--max-batch-requests jobs,
+// --max-batch-rows rows) as one forward (one job protocol, EngineJob: a
+// unit plans its sequences, or none, and completes after the forward): their computed rows stacked
+// for every GEMM, attention, caches and sampling per request, so a request's tokens and logits do
+// not depend on who else is in the batch. A job that does not fit goes first next turn. Admission
+// is bounded three ways: running requests (--max-running), waiting requests (--max-queue) and bytes
+// of memory reserved at admission (--memory-budget-mb), so a request is refused up front instead of
+// failing mid-step: the engine's pass is reserved once, at start; each request reserves its K/V
+// caches and logits, and must fit the pass's rows alone. Step RPC sessions hold a separate slot
 // (--max-sessions) and their memory for as long as they live, and run their operations as work
 // items on the same thread. No gRPC type appears here.
 #ifndef DLLM_SERVICE_SERVER_ENGINE_WORKER_H_
@@ -41,6 +40,7 @@
 #include "engine/model/model.h"
 #include "engine/parallel/cpu_topology.h"
 #include "engine/sampler/sampler_config.h"
+#include "engine/session/logits_source.h"
 #include "service/metrics/service_metrics.h"
 
 namespace dllm {
@@ -88,10 +88,14 @@ struct EngineLoad {
   uint64_t budget_bytes = 0;  // 0 = no limit
 };
 
+// What EngineJob::Plan returns for a unit that needs no forward.
+inline constexpr std::span<const SequenceInput> kNoForward{};
+
 // One unit of admitted work: a Generate request, or one operation of a Step
-// session. Subclasses implement RunStep and Finish; the worker calls both on
-// the engine thread inside the arena. Cancel() and the accessors are safe
-// from any thread.
+// session. Every unit runs the same way, on the engine thread inside the
+// arena: Plan() names the forward the unit needs, the worker stacks the
+// planned sequences of the turn's jobs into one forward and runs it, then
+// calls Complete(). Cancel() and the accessors are safe from any thread.
 class EngineJob {
  public:
   EngineJob();
@@ -99,36 +103,24 @@ class EngineJob {
   EngineJob(const EngineJob&) = delete;
   EngineJob& operator=(const EngineJob&) = delete;
 
-  // One unit of work run alone (a Step session's Forward or Commit, a
-  // FunctionJob); the first call may also set up. Returns true while more
-  // units remain. Pass `check` down to the forward so that a cancel or a
-  // deadline stops the work within one layer (and other jobs'
-  // cancellations are served meanwhile). `pass` is the engine's forward
-  // pass: sessions are created over it (DenoiseSession::Create(..., pass)).
-  virtual absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) = 0;
-
-  // Batching. A job whose next unit is one denoising step plans it here
-  // (setting up first if need be) and returns its forward's sequences,
-  // with `stop` = stop_flag(); they stay valid until FinishStep. The worker
-  // stacks them with other jobs' into one ForwardBatch, runs it, then calls
-  // FinishStep with what the forward took; returns true while more units
-  // remain. nullopt: the next unit is not such a step, and the worker calls
-  // RunStep alone. An error ends the job. Planning must not change what the
-  // job computes: a job that did not fit the batch is planned again next
-  // turn.
-  virtual absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
-      ForwardPass* pass) {
-    (void)pass;
-    return std::nullopt;
-  }
-  virtual absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) {
-    (void)forward, (void)forward_seconds;
-    return absl::InternalError("FinishStep without a planned step");
-  }
-  // Exactly once, after the last RunStep (OK) or instead of further ones,
+  // Plans the job's next unit (setting up first if need be: sessions are
+  // created over the engine's `pass`, DenoiseSession::Create(..., pass))
+  // and returns the sequences its forward computes, with `stop` =
+  // stop_flag(); they stay valid until Complete(). Empty: the unit needs no
+  // forward (a Step session's Open, Commit or Rewind, a FunctionJob, a step
+  // that commits nothing, an error the unit reports in-band). Planning must
+  // not change what the job computes: a job that did not fit the batch is
+  // planned again next turn. An error ends the job.
+  virtual absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) = 0;
+  // The rest of the planned unit once the turn's forward ran: `forward` and
+  // `forward_seconds` are what that forward took (the whole batch's; zeros
+  // when the unit had no sequences). True while more units remain. An error
+  // ends the job.
+  virtual absl::StatusOr<bool> Complete(const ForwardStats& forward, double forward_seconds) = 0;
+  // Exactly once, after the last Complete (OK) or instead of further units,
   // with how the job ended: OK, the reason it was stopped (Cancel()'s: the
   // client's CANCELLED, DEADLINE_EXCEEDED, the server's UNAVAILABLE), or
-  // RunStep's error. Release arena-bound state (the DenoiseSession) here and
+  // Plan's or Complete's error. Release arena-bound state (the DenoiseSession) here and
   // keep what the client is to be told: the worker frees the job's slot and
   // memory next, and only then calls Deliver(), so that a client who sees
   // its call end can be admitted again at once.
@@ -147,7 +139,7 @@ class EngineJob {
   EngineClock::time_point deadline() const { return deadline_; }
   // When the job was created (the request's arrival).
   EngineClock::time_point arrival() const { return arrival_; }
-  // Seconds between admission and the first RunStep (valid from the first RunStep).
+  // Seconds between admission and the first Plan (valid from then on).
   double queue_seconds() const { return queue_seconds_; }
   // For a job ended by a cancel or its deadline: seconds from the cancel (or
   // the deadline passing) to the engine stopping its work, set just before
@@ -190,7 +182,8 @@ class FunctionJob : public EngineJob {
  public:
   FunctionJob(std::function<void()> fn, std::function<void(const absl::Status&)> done = nullptr)
       : fn_(std::move(fn)), done_(std::move(done)) {}
-  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override;
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass*) override { return kNoForward; }
+  absl::StatusOr<bool> Complete(const ForwardStats&, double) override;
   void Finish(const absl::Status& status) override { status_ = status; }
   void Deliver() override;
 
@@ -216,9 +209,12 @@ class EngineWorker {
     uint64_t bytes_;
   };
 
-  // `metrics` may be null (nothing is recorded); non-owning, outlives the worker.
+  // `metrics` may be null (nothing is recorded); non-owning, outlives the
+  // worker. `forward` runs the turns' batches; null: the engine's own
+  // ForwardPass over `model` (tests without a model script it).
   EngineWorker(std::shared_ptr<const Model> model, const ThreadPlan& plan,
-               const EngineOptions& options, ServiceMetrics* metrics = nullptr);
+               const EngineOptions& options, ServiceMetrics* metrics = nullptr,
+               std::unique_ptr<LogitsSource> forward = nullptr);
   ~EngineWorker();  // Stop()
   EngineWorker(const EngineWorker&) = delete;
   EngineWorker& operator=(const EngineWorker&) = delete;
@@ -253,8 +249,8 @@ class EngineWorker {
   // Step sessions: RESOURCE_EXHAUSTED when max_sessions are open or the
   // bytes do not fit; UNAVAILABLE before ready or after Stop.
   absl::StatusOr<std::unique_ptr<SessionLease>> OpenSession(Reservation reservation);
-  // Runs a session's work item in turn with the running requests (one
-  // RunStep per turn), outside the request caps: its lease holds the memory.
+  // Runs a session's work item in turn with the running requests (one unit
+  // per turn), outside the request caps: its lease holds the memory.
   // UNAVAILABLE after Stop (then no Finish is called).
   absl::Status SubmitSessionWork(std::shared_ptr<EngineJob> job);
   // FunctionJob shorthand for SubmitSessionWork.
@@ -284,11 +280,10 @@ class EngineWorker {
   friend class SessionLease;
 
   void Loop();
-  // One turn: plans the running jobs' steps in order and runs as many as
-  // fit as one forward (or the first job's unit alone when it is not a
-  // plannable step).
+  // One turn: plans the running jobs' units in order and runs as many as
+  // fit (--max-batch-requests jobs, --max-batch-rows rows) as one forward,
+  // then completes each.
   void RunTurn();
-  void RunAlone(std::shared_ptr<EngineJob> job);
   // After a job's unit: back to the end of the running list, or ended.
   void Requeue(std::shared_ptr<EngineJob> job);
   void Wake();
@@ -305,17 +300,17 @@ class EngineWorker {
   void RunInArena(const std::function<void()>& fn);
   void FinishJob(const std::shared_ptr<EngineJob>& job, const absl::Status& status,
                  bool was_running);
-  // Between the layers of a forward: sets the cancel flag of each job in
-  // it (`alone`, or the batch's `members`) whose deadline has passed, ends
-  // every other admitted job that was cancelled or ran out of time, so none
-  // waits behind the running step, and ends each batch member that was
-  // cancelled (its sequences' `stop` has the pass drop them at this
-  // boundary), marking it ended in `members`.
+  // Between the layers of a forward: sets the cancel flag of each of the
+  // batch's `members` whose deadline has passed, ends every other admitted
+  // job that was cancelled or ran out of time, so none waits behind the
+  // running step, and ends each member that was cancelled (its sequences'
+  // `stop` has the pass drop them at this boundary), marking it ended.
   struct BatchMember {
     std::shared_ptr<EngineJob> job;
-    bool ended = false;  // finished between layers (the pass dropped its sequences)
+    bool forward = false;  // it planned sequences (else its unit needs no forward)
+    bool ended = false;    // finished between layers (the pass dropped its sequences)
   };
-  void PollBetweenLayers(EngineJob* alone, std::vector<BatchMember>* members);
+  void PollBetweenLayers(std::vector<BatchMember>* members);
   // How a job that stopped ends: its cancel reason, DEADLINE_EXCEEDED past
   // its deadline, else `status`.
   static absl::Status EndStatus(const EngineJob& job, const absl::Status& status);
@@ -334,6 +329,7 @@ class EngineWorker {
   ServiceMetrics* metrics_;  // non-owning; ServiceMetrics::NoOp() when none was given
   std::unique_ptr<tbb::task_arena> arena_;  // created on, and used only by, the engine thread
   std::unique_ptr<ForwardPass> pass_;       // likewise: every request's forwards run through it
+  std::unique_ptr<LogitsSource> forward_;   // runs the batches: pass_, or the one given
   uint64_t pass_bytes_ = 0;                 // reserved for it from Start to Stop
   ForwardBatch batch_;                      // the turn's stacked sequences
 

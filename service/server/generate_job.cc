@@ -34,22 +34,14 @@ absl::Status GenerateJob::Begin(ForwardPass* pass) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<bool> GenerateJob::RunStep(const LayerCheck&, ForwardPass*) {
-  // PlanStep always plans a step, so the worker never runs one alone.
-  return absl::InternalError("a generation's steps run only as planned steps");
-}
-
-absl::StatusOr<std::optional<std::span<const SequenceInput>>> GenerateJob::PlanStep(
-    ForwardPass* pass) {
+absl::StatusOr<std::span<const SequenceInput>> GenerateJob::Plan(ForwardPass* pass) {
   if (session_ == nullptr) {
     if (absl::Status s = Begin(pass); !s.ok()) return s;
   }
-  absl::StatusOr<std::span<const SequenceInput>> sequences = session_->PlanStep(stop_flag());
-  if (!sequences.ok()) return sequences.status();
-  return std::optional<std::span<const SequenceInput>>(*sequences);
+  return session_->PlanStep(stop_flag());
 }
 
-absl::StatusOr<bool> GenerateJob::FinishStep(const ForwardStats& forward, double forward_seconds) {
+absl::StatusOr<bool> GenerateJob::Complete(const ForwardStats& forward, double forward_seconds) {
   absl::StatusOr<StepReport> report = session_->FinishStep(forward, forward_seconds);
   if (!report.ok()) return report.status();
   return AfterStep(*report);

@@ -31,11 +31,9 @@ class GenerateJob : public EngineJob {
               std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics = nullptr);
   ~GenerateJob() override;
 
-  // Unused: every step is planned (PlanStep), never run alone.
-  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
-      ForwardPass* pass) override;
-  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
+  // A unit is one denoising step (the first also creates the session).
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) override;
+  absl::StatusOr<bool> Complete(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override;
   void Deliver() override;
 

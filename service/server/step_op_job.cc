@@ -8,17 +8,55 @@
 
 namespace dllm {
 
-absl::StatusOr<bool> StepOpJob::RunStep(const LayerCheck& check, ForwardPass* pass) {
-  if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen(pass);
+absl::StatusOr<std::span<const SequenceInput>> StepOpJob::Plan(ForwardPass* pass) {
+  pass_ = pass;
+  planned_ = absl::OkStatus();
+  if (request_.op_case() == v1::StepRequest::kOpen || state_->session == nullptr) return kNoForward;
+  absl::StatusOr<std::span<const SequenceInput>> sequences;
+  switch (request_.op_case()) {
+    case v1::StepRequest::kAdvance:
+      if (remaining_ < 0) {
+        planned_ = CheckAdvance();
+        if (!planned_.ok()) return kNoForward;
+        StartAdvance();
+      }
+      sequences = state_->session->PlanStep(stop_flag());
+      break;
+    case v1::StepRequest::kForward:
+      sequences = PlanForward();
+      break;
+    default:
+      return kNoForward;
+  }
+  // An op-level failure is told in-band when the unit completes.
+  if (!sequences.ok()) {
+    planned_ = sequences.status();
+    return kNoForward;
+  }
+  return *sequences;
+}
+
+absl::StatusOr<bool> StepOpJob::Complete(const ForwardStats& forward, double forward_seconds) {
+  if (request_.op_case() == v1::StepRequest::kOpen) return RunOpen(pass_);
   if (state_->session == nullptr) {
     Error(absl::FailedPreconditionError("no session is open: send Open first"));
     return false;
   }
+  if (!planned_.ok()) {
+    Error(planned_);
+    return false;
+  }
   switch (request_.op_case()) {
-    case v1::StepRequest::kAdvance:
-      return RunAdvance(check);
+    case v1::StepRequest::kAdvance: {
+      absl::StatusOr<StepReport> report = state_->session->FinishStep(forward, forward_seconds);
+      if (!report.ok()) {
+        Error(report.status());
+        return false;
+      }
+      return AfterAdvance(*report);
+    }
     case v1::StepRequest::kForward:
-      if (absl::Status s = RunForward(check); !s.ok()) return s;
+      FinishForward(forward_seconds);
       return false;
     case v1::StepRequest::kCommit:
       RunCommit();
@@ -38,27 +76,6 @@ void StepOpJob::Deliver() {
   } else {
     state_->outbox->Fail(status_);
   }
-}
-
-absl::StatusOr<std::optional<std::span<const SequenceInput>>> StepOpJob::PlanStep(ForwardPass*) {
-  using Plan = std::optional<std::span<const SequenceInput>>;
-  if (request_.op_case() != v1::StepRequest::kAdvance || state_->session == nullptr) return Plan();
-  if (remaining_ < 0) {
-    if (!CheckAdvance().ok()) return Plan();  // RunStep reports why
-    StartAdvance();
-  }
-  absl::StatusOr<std::span<const SequenceInput>> sequences = state_->session->PlanStep(stop_flag());
-  if (!sequences.ok()) return Plan();
-  return Plan(*sequences);
-}
-
-absl::StatusOr<bool> StepOpJob::FinishStep(const ForwardStats& forward, double forward_seconds) {
-  absl::StatusOr<StepReport> report = state_->session->FinishStep(forward, forward_seconds);
-  if (!report.ok()) {
-    Error(report.status());
-    return false;
-  }
-  return AfterAdvance(*report);
 }
 
 bool StepOpJob::RunOpen(ForwardPass* pass) {
@@ -127,26 +144,6 @@ void StepOpJob::StartAdvance() {
   remaining_ = std::max<int64_t>(1, request_.advance().steps());
 }
 
-absl::StatusOr<bool> StepOpJob::RunAdvance(const LayerCheck& check) {
-  StepSessionState& s = *state_;
-  if (remaining_ < 0) {
-    if (absl::Status status = CheckAdvance(); !status.ok()) {
-      Error(status);
-      return false;
-    }
-    StartAdvance();
-  }
-  absl::StatusOr<StepReport> report = s.session->Advance(&check);
-  if (!report.ok()) {
-    if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
-    Error(report.status());
-    return false;
-  }
-  // Run alone: this step's forward was its own.
-  if (report->forward_passes > 0) s.metrics->OnForward(report->forward, report->forward_seconds);
-  return AfterAdvance(*report);
-}
-
 bool StepOpJob::AfterAdvance(const StepReport& report) {
   StepSessionState& s = *state_;
   const v1::Advance& op = request_.advance();
@@ -175,13 +172,12 @@ bool StepOpJob::AfterAdvance(const StepReport& report) {
   return --remaining_ > 0;
 }
 
-absl::Status StepOpJob::RunForward(const LayerCheck& check) {
+absl::StatusOr<std::span<const SequenceInput>> StepOpJob::PlanForward() {
   StepSessionState& s = *state_;
   const v1::Forward& op = request_.forward();
   if (op.top_candidates() > static_cast<uint32_t>(kMaxTopCandidates)) {
-    Error(absl::InvalidArgumentError(absl::StrCat("forward.top_candidates: ", op.top_candidates(),
-                                                  " is more than ", kMaxTopCandidates)));
-    return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("forward.top_candidates: ", op.top_candidates(),
+                                                   " is more than ", kMaxTopCandidates));
   }
   const int k = op.top_candidates() == 0 ? 5 : static_cast<int>(op.top_candidates());
   const uint32_t gen = static_cast<uint32_t>(s.session->gen_length());
@@ -190,17 +186,20 @@ absl::Status StepOpJob::RunForward(const LayerCheck& check) {
   for (int i = 0; i < op.positions_size(); ++i) {
     const uint32_t p = op.positions(i);
     if (p >= gen) {
-      Error(absl::InvalidArgumentError(absl::StrCat(
-          "forward.positions[", i, "]: ", p, " is outside the generated region [0, ", gen, ")")));
-      return absl::OkStatus();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "forward.positions[", i, "]: ", p, " is outside the generated region [0, ", gen, ")"));
     }
     positions.push_back(static_cast<int32_t>(p));
   }
-  absl::StatusOr<ForwardReport> report = s.session->Forward(positions, k, &check);
+  return s.session->PlanForward(positions, k);
+}
+
+void StepOpJob::FinishForward(double forward_seconds) {
+  StepSessionState& s = *state_;
+  absl::StatusOr<ForwardReport> report = s.session->FinishForward(forward_seconds);
   if (!report.ok()) {
-    if (report.status().code() == absl::StatusCode::kCancelled) return report.status();
     Error(report.status());
-    return absl::OkStatus();
+    return;
   }
   v1::StepResponse r;
   v1::ForwardResult* f = r.mutable_forward();
@@ -208,7 +207,6 @@ absl::Status StepOpJob::RunForward(const LayerCheck& check) {
   f->set_forward_seconds(report->forward_seconds);
   AddCandidates(s.model->tokenizer(), report->candidates, f->mutable_candidates());
   Respond(std::move(r));
-  return absl::OkStatus();
 }
 
 void StepOpJob::RunCommit() {

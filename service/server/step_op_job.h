@@ -27,24 +27,25 @@ class StepOpJob : public EngineJob {
   StepOpJob(std::shared_ptr<StepSessionState> state, v1::StepRequest request)
       : state_(std::move(state)), request_(std::move(request)) {}
 
-  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass* pass) override;
-  // An Advance of an open session whose checks pass; anything else runs alone.
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
-      ForwardPass* pass) override;
-  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double forward_seconds) override;
+  // A unit is the op, or one step of an Advance{n}: Advance steps and the
+  // Forward probe plan their sequences for the turn's batch; Open, Commit
+  // and Rewind need no forward and run when the unit completes.
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) override;
+  absl::StatusOr<bool> Complete(const ForwardStats& forward, double forward_seconds) override;
   void Finish(const absl::Status& status) override { status_ = status; }
   void Deliver() override;
 
  private:
   bool RunOpen(ForwardPass* pass);
-  absl::StatusOr<bool> RunAdvance(const LayerCheck& check);
   // Why the Advance cannot run (checked on its first turn), or OK.
   absl::Status CheckAdvance() const;
   // Its first turn: sets the steps it runs.
   void StartAdvance();
   // What follows each step of an Advance; true while steps remain.
   bool AfterAdvance(const StepReport& report);
-  absl::Status RunForward(const LayerCheck& check);
+  // The Forward probe's sequences (validating the op), then its answer.
+  absl::StatusOr<std::span<const SequenceInput>> PlanForward();
+  void FinishForward(double forward_seconds);
   void RunCommit();
   void RunRewind();
   // A StepEvent for the session's latest history entry.
@@ -58,8 +59,10 @@ class StepOpJob : public EngineJob {
 
   std::shared_ptr<StepSessionState> state_;
   v1::StepRequest request_;
-  int64_t remaining_ = -1;  // Advance steps left; -1 before the first turn
-  absl::Status status_;     // Finish's, for Deliver
+  int64_t remaining_ = -1;       // Advance steps left; -1 before the first turn
+  ForwardPass* pass_ = nullptr;  // the engine's, as the last Plan() got it (Open creates over it)
+  absl::Status planned_;         // why the planned unit cannot run (told in-band), or OK
+  absl::Status status_;          // Finish's, for Deliver
 };
 
 }  // namespace dllm

@@ -68,22 +68,16 @@ class SessionJob : public EngineJob {
   SessionJob(std::shared_ptr<const Model> model, const RequestCase& c, Trace* trace)
       : model_(std::move(model)), case_(c), trace_(trace) {}
 
-  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override {
-    return absl::InternalError("a generation's steps are always planned");
-  }
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(
-      ForwardPass* pass) override {
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) override {
     if (session_ == nullptr) {
       absl::StatusOr<std::unique_ptr<DenoiseSession>> s =
           DenoiseSession::Create(model_, case_.config, case_.prompt, pass);
       if (!s.ok()) return s.status();
       session_ = std::move(*s);
     }
-    absl::StatusOr<std::span<const SequenceInput>> planned = session_->PlanStep(stop_flag());
-    if (!planned.ok()) return planned.status();
-    return std::optional<std::span<const SequenceInput>>(*planned);
+    return session_->PlanStep(stop_flag());
   }
-  absl::StatusOr<bool> FinishStep(const ForwardStats& forward, double seconds) override {
+  absl::StatusOr<bool> Complete(const ForwardStats& forward, double seconds) override {
     absl::StatusOr<StepReport> report = session_->FinishStep(forward, seconds);
     if (!report.ok()) return report.status();
     uint64_t h = 1469598103934665603ull;

@@ -17,22 +17,20 @@ namespace {
 using ::dllm::testing::IsOk;
 using ::dllm::testing::StatusIs;
 
-// Runs `steps` steps, appending its name to a shared log each step; with
-// `hold`, each step waits until released or cancelled.
+// Runs `steps` steps of one row each, appending its name to a shared log
+// each step; with `hold`, its step's forward (HeldForward) waits until
+// released or the job is stopped.
 class ScriptedJob : public EngineJob {
  public:
   ScriptedJob(std::string name, int steps, std::vector<std::string>* log, std::mutex* mu)
-      : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {}
+      : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {
+    sequence_[0].tokens = std::span<const int32_t>(&token_, 1);
+    sequence_[0].row_end = 1;
+    sequence_[0].stop = stop_flag();
+  }
 
-  // A held step behaves like a forward pass with many layers: it polls
-  // between them and stops when cancelled.
-  absl::StatusOr<bool> RunStep(const LayerCheck& check, ForwardPass*) override {
-    in_step = true;
-    while (hold.load() && !check.cancel->load()) {
-      if (check.poll) check.poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    if (check.cancel->load()) return absl::CancelledError("cancelled mid-step");
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass*) override { return sequence_; }
+  absl::StatusOr<bool> Complete(const ForwardStats&, double) override {
     {
       std::lock_guard<std::mutex> lock(*mu_);
       log_->push_back(name_);
@@ -48,10 +46,12 @@ class ScriptedJob : public EngineJob {
   void Deliver() override {
     if (on_deliver) on_deliver();
   }
+  // Whether `in` is this job's sequence.
+  bool Owns(const SequenceInput& in) const { return in.tokens.data() == &token_; }
 
   std::function<void()> on_deliver;  // runs when the client would be told
   std::atomic<bool> hold{false};
-  std::atomic<bool> in_step{false};  // a step has begun
+  std::atomic<bool> in_step{false};  // a step's forward has begun
   bool finished = false;
   absl::Status finish_status;
   std::thread::id finish_thread;
@@ -62,6 +62,51 @@ class ScriptedJob : public EngineJob {
   int done_ = 0;
   std::vector<std::string>* log_;
   std::mutex* mu_;
+  int32_t token_ = 0;
+  SequenceInput sequence_[1];
+};
+
+// The engine's forward for these tests, which have no model: a batch
+// behaves like a pass with many layers, polling between them while any
+// held job's sequence in it is still running, as the real pass does.
+class HeldForward : public LogitsSource {
+ public:
+  void Register(std::shared_ptr<ScriptedJob> job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.push_back(std::move(job));
+  }
+  absl::Status Run(const ForwardBatch& batch, const LayerCheck* check,
+                   ForwardStats* stats) override {
+    for (;;) {
+      bool holding = false, any_live = false;
+      for (const SequenceInput& in : batch.sequences) {
+        const bool stopped = in.stop != nullptr && in.stop->load();
+        any_live = any_live || !stopped;
+        const std::shared_ptr<ScriptedJob> job = Find(in);
+        if (job == nullptr) continue;
+        job->in_step = true;
+        holding = holding || (job->hold.load() && !stopped);
+      }
+      if (!any_live) return absl::CancelledError("every sequence was stopped");
+      if (check != nullptr && check->poll) check->poll();
+      if (!holding) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (stats != nullptr) stats->rows = batch.rows();
+    return absl::OkStatus();
+  }
+  ForwardLimits limits() const override { return {1 << 20, 1 << 20}; }
+
+ private:
+  std::shared_ptr<ScriptedJob> Find(const SequenceInput& in) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& j : jobs_) {
+      if (j->Owns(in)) return j;
+    }
+    return nullptr;
+  }
+  std::mutex mu_;
+  std::vector<std::shared_ptr<ScriptedJob>> jobs_;
 };
 
 // A generation-like job whose steps are planned for the batch (with no
@@ -71,14 +116,11 @@ class PlannedJob : public EngineJob {
  public:
   PlannedJob(std::string name, int steps, std::vector<std::string>* log, std::mutex* mu)
       : name_(std::move(name)), steps_(steps), log_(log), mu_(mu) {}
-  absl::StatusOr<bool> RunStep(const LayerCheck&, ForwardPass*) override {
-    return absl::InternalError("planned jobs do not run alone");
-  }
-  absl::StatusOr<std::optional<std::span<const SequenceInput>>> PlanStep(ForwardPass*) override {
+  absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass*) override {
     Log("plan:" + name_);
-    return std::optional<std::span<const SequenceInput>>(std::span<const SequenceInput>());
+    return kNoForward;
   }
-  absl::StatusOr<bool> FinishStep(const ForwardStats&, double) override {
+  absl::StatusOr<bool> Complete(const ForwardStats&, double) override {
     Log(name_);
     return ++done_ < steps_;
   }
@@ -108,13 +150,17 @@ class EngineWorkerTest : public ::testing::Test {
     o.warm_up = false;
     ThreadPlan plan;
     plan.threads = 1;
-    auto w = std::make_unique<EngineWorker>(nullptr, plan, o);
+    auto forward = std::make_unique<HeldForward>();
+    forward_ = forward.get();
+    auto w = std::make_unique<EngineWorker>(nullptr, plan, o, nullptr, std::move(forward));
     w->Start();
     EXPECT_TRUE(::dllm::testing::WaitUntil([&] { return w->ready(); }));
     return w;
   }
   std::shared_ptr<ScriptedJob> Job(const std::string& name, int steps) {
-    return std::make_shared<ScriptedJob>(name, steps, &log_, &mu_);
+    auto job = std::make_shared<ScriptedJob>(name, steps, &log_, &mu_);
+    if (forward_ != nullptr) forward_->Register(job);
+    return job;
   }
   bool Finished(const std::shared_ptr<ScriptedJob>& j) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -126,6 +172,7 @@ class EngineWorkerTest : public ::testing::Test {
 
   std::vector<std::string> log_;
   std::mutex mu_;
+  HeldForward* forward_ = nullptr;  // the latest Start()'s, owned by its worker
 };
 
 // A cancelled request does not wait behind another request's step: the
@@ -272,6 +319,7 @@ TEST_F(EngineWorkerTest, MemoryBudgetIsReservedAtAdmission) {
 TEST_F(EngineWorkerTest, RunningJobsAdvanceRoundRobin) {
   EngineOptions o;
   o.max_running = 2;
+  o.max_batch_requests = 1;  // one job's step a turn (BatchesTakeTheRunningJobsInTurn batches)
   auto w = Start(o);
   auto gate = Job("gate", 1);
   gate->hold = true;

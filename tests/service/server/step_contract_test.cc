@@ -6,6 +6,7 @@
 #include <grpcpp/grpcpp.h>
 #include <tbb/task_arena.h>
 
+#include <atomic>
 #include <functional>
 #include <sstream>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "service/metrics/service_metrics.h"
 #include "service/server/request_validation.h"
 #include "service/server/server.h"
+#include "tests/testing/prometheus_text.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/test_server.h"
 
@@ -592,6 +594,70 @@ double Series(const std::string& text, const std::string& family,
     if (all) return std::stod(line.substr(line.rfind(' ') + 1));
   }
   return -1;
+}
+
+// Issue #35: the worker runs every forward, the Forward probe's too, so a
+// probe rides in the same batch as another session's steps; its candidates
+// are those it gets alone (a row's bits do not depend on the batch).
+TEST_F(StepContractTest, ForwardProbesRideTheBatchWithOtherSessionsSteps) {
+  MetricsOptions mo;
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto server = StartTestServer(*model_, kLlada, {.metrics = metrics->get()});
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  Session prober(*stub);
+  ASSERT_TRUE(prober.Open(OpenOp()).has_opened());
+  const v1::StepResponse alone = prober.Forward(3);
+  ASSERT_TRUE(alone.has_forward()) << alone.DebugString();
+  const std::string text_alone = (*metrics)->Serialize();
+  EXPECT_EQ(Series(text_alone, "dllm_forward_duration_seconds_count", {}), 1) << text_alone;
+
+  std::atomic<bool> advancing{true};
+  std::thread other([&] {
+    Session s(*stub);
+    v1::Open open = OpenOp();
+    open.mutable_sampling()->set_seed(9);
+    // 64 steps, one a turn: the probes have many turns to share.
+    open.mutable_diffusion()->set_gen_length(64);
+    open.mutable_diffusion()->set_steps(64);
+    ASSERT_TRUE(s.Open(open).has_opened());
+    const std::vector<v1::StepResponse> rs = s.Advance(1000);
+    EXPECT_FALSE(rs.empty());
+    EXPECT_TRUE(s.Close().ok());
+    advancing = false;
+  });
+  int probes = 0;
+  while (advancing.load() && probes < 200) {
+    const v1::StepResponse again = prober.Forward(3);
+    ASSERT_TRUE(again.has_forward()) << again.DebugString();
+    ASSERT_EQ(again.forward().candidates_size(), alone.forward().candidates_size());
+    for (int i = 0; i < again.forward().candidates_size(); ++i) {
+      const auto &a = again.forward().candidates(i), &b = alone.forward().candidates(i);
+      ASSERT_EQ(a.position(), b.position());
+      ASSERT_EQ(a.candidates_size(), b.candidates_size());
+      for (int t = 0; t < a.candidates_size(); ++t) {
+        EXPECT_EQ(a.candidates(t).token_id(), b.candidates(t).token_id());
+        EXPECT_EQ(a.candidates(t).prob(), b.candidates(t).prob());
+      }
+    }
+    ++probes;
+  }
+  other.join();
+  EXPECT_TRUE(prober.Close().ok());
+  const std::string text = (*metrics)->Serialize();
+  using ::dllm::testing::SumOfSamples;
+  // Every forward, probes included, went through the worker's batches, and
+  // some carried a probe and a step together.
+  EXPECT_EQ(SumOfSamples(text, "dllm_forward_duration_seconds_count"),
+            SumOfSamples(text, "dllm_batch_requests_count"))
+      << text;
+  EXPECT_GT(SumOfSamples(text, "dllm_batch_requests_sum"),
+            SumOfSamples(text, "dllm_batch_requests_count"))
+      << probes << " probes never shared a forward:\n"
+      << text;
 }
 
 TEST_F(StepContractTest, SessionMetrics) {
