@@ -75,6 +75,41 @@ const std::vector<std::string>& Models() {
   return models;
 }
 
+// The logits of `rows` from one pass over `tokens` computing [begin, end)
+// under `mask`, through `cache` when set.
+std::vector<float> Logits(ForwardPass& pass, std::span<const int32_t> tokens, int32_t begin,
+                          int32_t end, const std::vector<int32_t>& rows, KvCache* cache,
+                          const AttentionMask& mask, int64_t n_vocab) {
+  ForwardBatch batch;
+  batch.sequences.push_back(SequenceInput{tokens, begin, end, rows, cache});
+  batch.sequences[0].mask = mask;
+  std::vector<float> logits(rows.size() * static_cast<size_t>(n_vocab));
+  batch.PackLogits(logits.data(), n_vocab);
+  const absl::Status status = pass.Run(batch);
+  EXPECT_TRUE(status.ok()) << status;
+  return logits;
+}
+
+// Calls `check(model, pass, tokens)` for each test model on every ISA path
+// the machine has, with a pass and a canvas of `length` tokens.
+template <typename Check>
+void ForEachModelAndIsa(int length, Check check) {
+  for (const std::string& path : Models()) {
+    for (IsaLevel isa : SupportedIsaLevels()) {
+      SCOPED_TRACE(path + " " + IsaLevelName(isa));
+      auto model = Model::Load(path, {isa});
+      ASSERT_TRUE(model.ok()) << model.status();
+      auto pass = ForwardPass::Create(*model, length);
+      ASSERT_TRUE(pass.ok()) << pass.status();
+      check((*model)->config(), **pass, Canvas(length, (*model)->config().n_vocab));
+    }
+  }
+}
+
+bool SameBits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size_bytes()) == 0;
+}
+
 // Under a block-causal mask no row reads past its block, so the keys and
 // values of finished blocks never change: decoding block by block, each
 // pass computing one block over the canvas cut at its end and reading the
@@ -82,44 +117,28 @@ const std::vector<std::string>& Models() {
 // every row the bits of the one masked pass, on every ISA path.
 TEST(MaskForwardTest, BlockCausalRowsEqualBlockByBlockPassesOverACache) {
   constexpr int kLength = 70, kBlock = 32;
-  for (const std::string& path : Models()) {
-    for (IsaLevel isa : SupportedIsaLevels()) {
-      SCOPED_TRACE(path + " " + IsaLevelName(isa));
-      auto model = Model::Load(path, {isa});
-      ASSERT_TRUE(model.ok()) << model.status();
-      const ModelConfig& c = (*model)->config();
-      const int64_t V = c.n_vocab;
-      const std::vector<int32_t> tokens = Canvas(kLength, V);
-      auto pass = ForwardPass::Create(*model, kLength);
-      ASSERT_TRUE(pass.ok()) << pass.status();
-      const std::vector<int32_t> all = Range(0, kLength);
-      ForwardBatch batch;
-      batch.sequences.push_back(SequenceInput{tokens, 0, kLength, all});
-      batch.sequences[0].mask = {MaskKind::kBlockCausal, kBlock, 0};
-      std::vector<float> masked(static_cast<size_t>(kLength * V));
-      batch.PackLogits(masked.data(), V);
-      ASSERT_TRUE((*pass)->Run(batch).ok());
-      KvCache cache(KvCache::LayerWidths(c), kLength);
-      for (int begin = 0; begin < kLength; begin += kBlock) {
-        const int end = std::min(kLength, begin + kBlock);
-        const std::vector<int32_t> rows = Range(begin, end);
-        ForwardBatch block;
-        block.sequences.push_back(
-            SequenceInput{std::span<const int32_t>(tokens).first(static_cast<size_t>(end)), begin,
-                          end, rows, &cache});
-        std::vector<float> blockwise(rows.size() * V);
-        block.PackLogits(blockwise.data(), V);
-        ASSERT_TRUE((*pass)->Run(block).ok());
-        EXPECT_EQ(0, std::memcmp(blockwise.data(), masked.data() + begin * V,
-                                 blockwise.size() * sizeof(float)))
-            << "block at " << begin;
-      }
-      // The mask changes the rows it hides something from.
-      std::vector<float> bidirectional(static_cast<size_t>(kLength * V));
-      ASSERT_TRUE((*pass)->Run(tokens, all, bidirectional.data()).ok());
-      EXPECT_NE(0, std::memcmp(bidirectional.data(), masked.data(), kBlock * V * sizeof(float)));
+  ForEachModelAndIsa(kLength, [&](const ModelConfig& c, ForwardPass& pass,
+                                  const std::vector<int32_t>& tokens) {
+    const int64_t V = c.n_vocab;
+    const std::vector<int32_t> all = Range(0, kLength);
+    const std::vector<float> masked =
+        Logits(pass, tokens, 0, kLength, all, nullptr, {MaskKind::kBlockCausal, kBlock, 0}, V);
+    KvCache cache(KvCache::LayerWidths(c), kLength);
+    for (int begin = 0; begin < kLength; begin += kBlock) {
+      const int end = std::min(kLength, begin + kBlock);
+      const std::vector<int32_t> rows = Range(begin, end);
+      const std::vector<float> blockwise =
+          Logits(pass, std::span<const int32_t>(tokens).first(static_cast<size_t>(end)), begin, end,
+                 rows, &cache, {}, V);
+      EXPECT_TRUE(
+          SameBits(blockwise, std::span<const float>(masked).subspan(begin * V, blockwise.size())))
+          << "block at " << begin;
     }
-  }
+    // The mask changes the rows it hides something from.
+    const std::vector<float> bidirectional = Logits(pass, tokens, 0, kLength, all, nullptr, {}, V);
+    EXPECT_FALSE(SameBits(std::span<const float>(bidirectional).first(kBlock * V),
+                          std::span<const float>(masked).first(kBlock * V)));
+  });
 }
 
 // Under a prompt-causal mask, prompt row p reads [0, p]: decoding the
@@ -131,56 +150,29 @@ TEST(MaskForwardTest, BlockCausalRowsEqualBlockByBlockPassesOverACache) {
 // allows).
 TEST(MaskForwardTest, PromptCausalRowsAndAPromptCachedOnceGiveTheMaskedPasssBits) {
   constexpr int kLength = 50, kPrompt = 19;
-  for (const std::string& path : Models()) {
-    for (IsaLevel isa : SupportedIsaLevels()) {
-      SCOPED_TRACE(path + " " + IsaLevelName(isa));
-      auto model = Model::Load(path, {isa});
-      ASSERT_TRUE(model.ok()) << model.status();
-      const ModelConfig& c = (*model)->config();
-      const int64_t V = c.n_vocab;
-      const std::vector<int32_t> tokens = Canvas(kLength, V);
-      const AttentionMask mask{MaskKind::kPromptCausal, 0, kPrompt};
-      auto pass = ForwardPass::Create(*model, kLength);
-      ASSERT_TRUE(pass.ok()) << pass.status();
-      const std::vector<int32_t> all = Range(0, kLength);
-      ForwardBatch one;
-      one.sequences.push_back(SequenceInput{tokens, 0, kLength, all});
-      one.sequences[0].mask = mask;
-      std::vector<float> masked(static_cast<size_t>(kLength * V));
-      one.PackLogits(masked.data(), V);
-      ASSERT_TRUE((*pass)->Run(one).ok());
-      KvCache incremental(KvCache::LayerWidths(c), kLength);
-      for (int p = 0; p < kPrompt; ++p) {
-        const std::vector<int32_t> row = {p};
-        ForwardBatch step;
-        step.sequences.push_back(
-            SequenceInput{std::span<const int32_t>(tokens).first(static_cast<size_t>(p + 1)), p,
-                          p + 1, row, &incremental});
-        std::vector<float> logits(static_cast<size_t>(V));
-        step.PackLogits(logits.data(), V);
-        ASSERT_TRUE((*pass)->Run(step).ok());
-        EXPECT_EQ(0, std::memcmp(logits.data(), masked.data() + p * V, V * sizeof(float)))
-            << "prompt row " << p;
-      }
-      KvCache cache(KvCache::LayerWidths(c), kLength);
-      ForwardBatch prompt;
-      prompt.sequences.push_back(SequenceInput{tokens, 0, kPrompt, {}, &cache});
-      prompt.sequences[0].mask = mask;
-      ASSERT_TRUE((*pass)->Run(prompt).ok());
-      const std::vector<int32_t> canvas_rows = Range(kPrompt, kLength);
-      for (KvCache* filled : {&cache, &incremental}) {
-        ForwardBatch canvas;
-        canvas.sequences.push_back(SequenceInput{tokens, kPrompt, kLength, canvas_rows, filled});
-        canvas.sequences[0].mask = mask;
-        std::vector<float> cached(canvas_rows.size() * V);
-        canvas.PackLogits(cached.data(), V);
-        ASSERT_TRUE((*pass)->Run(canvas).ok());
-        EXPECT_EQ(0, std::memcmp(cached.data(), masked.data() + kPrompt * V,
-                                 cached.size() * sizeof(float)))
-            << (filled == &cache ? "prompt in one pass" : "prompt row by row");
-      }
-    }
-  }
+  ForEachModelAndIsa(
+      kLength, [](const ModelConfig& c, ForwardPass& pass, const std::vector<int32_t>& tokens) {
+        const int64_t V = c.n_vocab;
+        const AttentionMask mask{MaskKind::kPromptCausal, 0, kPrompt};
+        const std::vector<float> masked =
+            Logits(pass, tokens, 0, kLength, Range(0, kLength), nullptr, mask, V);
+        KvCache incremental(KvCache::LayerWidths(c), kLength);
+        for (int p = 0; p < kPrompt; ++p) {
+          const std::vector<float> row =
+              Logits(pass, std::span<const int32_t>(tokens).first(static_cast<size_t>(p + 1)), p,
+                     p + 1, {p}, &incremental, {}, V);
+          EXPECT_TRUE(SameBits(row, std::span<const float>(masked).subspan(p * V, V)))
+              << "prompt row " << p;
+        }
+        KvCache cache(KvCache::LayerWidths(c), kLength);
+        Logits(pass, tokens, 0, kPrompt, {}, &cache, mask, V);
+        for (KvCache* filled : {&cache, &incremental}) {
+          const std::vector<float> canvas =
+              Logits(pass, tokens, kPrompt, kLength, Range(kPrompt, kLength), filled, mask, V);
+          EXPECT_TRUE(SameBits(canvas, std::span<const float>(masked).subspan(kPrompt * V)))
+              << (filled == &cache ? "prompt in one pass" : "prompt row by row");
+        }
+      });
 }
 
 TEST(MaskForwardTest, MalformedMasksAreRefusedNamingTheSequence) {

@@ -596,23 +596,43 @@ double Series(const std::string& text, const std::string& family,
   return -1;
 }
 
+// A server of its own with metrics, and a stub to it (the server goes
+// before its metrics).
+struct MeteredServer {
+  std::unique_ptr<ServiceMetrics> metrics;
+  std::unique_ptr<DllmServer> server;
+  std::unique_ptr<v1::DiffusionLM::Stub> stub;
+};
+
+MeteredServer StartMetered(std::shared_ptr<const Model> model) {
+  MeteredServer m;
+  MetricsOptions mo;
+  mo.model_name = "tiny";
+  auto metrics = ServiceMetrics::Create(mo);
+  EXPECT_TRUE(metrics.ok()) << metrics.status();
+  if (!metrics.ok()) return m;
+  m.metrics = std::move(*metrics);
+  m.server = StartTestServer(std::move(model), kLlada, {.metrics = m.metrics.get()});
+  if (m.server != nullptr) {
+    m.stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+        "127.0.0.1:" + std::to_string(m.server->port()), grpc::InsecureChannelCredentials()));
+  }
+  return m;
+}
+
 // Issue #35: the worker runs every forward, the Forward probe's too, so a
 // probe rides in the same batch as another session's steps; its candidates
 // are those it gets alone (a row's bits do not depend on the batch).
 TEST_F(StepContractTest, ForwardProbesRideTheBatchWithOtherSessionsSteps) {
-  MetricsOptions mo;
-  mo.model_name = "tiny";
-  auto metrics = ServiceMetrics::Create(mo);
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  auto server = StartTestServer(*model_, kLlada, {.metrics = metrics->get()});
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  MeteredServer m = StartMetered(*model_);
+  ASSERT_NE(m.server, nullptr);
+  ServiceMetrics* metrics = m.metrics.get();
+  v1::DiffusionLM::Stub* stub = m.stub.get();
   Session prober(*stub);
   ASSERT_TRUE(prober.Open(OpenOp()).has_opened());
   const v1::StepResponse alone = prober.Forward(3);
   ASSERT_TRUE(alone.has_forward()) << alone.DebugString();
-  const std::string text_alone = (*metrics)->Serialize();
+  const std::string text_alone = metrics->Serialize();
   EXPECT_EQ(Series(text_alone, "dllm_forward_duration_seconds_count", {}), 1) << text_alone;
 
   std::atomic<bool> advancing{true};
@@ -647,7 +667,7 @@ TEST_F(StepContractTest, ForwardProbesRideTheBatchWithOtherSessionsSteps) {
   }
   other.join();
   EXPECT_TRUE(prober.Close().ok());
-  const std::string text = (*metrics)->Serialize();
+  const std::string text = metrics->Serialize();
   using ::dllm::testing::SumOfSamples;
   // Every forward, probes included, went through the worker's batches, and
   // some carried a probe and a step together.
@@ -661,18 +681,14 @@ TEST_F(StepContractTest, ForwardProbesRideTheBatchWithOtherSessionsSteps) {
 }
 
 TEST_F(StepContractTest, SessionMetrics) {
-  MetricsOptions mo;
-  mo.model_name = "tiny";
-  auto metrics = ServiceMetrics::Create(mo);
-  ASSERT_TRUE(metrics.ok()) << metrics.status();
-  auto server = StartTestServer(*model_, kLlada, {.metrics = metrics->get()});
-  ASSERT_NE(server, nullptr);
-  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
-      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  MeteredServer m = StartMetered(*model_);
+  ASSERT_NE(m.server, nullptr);
+  ServiceMetrics* metrics = m.metrics.get();
+  v1::DiffusionLM::Stub* stub = m.stub.get();
   {
     Session s(*stub);
     ASSERT_TRUE(s.Open(OpenOp()).has_opened());
-    EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 1);
+    EXPECT_EQ(Series(metrics->Serialize(), "dllm_sessions_open", {}), 1);
     ASSERT_EQ(s.Advance(3).size(), 3u);
     EXPECT_TRUE(s.Close().ok());
   }
@@ -681,7 +697,7 @@ TEST_F(StepContractTest, SessionMetrics) {
   std::string text;
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    text = (*metrics)->Serialize();
+    text = metrics->Serialize();
   } while (Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}) != 1 &&
            std::chrono::steady_clock::now() < until);
   EXPECT_EQ(Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}), 1) << text;
@@ -708,15 +724,15 @@ TEST_F(StepContractTest, SessionMetrics) {
   }
   do {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    text = (*metrics)->Serialize();
+    text = metrics->Serialize();
   } while (Series(text, "dllm_requests_total", {"rpc=\"Step\"", "code=\"OK\""}) != 3 &&
            std::chrono::steady_clock::now() < until);
   EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"closed\""}), 1);
   EXPECT_EQ(Series(text, "dllm_requests_finished_total", {"finish_reason=\"length\""}) +
                 Series(text, "dllm_requests_finished_total", {"finish_reason=\"eos\""}),
             1);
-  server.reset();
-  EXPECT_EQ(Series((*metrics)->Serialize(), "dllm_sessions_open", {}), 0);
+  m.server.reset();
+  EXPECT_EQ(Series(metrics->Serialize(), "dllm_sessions_open", {}), 0);
 }
 
 }  // namespace
