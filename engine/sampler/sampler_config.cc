@@ -177,6 +177,10 @@ absl::Status SamplerConfig::Validate() const {
     }
     if (alg_temp != 0) return Invalid("threshold", "cannot be combined with alg_temp > 0");
   }
+  return absl::OkStatus();
+}
+
+absl::Status CachingOptions::Validate() const {
   if (static_cast<size_t>(cache) >= static_cast<size_t>(CacheMode::kSentinel)) {
     return Invalid("cache", absl::StrCat("unknown cache mode ", static_cast<int>(cache)));
   }

@@ -36,9 +36,9 @@ enum class SamplerFamily { kLlada, kDream };
 absl::string_view SamplerFamilyName(SamplerFamily family);  // "llada", "dream"
 SamplerFamily SamplerFamilyOf(Arch arch);
 
-// Fast-dLLM's approximate K/V caches. Not a sampler setting (the sampler
-// sees only logits) but carried with the sampler settings of a request;
-// DenoiseSession says which rows each mode computes.
+// Fast-dLLM's approximate K/V caches: a decoding option (CachingOptions), not
+// a sampler setting (the sampler sees only logits); the session's
+// CachePolicy says which rows each mode computes.
 enum class CacheMode {
   kNone,    // every step computes every row: exact decoding
   kPrefix,  // the prompt and finished blocks are cached
@@ -83,13 +83,7 @@ struct SamplerConfig {
   // The model's diffusion.shift_logits (ModelConfig; DenoiseSession copies
   // it): position p is predicted by logits row p - 1 (Dream, RND1).
   bool shift_logits = false;
-  uint64_t seed = 0;  // keys every random draw (rng.h)
-  // Approximate decoding from K/V caches (opt-in; kNone is exact). A block's
-  // first step computes the whole canvas and fills the cache; so does every
-  // `cache_refresh_steps`-th step inside a block (0: only the first; 1: every
-  // step, which is exact decoding).
-  CacheMode cache = CacheMode::kNone;
-  int cache_refresh_steps = 0;
+  uint64_t seed = 0;        // keys every random draw (rng.h)
   bool early_exit = false;  // stop once EarlyExitReached() holds (denoise_sampler.h)
 
   // Self-consistency of the settings; errors name the field and its value.
@@ -105,6 +99,20 @@ struct SamplerConfig {
   // The steps a run is scheduled for: `steps`, or 0 (unknown in advance)
   // under threshold decoding.
   int PlannedSteps() const { return threshold ? 0 : steps; }
+};
+
+// How a session computes its steps' logits, beside the sampler's settings
+// (which say what it does with them).
+struct CachingOptions {
+  // Approximate decoding from K/V caches (opt-in; kNone is exact). A block's
+  // first step computes the whole canvas and fills the cache; so does every
+  // `cache_refresh_steps`-th step inside a block (0: only the first; 1: every
+  // step, which is exact decoding).
+  CacheMode cache = CacheMode::kNone;
+  int cache_refresh_steps = 0;
+
+  // Errors name the field and its value.
+  absl::Status Validate() const;
 };
 
 // gen_length when a request or command line gives none.

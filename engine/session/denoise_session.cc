@@ -43,26 +43,25 @@ int DenoiseSession::LogitRows(const SamplerConfig& config) {
 }
 
 size_t DenoiseSession::StateBytes(const ModelConfig& model, const SamplerConfig& config,
-                                  int canvas) {
-  const ForwardLimits limits = Limits(config, canvas);
-  const size_t caches = config.cache == CacheMode::kNone ? 0
-                        : config.cfg_scale > 0           ? 2 * KvCache::BytesFor(model, canvas)
-                                                         : KvCache::BytesFor(model, canvas);
+                                  const CachingOptions& caching, int canvas) {
+  const size_t caches = caching.cache == CacheMode::kNone ? 0
+                        : config.cfg_scale > 0            ? 2 * KvCache::BytesFor(model, canvas)
+                                                          : KvCache::BytesFor(model, canvas);
   const size_t logits =
       static_cast<size_t>(LogitRows(config)) * static_cast<size_t>(model.n_vocab) * sizeof(float);
   return caches + logits;
 }
 
 size_t DenoiseSession::MemoryBytes(const ModelConfig& model, const SamplerConfig& config,
-                                   int canvas) {
+                                   const CachingOptions& caching, int canvas) {
   return ForwardPass::ActivationBytes(model, Limits(config, canvas)) +
-         StateBytes(model, config, canvas);
+         StateBytes(model, config, caching, canvas);
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input,
-    ForwardPass* pass) {
-  return Build(SessionModel::Of(model->config()), config, std::move(input),
+    ForwardPass* pass, const CachingOptions& caching) {
+  return Build(SessionModel::Of(model->config()), config, caching, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  const ForwardLimits& has = pass->limits();
                  if (has.max_positions < limits.max_positions || has.max_rows < limits.max_rows) {
@@ -76,8 +75,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
-    std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input) {
-  return Build(SessionModel::Of(model->config()), config, std::move(input),
+    std::shared_ptr<const Model> model, const SamplerConfig& config, CanvasInput input,
+    const CachingOptions& caching) {
+  return Build(SessionModel::Of(model->config()), config, caching, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> pass,
                                        ForwardPass::Create(model, limits));
@@ -122,8 +122,8 @@ absl::Status CheckFixedTokens(const SessionModel& model, const char* what,
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     const SessionModel& model, const SamplerConfig& config, CanvasInput input,
-    std::unique_ptr<LogitsSource> logits) {
-  return Build(model, config, std::move(input),
+    std::unique_ptr<LogitsSource> logits, const CachingOptions& caching) {
+  return Build(model, config, caching, std::move(input),
                [&](ForwardLimits limits) -> absl::StatusOr<std::unique_ptr<LogitsSource>> {
                  return SourceFor(std::move(logits), limits);
                });
@@ -153,9 +153,11 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
-    const SessionModel& model, const SamplerConfig& config, CanvasInput input,
+    const SessionModel& model, const SamplerConfig& config, const CachingOptions& caching,
+    CanvasInput input,
     const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
         make_source) {
+  DLLM_RETURN_IF_ERROR(caching.Validate());
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
@@ -172,12 +174,12 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   DenoiseSampler* masked = sampler.get();
   auto session = std::unique_ptr<DenoiseSession>(
       new DenoiseSession(model, std::move(sampler), masked, std::move(source),
-                         MakeCachePolicy(config.cache, config.cache_refresh_steps)));
+                         MakeCachePolicy(caching.cache, caching.cache_refresh_steps)));
   // Logits only for rows that score generated positions (at most one each),
   // not the whole canvas: an infill canvas of 1,024 tokens around a span of
   // 128 would otherwise page in eight times the memory at every request.
   session->logits_.resize(static_cast<size_t>(LogitRows(config)) * model.n_vocab);
-  if (config.cache != CacheMode::kNone) {
+  if (caching.cache != CacheMode::kNone) {
     session->cache_ = std::make_unique<KvCache>(model.kv_widths, canvas);
     if (config.cfg_scale > 0) {
       session->uncond_cache_ = std::make_unique<KvCache>(model.kv_widths, canvas);

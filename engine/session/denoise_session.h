@@ -108,19 +108,23 @@ struct CanvasInput {
 // the session stays usable.
 class DenoiseSession {
  public:
-  // Validates `config` against the prompt and the model's context, then
-  // sizes the sampler, a ForwardPass for the canvas (two under CFG) and the
-  // K/V caches when `config.cache` asks for them.
+  // Validates `config` and `caching` against the prompt and the model's
+  // context, then sizes the sampler, a ForwardPass for the canvas (two
+  // under CFG) and the K/V caches when `caching.cache` asks for them (the
+  // default is exact decoding).
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
                                                                 const SamplerConfig& config,
-                                                                CanvasInput input);
+                                                                CanvasInput input,
+                                                                const CachingOptions& caching = {});
   // Bytes Create() allocates for a canvas of `canvas` positions under
-  // `config`: the forward pass's activations, the K/V caches and the
-  // logits (what admission reserves).
-  static size_t MemoryBytes(const ModelConfig& model, const SamplerConfig& config, int canvas);
+  // `config` and `caching`: the forward pass's activations, the K/V caches
+  // and the logits (what admission reserves).
+  static size_t MemoryBytes(const ModelConfig& model, const SamplerConfig& config,
+                            const CachingOptions& caching, int canvas);
   // What a session keeps beside its forward pass's activations: the K/V
   // caches and the logits (MemoryBytes less ForwardPass::ActivationBytes).
-  static size_t StateBytes(const ModelConfig& model, const SamplerConfig& config, int canvas);
+  static size_t StateBytes(const ModelConfig& model, const SamplerConfig& config,
+                           const CachingOptions& caching, int canvas);
   // The rows one forward of such a session computes at most: the canvas,
   // twice under CFG (the unconditional canvas rides in the same batch).
   static ForwardLimits Limits(const SamplerConfig& config, int canvas);
@@ -133,12 +137,13 @@ class DenoiseSession {
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
                                                                 const SamplerConfig& config,
                                                                 CanvasInput input,
-                                                                ForwardPass* pass);
+                                                                ForwardPass* pass,
+                                                                const CachingOptions& caching = {});
   // The same session over any logits source (tests script the logits); the
   // family and shift of `model` override the config's, as above.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       const SessionModel& model, const SamplerConfig& config, CanvasInput input,
-      std::unique_ptr<LogitsSource> logits);
+      std::unique_ptr<LogitsSource> logits, const CachingOptions& caching = {});
   // A session of DiffusionGemma's entropy-bound denoiser over `prompt` and
   // config.canvas_length positions after it; its forwards compute the whole
   // canvas and carry the self-conditioning input (no cache yet).
@@ -274,7 +279,8 @@ class DenoiseSession {
   // Validates and sizes the session; `make_source` gets the limits a
   // forward for this canvas needs.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Build(
-      const SessionModel& model, const SamplerConfig& config, CanvasInput input,
+      const SessionModel& model, const SamplerConfig& config, const CachingOptions& caching,
+      CanvasInput input,
       const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
           make_source);
 
@@ -322,7 +328,7 @@ class DenoiseSession {
     std::chrono::steady_clock::time_point start;
   };
   StepPlan plan_;
-  // Caches (config().cache != kNone): the canvas's, and under CFG the
+  // Caches (caching.cache != kNone at Create): the canvas's, and under CFG the
   // unconditional canvas's; the policy that plans their use.
   std::unique_ptr<KvCache> cache_, uncond_cache_;
   std::unique_ptr<CachePolicy> cache_policy_;

@@ -175,9 +175,9 @@ Json OpSplitJson(const ForwardStats& ops, double n) {
 
 // One run's record: medians, the op split, and the efficiency against the
 // larger of the bandwidth and int8 compute floors.
-Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t prompt_len,
-             const StepSamples& samples, double bandwidth, uint64_t weight_bytes,
-             double peak_per_thread) {
+Json RunJson(const ModelConfig& c, const SamplerConfig& sc, const CachingOptions& caching,
+             int threads, int64_t prompt_len, const StepSamples& samples, double bandwidth,
+             uint64_t weight_bytes, double peak_per_thread) {
   const std::vector<double>& step_ms = samples.step_ms;
   const double n = static_cast<double>(step_ms.size());
   const int gen = sc.gen_length;
@@ -196,14 +196,14 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, int threads, int64_t
   run["sampling_ms_median"] = Median(samples.sample_ms);
   run["tokens_per_second"] =
       samples.measured_seconds > 0 ? samples.committed / samples.measured_seconds : 0.0;
-  run["cache"] = std::string(CacheModeName(sc.cache));
-  run["cache_refresh"] = sc.cache_refresh_steps;
+  run["cache"] = std::string(CacheModeName(caching.cache));
+  run["cache_refresh"] = caching.cache_refresh_steps;
   run["threshold"] = sc.threshold ? Json(*sc.threshold) : Json(nullptr);
   run["algorithm"] = std::string(AlgorithmName(sc.algorithm));
   run["forward_steps"] = samples.forward_steps;
   run["rows_per_step_median"] = Median(samples.rows);
   run["committed"] = samples.committed;
-  if (sc.cache != CacheMode::kNone) {
+  if (caching.cache != CacheMode::kNone) {
     run["cache_refreshes"] = static_cast<int64_t>(samples.full_ms.size());
     run["full_step_ms_median"] = Median(samples.full_ms);
     run["cached_step_ms_median"] = Median(samples.cached_ms);
@@ -301,7 +301,8 @@ int RunBench(int argc, char** argv) {
       SamplerConfig sc = DefaultSamplerConfig(c.arch, gen);
       sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
       sc.early_exit = false;
-      if (absl::Status s = CacheFromFlags(*flags, &sc); !s.ok()) return Fail(s);
+      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+      if (!caching.ok()) return Fail(caching.status());
       if (flags->Has("alg")) {
         absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));
         if (!alg.ok()) return Fail(alg.status());
@@ -315,7 +316,7 @@ int RunBench(int argc, char** argv) {
       if (absl::Status s = sc.Validate(); !s.ok()) return Fail(s);
       tbb::task_arena arena(t);
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
-      arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt); });
+      arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt, *caching); });
       if (!session.ok()) return Fail(session.status());
       absl::StatusOr<StepSamples> samples =
           MeasureSteps(**session, arena, static_cast<int>(*warmup), static_cast<int>(*measured));
@@ -325,15 +326,15 @@ int RunBench(int argc, char** argv) {
             "--gen-lengths ", gen, ": the run finished within the ", *warmup,
             " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
       }
-      const Json run = RunJson(c, sc, t, static_cast<int64_t>(prompt.size()), *samples, bandwidth,
-                               weight_bytes, peak_per_thread);
+      const Json run = RunJson(c, sc, *caching, t, static_cast<int64_t>(prompt.size()), *samples,
+                               bandwidth, weight_bytes, peak_per_thread);
       runs.push_back(run);
       std::fprintf(stderr,
                    "%d threads, gen %d (canvas %lld, cache %s): %.1f ms/step median [%.1f, %.1f], "
                    "forward %.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 "
                    "compute %.1f ms; efficiency %.0f%%\n",
                    t, gen, static_cast<long long>(run["canvas"].get<int64_t>()),
-                   std::string(CacheModeName(sc.cache)).c_str(),
+                   std::string(CacheModeName(caching->cache)).c_str(),
                    run["ms_per_step_median"].get<double>(), run["ms_per_step_min"].get<double>(),
                    run["ms_per_step_max"].get<double>(), run["forward_ms_median"].get<double>(),
                    run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),

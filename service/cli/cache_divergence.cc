@@ -27,13 +27,12 @@ struct ForcedRun {
 };
 
 absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& model,
-                                        const SamplerConfig& exact_config,
-                                        const SamplerConfig& cached_config,
+                                        const SamplerConfig& config, const CachingOptions& caching,
                                         const std::vector<int32_t>& prompt) {
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<DenoiseSession> exact,
-                        DenoiseSession::Create(model, exact_config, prompt));
+                        DenoiseSession::Create(model, config, prompt));
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<DenoiseSession> cached,
-                        DenoiseSession::Create(model, cached_config, prompt));
+                        DenoiseSession::Create(model, config, prompt, caching));
   const size_t v = static_cast<size_t>(model->config().n_vocab);
   ForcedRun run;
   std::vector<double> kl;
@@ -73,12 +72,12 @@ absl::StatusOr<ForcedRun> TeacherForced(const std::shared_ptr<const Model>& mode
 
 // The cached session on its own, against the exact run's final canvas:
 // identical generated tokens, forward steps.
-absl::Status FreeRunning(const std::shared_ptr<const Model>& model,
-                         const SamplerConfig& cached_config, const std::vector<int32_t>& prompt,
+absl::Status FreeRunning(const std::shared_ptr<const Model>& model, const SamplerConfig& config,
+                         const CachingOptions& caching, const std::vector<int32_t>& prompt,
                          std::span<const int32_t> exact_canvas, int64_t* identical,
                          int64_t* generated, CacheDivergence* out) {
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<DenoiseSession> cached,
-                        DenoiseSession::Create(model, cached_config, prompt));
+                        DenoiseSession::Create(model, config, prompt, caching));
   while (!cached->done()) {
     DLLM_ASSIGN_OR_RETURN(StepReport step, cached->Advance());
     out->cached_forward_steps += step.forward_passes > 0;
@@ -94,14 +93,11 @@ absl::Status FreeRunning(const std::shared_ptr<const Model>& model,
 }  // namespace
 
 absl::StatusOr<CacheDivergence> MeasureCacheDivergence(
-    const std::shared_ptr<const Model>& model, const SamplerConfig& cached,
-    const std::vector<std::vector<int32_t>>& prompts, int threads) {
-  if (cached.cache == CacheMode::kNone) {
+    const std::shared_ptr<const Model>& model, const SamplerConfig& config,
+    const CachingOptions& caching, const std::vector<std::vector<int32_t>>& prompts, int threads) {
+  if (caching.cache == CacheMode::kNone) {
     return absl::InvalidArgumentError("divergence: needs a cache (--cache prefix or dual)");
   }
-  SamplerConfig exact = cached;
-  exact.cache = CacheMode::kNone;
-  exact.cache_refresh_steps = 0;
   CacheDivergence out;
   absl::Status status;
   double kl = 0, first_sum = 0;
@@ -109,7 +105,7 @@ absl::StatusOr<CacheDivergence> MeasureCacheDivergence(
   tbb::task_arena arena(threads);
   arena.execute([&] {
     for (const std::vector<int32_t>& prompt : prompts) {
-      absl::StatusOr<ForcedRun> run = TeacherForced(model, exact, cached, prompt);
+      absl::StatusOr<ForcedRun> run = TeacherForced(model, config, caching, prompt);
       if (!run.ok()) {
         status = run.status();
         return;
@@ -128,7 +124,8 @@ absl::StatusOr<CacheDivergence> MeasureCacheDivergence(
                                        : std::min(out.first_divergence_min, run->first_divergence);
       }
       out.exact_forward_steps += run->exact_forward_steps;
-      status = FreeRunning(model, cached, prompt, run->exact_canvas, &identical, &generated, &out);
+      status = FreeRunning(model, config, caching, prompt, run->exact_canvas, &identical,
+                           &generated, &out);
       if (!status.ok()) return;
     }
   });

@@ -41,11 +41,11 @@ struct CacheDivergence {
   int cached_full_steps = 0;  // of those, the ones that refilled the cache
 };
 
-// One run per prompt. `cached` holds the settings and the cache to measure;
-// the exact runs use the same settings with no cache.
+// One run per prompt under `config`: `caching` is the cache to measure, the
+// exact runs use no cache.
 absl::StatusOr<CacheDivergence> MeasureCacheDivergence(
-    const std::shared_ptr<const Model>& model, const SamplerConfig& cached,
-    const std::vector<std::vector<int32_t>>& prompts, int threads);
+    const std::shared_ptr<const Model>& model, const SamplerConfig& config,
+    const CachingOptions& caching, const std::vector<std::vector<int32_t>>& prompts, int threads);
 
 }  // namespace dllm
 

@@ -185,7 +185,8 @@ absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
 
 absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
                                            const Json& windows, const SamplerConfig& base,
-                                           const InfillTask& task, int threads) {
+                                           const CachingOptions& caching, const InfillTask& task,
+                                           int threads) {
   const ModelConfig& c = model->config();
   const Json* list = FindMember(windows, "windows");
   if (list == nullptr || !list->is_array() || list->empty()) {
@@ -237,7 +238,7 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
       CanvasInput input(std::vector<int32_t>(tokens->begin(), tokens->begin() + start),
                         std::vector<int32_t>(tokens->begin() + end, tokens->end()));
       absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-          DenoiseSession::Create(model, config, std::move(input));
+          DenoiseSession::Create(model, config, std::move(input), caching);
       if (!session.ok()) {
         status = session.status();
         return;
@@ -275,6 +276,8 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
                   const Json& windows, int threads) {
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config().arch);
   if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags);
+  if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<int64_t> prompt_len = flags.GetIntInRange("prompt-len", 32, 1, 1 << 20);
   if (!prompt_len.ok()) return Fail(prompt_len.status());
   const Json* list = FindMember(windows, "windows");
@@ -295,10 +298,11 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
     ids->resize(static_cast<size_t>(*prompt_len));
     prompts.push_back(std::move(*ids));
   }
-  absl::StatusOr<CacheDivergence> d = MeasureCacheDivergence(model, *config, prompts, threads);
+  absl::StatusOr<CacheDivergence> d =
+      MeasureCacheDivergence(model, *config, *caching, prompts, threads);
   if (!d.ok()) return Fail(d.status());
   const std::string setting = absl::StrCat(
-      "cache ", CacheModeName(config->cache), ", refresh ", config->cache_refresh_steps,
+      "cache ", CacheModeName(caching->cache), ", refresh ", caching->cache_refresh_steps,
       config->threshold ? absl::StrCat(", threshold ", *config->threshold) : "");
   std::printf(
       "divergence (%s; %d runs, gen %d, steps %d, block %d): teacher-forced mean KL "
@@ -313,8 +317,8 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
   if (flags.Has("json")) {
     Json result = {{"model", flags.Get("model")},
                    {"windows", flags.Get("windows")},
-                   {"cache", std::string(CacheModeName(config->cache))},
-                   {"cache_refresh", config->cache_refresh_steps},
+                   {"cache", std::string(CacheModeName(caching->cache))},
+                   {"cache_refresh", caching->cache_refresh_steps},
                    {"threshold", config->threshold ? Json(*config->threshold) : Json(nullptr)},
                    {"prompt_len", *prompt_len},
                    {"gen_length", config->gen_length},
@@ -414,7 +418,8 @@ int RunEval(int argc, char** argv) {
       if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
       config.threshold = static_cast<float>(threshold);
     }
-    if (absl::Status s = CacheFromFlags(*flags, &config); !s.ok()) return Fail(s);
+    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+    if (!caching.ok()) return Fail(caching.status());
     InfillTask task;
     task.steps_per_token = per_token;
     if (flags->Get("block-length") == "auto") {
@@ -428,7 +433,7 @@ int RunEval(int argc, char** argv) {
     if (!span.ok()) return Fail(span.status());
     task.span = static_cast<int>(*span);
     absl::StatusOr<InfillScore> infill =
-        EvaluateInfill(*model, *windows, config, task, static_cast<int>(*threads));
+        EvaluateInfill(*model, *windows, config, *caching, task, static_cast<int>(*threads));
     if (!infill.ok()) return Fail(infill.status());
     std::printf(
         "infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
@@ -440,9 +445,9 @@ int RunEval(int argc, char** argv) {
         : task.block_length == 0               ? "none"
                                                : absl::StrCat(task.block_length).c_str(),
         config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
-        std::string(CacheModeName(config.cache)).c_str(),
-        config.cache_refresh_steps > 0
-            ? absl::StrCat(" refresh ", config.cache_refresh_steps).c_str()
+        std::string(CacheModeName(caching->cache)).c_str(),
+        caching->cache_refresh_steps > 0
+            ? absl::StrCat(" refresh ", caching->cache_refresh_steps).c_str()
             : "");
     result["infill"] = {
         {"exact_match", infill->exact_match},
@@ -456,8 +461,8 @@ int RunEval(int argc, char** argv) {
          task.block_length == kInfillBlocksAuto ? Json("auto") : Json(task.block_length)},
         {"span", task.span == 0 ? Json("window") : Json(task.span)},
         {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
-        {"cache", std::string(CacheModeName(config.cache))},
-        {"cache_refresh", config.cache_refresh_steps},
+        {"cache", std::string(CacheModeName(caching->cache))},
+        {"cache_refresh", caching->cache_refresh_steps},
         {"forward_steps", infill->forward_steps},
         {"full_steps", infill->full_steps}};
   }

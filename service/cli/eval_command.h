@@ -64,11 +64,12 @@ struct InfillTask {
 };
 inline constexpr int kInfillBlocksAuto = -1;
 
-// `base` gives the sampler settings (algorithm, temperature, seed, cache,
-// ...); gen_length is each span's length.
+// `base` gives the sampler settings (algorithm, temperature, seed, ...;
+// gen_length is each span's length) and `caching` the K/V cache.
 absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
                                            const Json& windows, const SamplerConfig& base,
-                                           const InfillTask& task, int threads);
+                                           const CachingOptions& caching, const InfillTask& task,
+                                           int threads);
 
 int RunEval(int argc, char** argv);
 

@@ -147,27 +147,27 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
     c.threshold = static_cast<float>(*tau);
   }
   if (f.Has("no-early-exit")) c.early_exit = false;
-  if (absl::Status s = CacheFromFlags(f, &c); !s.ok()) return s;
   if (absl::Status s = c.Validate(); !s.ok()) return s;
   return c;
 }
 
-absl::Status CacheFromFlags(const ParsedFlags& f, SamplerConfig* config) {
+absl::StatusOr<CachingOptions> CachingOptionsFromFlags(const ParsedFlags& f) {
+  CachingOptions caching;
   if (f.Has("cache")) {
     absl::StatusOr<CacheMode> mode = ParseCacheMode(f.Get("cache"));
     if (!mode.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--cache: unknown mode '", f.Get("cache"), "' (none, prefix, dual)"));
     }
-    config->cache = *mode;
+    caching.cache = *mode;
   }
   absl::StatusOr<int64_t> refresh = f.GetIntInRange("cache-refresh", 0, 0, 1 << 20);
   if (!refresh.ok()) return refresh.status();
-  if (*refresh > 0 && config->cache == CacheMode::kNone) {
+  if (*refresh > 0 && caching.cache == CacheMode::kNone) {
     return absl::InvalidArgumentError("--cache-refresh needs --cache prefix or dual");
   }
-  config->cache_refresh_steps = static_cast<int>(*refresh);
-  return absl::OkStatus();
+  caching.cache_refresh_steps = static_cast<int>(*refresh);
+  return caching;
 }
 
 namespace {
@@ -237,8 +237,9 @@ Json StepJson(const StepReport& step) {
 
 // The --json document: the run's ids, text, settings and timings.
 Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerConfig& config,
-                const DenoiseSession& session, std::span<const int32_t> prompt,
-                const std::string& text, const RunTotals& totals, int threads, IsaLevel isa) {
+                const CachingOptions& caching, const DenoiseSession& session,
+                std::span<const int32_t> prompt, const std::string& text, const RunTotals& totals,
+                int threads, IsaLevel isa) {
   const std::span<const int32_t> canvas = session.canvas();
   const int steps_run = session.steps();
   Json out = Json::object();
@@ -264,8 +265,8 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
   settings["alg"] = std::string(AlgorithmName(config.algorithm));
   settings["temperature"] = static_cast<double>(config.temperature);
   settings["seed"] = static_cast<int64_t>(config.seed);
-  settings["cache"] = std::string(CacheModeName(config.cache));
-  settings["cache_refresh"] = config.cache_refresh_steps;
+  settings["cache"] = std::string(CacheModeName(caching.cache));
+  settings["cache_refresh"] = caching.cache_refresh_steps;
   settings["threads"] = threads;
   settings["isa"] = IsaLevelName(isa);
   out["settings"] = settings;
@@ -282,15 +283,16 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
 
 // The one-line summary on stderr after the text.
 void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
-                  const RunTotals& totals, int threads, IsaLevel isa) {
+                  const CachingOptions& caching, const RunTotals& totals, int threads,
+                  IsaLevel isa) {
   const int steps_run = session.steps();
   auto per_step = [&](double seconds) { return steps_run ? seconds * 1e3 / steps_run : 0.0; };
   const std::string early =
       session.exited_early() ? absl::StrCat(" of ", config.PlannedSteps(), ", early exit") : "";
   const ForwardStats& ops = totals.ops;
-  const std::string cache = config.cache == CacheMode::kNone
+  const std::string cache = caching.cache == CacheMode::kNone
                                 ? ""
-                                : absl::StrCat(", cache ", CacheModeName(config.cache), " (",
+                                : absl::StrCat(", cache ", CacheModeName(caching.cache), " (",
                                                session.cache_refreshes(), " full steps)");
   std::fprintf(
       stderr,
@@ -329,6 +331,8 @@ int RunGenerate(int argc, char** argv) {
   const ModelConfig& mc = (*model)->config();
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc.arch);
   if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+  if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*flags, **model);
   if (!prompt.ok()) return Fail(prompt.status());
   absl::StatusOr<std::vector<int32_t>> suffix = SuffixIds(*flags, **model);
@@ -337,8 +341,9 @@ int RunGenerate(int argc, char** argv) {
   const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));
   std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
-  arena->execute(
-      [&] { session = DenoiseSession::Create(*model, *config, CanvasInput(*prompt, *suffix)); });
+  arena->execute([&] {
+    session = DenoiseSession::Create(*model, *config, CanvasInput(*prompt, *suffix), *caching);
+  });
   if (!session.ok()) return Fail(session.status());
 
   const bool json = flags->Has("json");
@@ -370,15 +375,15 @@ int RunGenerate(int argc, char** argv) {
                        .value_or(""));
 
   if (json) {
-    const std::string dumped = DumpJson(ResultJson(*flags, mc, *config, **session, *prompt, text,
-                                                   totals, plan.threads, *isa),
+    const std::string dumped = DumpJson(ResultJson(*flags, mc, *config, *caching, **session,
+                                                   *prompt, text, totals, plan.threads, *isa),
                                         1) +
                                "\n";
     std::fwrite(dumped.data(), 1, dumped.size(), stdout);
     return 0;
   }
   std::printf("%s%s\n", live ? "\n" : "", text.c_str());
-  PrintSummary(**session, *config, totals, plan.threads, *isa);
+  PrintSummary(**session, *config, *caching, totals, plan.threads, *isa);
   return 0;
 }
 

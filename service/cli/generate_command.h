@@ -17,9 +17,9 @@ namespace dllm {
 // Sampler settings from generate's flags over DefaultSamplerConfig(arch).
 absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& flags, Arch arch);
 
-// `--cache none|prefix|dual` and `--cache-refresh R` into `config`
-// (generate, eval and bench take them alike); errors name the flag.
-absl::Status CacheFromFlags(const ParsedFlags& flags, SamplerConfig* config);
+// `--cache none|prefix|dual` and `--cache-refresh R` (generate, eval and
+// bench take them alike); errors name the flag.
+absl::StatusOr<CachingOptions> CachingOptionsFromFlags(const ParsedFlags& flags);
 // The usage line of those flags.
 inline constexpr const char* kCacheFlagsUsage = "[--cache none|prefix|dual] [--cache-refresh R]";
 

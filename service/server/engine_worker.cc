@@ -192,8 +192,9 @@ absl::Status EngineWorker::CreatePass() {
 void EngineWorker::RunInArena(const std::function<void()>& fn) { arena_->execute(fn); }
 
 EngineWorker::Reservation EngineWorker::ReservationFor(const ModelConfig& model,
-                                                       const SamplerConfig& config, int canvas) {
-  return {DenoiseSession::StateBytes(model, config, canvas),
+                                                       const SamplerConfig& config,
+                                                       const CachingOptions& caching, int canvas) {
+  return {DenoiseSession::StateBytes(model, config, caching, canvas),
           DenoiseSession::Limits(config, canvas).max_rows};
 }
 

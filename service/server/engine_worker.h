@@ -234,7 +234,7 @@ class EngineWorker {
     int rows = 0;
   };
   static Reservation ReservationFor(const ModelConfig& model, const SamplerConfig& config,
-                                    int canvas_tokens);
+                                    const CachingOptions& caching, int canvas_tokens);
   // Bytes the engine's pass takes for a batch of `max_batch_rows` rows
   // (reserved from the budget at start).
   static uint64_t PassBytes(const ModelConfig& model, int max_batch_rows);

@@ -23,8 +23,8 @@ int GenerateJob::planned_steps() const { return spec_.sampler.PlannedSteps(); }
 
 absl::Status GenerateJob::Begin(ForwardPass* pass) {
   first_run_ = EngineClock::now();
-  absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-      DenoiseSession::Create(model_, spec_.sampler, CanvasInput(spec_.prompt, spec_.suffix), pass);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = DenoiseSession::Create(
+      model_, spec_.sampler, CanvasInput(spec_.prompt, spec_.suffix), pass, spec_.caching);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   metrics_->OnStarted(queue_seconds(), static_cast<int>(spec_.prompt.size()),

@@ -133,6 +133,7 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
       SamplerConfigFromProto(diffusion, sampling, model.config());
   if (!config.ok()) return config.status();
   spec.sampler = *config;
+  DLLM_ASSIGN_OR_RETURN(spec.caching, CachingOptionsFromProto(diffusion, spec.sampler.gen_length));
   const int64_t n_ctx = model.config().n_ctx_train;
   const int64_t fixed = static_cast<int64_t>(spec.prompt.size() + spec.suffix.size());
   if (!spec.suffix.empty() && fixed >= n_ctx) {
@@ -334,15 +335,6 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   if (d.has_early_exit()) c.early_exit = d.early_exit();
   c.logits_eos_inf = d.logits_eos_inf();
   c.confidence_eos_eot_inf = d.confidence_eos_eot_inf();
-  if (!v1::Cache_IsValid(d.cache())) {
-    return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
-  }
-  c.cache = CacheModeFromProto(d.cache());
-  if (d.cache_refresh_steps() > static_cast<uint32_t>(c.gen_length)) {
-    return Invalid("diffusion.cache_refresh_steps",
-                   absl::StrCat(d.cache_refresh_steps(), " exceeds gen_length ", c.gen_length));
-  }
-  c.cache_refresh_steps = static_cast<int>(d.cache_refresh_steps());
   c.temperature = s.temperature();
   // Proto3 zero is "unset" for top_p: the default (off).
   if (s.top_p() != 0.0f) c.top_p = s.top_p();
@@ -352,6 +344,22 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   c.alg_temp = s.alg_temp();
   if (absl::Status st = c.Validate(); !st.ok()) return RenameSamplerField(st);
   return c;
+}
+
+absl::StatusOr<CachingOptions> CachingOptionsFromProto(const v1::DiffusionParams& d,
+                                                       int gen_length) {
+  CachingOptions o;
+  if (!v1::Cache_IsValid(d.cache())) {
+    return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
+  }
+  o.cache = CacheModeFromProto(d.cache());
+  if (d.cache_refresh_steps() > static_cast<uint32_t>(gen_length)) {
+    return Invalid("diffusion.cache_refresh_steps",
+                   absl::StrCat(d.cache_refresh_steps(), " exceeds gen_length ", gen_length));
+  }
+  o.cache_refresh_steps = static_cast<int>(d.cache_refresh_steps());
+  if (absl::Status st = o.Validate(); !st.ok()) return RenameSamplerField(st);
+  return o;
 }
 
 absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& stream) {

@@ -41,6 +41,7 @@ struct StreamSettings {
 struct GenerationSpec {
   std::string request_id;       // client's, or a generated one
   SamplerConfig sampler;        // resolved defaults, family = the model's
+  CachingOptions caching;       // the K/V cache the request asks for (default: exact)
   std::vector<int32_t> prompt;  // token ids after tokenizer / chat template
   std::vector<int32_t> suffix;  // infill: after the generated span (Prompt.suffix)
   StreamSettings stream;
@@ -95,6 +96,10 @@ CacheMode CacheModeFromProto(v1::Cache cache);
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,
                                                      const v1::SamplingParams& sampling,
                                                      const ModelConfig& config);
+// The request's cache settings (diffusion.cache, diffusion.cache_refresh_steps),
+// checked against its `gen_length`.
+absl::StatusOr<CachingOptions> CachingOptionsFromProto(const v1::DiffusionParams& diffusion,
+                                                       int gen_length);
 absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& stream);
 
 // A whole GenerateRequest. `model_path` is the served file (for `model`).

@@ -81,7 +81,7 @@ void StepOpJob::Deliver() {
 bool StepOpJob::RunOpen(ForwardPass* pass) {
   StepSessionState& s = *state_;
   absl::StatusOr<std::unique_ptr<DenoiseSession>> session = DenoiseSession::Create(
-      s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix), pass);
+      s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix), pass, s.spec.caching);
   if (!session.ok()) {
     s.lease.reset();
     Error(session.status());

@@ -131,8 +131,8 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
     outbox_->EndOp();
     return;
   }
-  const EngineWorker::Reservation reservation =
-      EngineWorker::ReservationFor(model.config(), spec->sampler, spec->canvas_tokens());
+  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
+      model.config(), spec->sampler, spec->caching, spec->canvas_tokens());
   absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
       service_->worker()->OpenSession(reservation);
   if (!lease.ok()) {

@@ -67,8 +67,7 @@ TEST(ForwardAllocTest, WarmDenoisingStepAllocatesNothing) {
   for (CacheMode cache : {CacheMode::kNone, CacheMode::kDual}) {
     SCOPED_TRACE(CacheModeName(cache));
     SamplerConfig c = testing::toy::Dream(64, 32, Algorithm::kEntropy);
-    c.cache = cache;
-    auto session = DenoiseSession::Create(*model, c, std::vector<int32_t>{100, 101, 102});
+    auto session = DenoiseSession::Create(*model, c, std::vector<int32_t>{100, 101, 102}, {cache});
     ASSERT_TRUE(session.ok());
     ASSERT_TRUE((*session)->Advance().ok());  // warm-up: per-thread scratch
     ASSERT_TRUE((*session)->Advance().ok());

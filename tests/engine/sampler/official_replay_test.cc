@@ -246,10 +246,8 @@ TEST_P(ForwardReplayTest, ReproducesTheRun) {
   // refills the cache).
   for (const CacheMode cache : {CacheMode::kNone, CacheMode::kPrefix, CacheMode::kDual}) {
     SCOPED_TRACE(absl::StrCat("cache ", CacheModeName(cache)));
-    SamplerConfig config = run.config;
-    config.cache = cache;
-    config.cache_refresh_steps = cache == CacheMode::kNone ? 0 : 1;
-    auto session = DenoiseSession::Create(*loaded, config, run.prompt);
+    const CachingOptions caching{cache, cache == CacheMode::kNone ? 0 : 1};
+    auto session = DenoiseSession::Create(*loaded, run.config, run.prompt, caching);
     ASSERT_THAT(session.status(), IsOk());
     auto trace = ::dllm::testing::RunToEnd(**session);
     ASSERT_THAT(trace.status(), IsOk());

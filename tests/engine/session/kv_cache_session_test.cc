@@ -70,10 +70,11 @@ SessionModel ToyModel(const SamplerConfig& config) {
   return m;
 }
 
-std::unique_ptr<DenoiseSession> Open(const SamplerConfig& config, std::vector<PlannedBatch>* log,
-                                     int fail_calls = 0) {
-  auto session = DenoiseSession::Create(ToyModel(config), config, toy::kPrompt,
-                                        std::make_unique<RecordingSource>(log, fail_calls));
+std::unique_ptr<DenoiseSession> Open(const SamplerConfig& config, const CachingOptions& caching,
+                                     std::vector<PlannedBatch>* log, int fail_calls = 0) {
+  auto session =
+      DenoiseSession::Create(ToyModel(config), config, toy::kPrompt,
+                             std::make_unique<RecordingSource>(log, fail_calls), caching);
   EXPECT_THAT(session.status(), IsOk());
   return session.ok() ? std::move(*session) : nullptr;
 }
@@ -90,16 +91,11 @@ void AdvanceAll(DenoiseSession& s) {
 }
 
 // gen 32 in blocks of 8, 2 steps a block; prompt 3, canvas 35.
-SamplerConfig LladaBlocks(CacheMode cache, int refresh = 0) {
-  SamplerConfig c = toy::Llada(32, 8, 8);
-  c.cache = cache;
-  c.cache_refresh_steps = refresh;
-  return c;
-}
+SamplerConfig LladaBlocks() { return toy::Llada(32, 8, 8); }
 
 TEST(KvCacheSessionTest, ExactDecodingComputesEveryRowWithoutACache) {
   std::vector<PlannedBatch> log;
-  auto s = Open(LladaBlocks(CacheMode::kNone), &log);
+  auto s = Open(LladaBlocks(), {CacheMode::kNone}, &log);
   AdvanceAll(*s);
   ASSERT_EQ(log.size(), 8u);
   for (const PlannedBatch& b : log) {
@@ -113,7 +109,7 @@ TEST(KvCacheSessionTest, ExactDecodingComputesEveryRowWithoutACache) {
 
 TEST(KvCacheSessionTest, DualComputesTheBlockBetweenFullSteps) {
   std::vector<PlannedBatch> log;
-  auto s = Open(LladaBlocks(CacheMode::kDual), &log);
+  auto s = Open(LladaBlocks(), {CacheMode::kDual}, &log);
   std::vector<bool> refreshed;
   std::vector<int64_t> rows;
   while (!s->done()) {
@@ -135,7 +131,7 @@ TEST(KvCacheSessionTest, DualComputesTheBlockBetweenFullSteps) {
 // block's full one, and nothing was counted.
 TEST(KvCacheSessionTest, AFailedForwardLeavesTheCacheStateAsItWas) {
   std::vector<PlannedBatch> log;
-  auto s = Open(LladaBlocks(CacheMode::kDual), &log, /*fail_calls=*/1);
+  auto s = Open(LladaBlocks(), {CacheMode::kDual}, &log, /*fail_calls=*/1);
   EXPECT_FALSE(s->Advance().ok());
   EXPECT_EQ(s->cache_refreshes(), 0);
   absl::StatusOr<StepReport> step = s->Advance();
@@ -148,7 +144,7 @@ TEST(KvCacheSessionTest, AFailedForwardLeavesTheCacheStateAsItWas) {
 
 TEST(KvCacheSessionTest, PrefixComputesFromTheBlockToTheEnd) {
   std::vector<PlannedBatch> log;
-  auto s = Open(LladaBlocks(CacheMode::kPrefix), &log);
+  auto s = Open(LladaBlocks(), {CacheMode::kPrefix}, &log);
   AdvanceAll(*s);
   const std::vector<std::pair<int, int>> want = {{0, 35}, {3, 35},  {0, 35}, {11, 35},
                                                  {0, 35}, {19, 35}, {0, 35}, {27, 35}};
@@ -160,9 +156,7 @@ TEST(KvCacheSessionTest, RefreshRecomputesTheCanvasEveryRSteps) {
     SCOPED_TRACE(refresh);
     std::vector<PlannedBatch> log;
     SamplerConfig c = toy::Llada(16, 8, 8);  // 2 blocks of 4 steps; canvas 19
-    c.cache = CacheMode::kDual;
-    c.cache_refresh_steps = refresh;
-    auto s = Open(c, &log);
+    auto s = Open(c, {CacheMode::kDual, refresh}, &log);
     AdvanceAll(*s);
     ASSERT_EQ(log.size(), 8u);
     for (size_t i = 0; i < log.size(); ++i) {
@@ -180,8 +174,7 @@ TEST(KvCacheSessionTest, DreamCachesThePromptAndComputesTheRowBeforeTheRegion) {
   for (CacheMode cache : {CacheMode::kPrefix, CacheMode::kDual}) {
     std::vector<PlannedBatch> log;
     SamplerConfig c = toy::Dream(16, 8);
-    c.cache = cache;
-    auto s = Open(c, &log);
+    auto s = Open(c, {cache}, &log);
     AdvanceAll(*s);
     ASSERT_EQ(log.size(), 8u);
     EXPECT_EQ(Ranges(log)[0], std::make_pair(0, 19));
@@ -195,8 +188,7 @@ TEST(KvCacheSessionTest, DreamBlocksCacheLikeLladaBlocksPlusTheRowBefore) {
   std::vector<PlannedBatch> log;
   SamplerConfig c = toy::Dream(16, 8, Algorithm::kEntropy);
   c.block_length = 8;  // 2 blocks of 4 steps; canvas 19
-  c.cache = CacheMode::kDual;
-  auto s = Open(c, &log);
+  auto s = Open(c, {CacheMode::kDual}, &log);
   AdvanceAll(*s);
   const std::vector<std::pair<int, int>> want = {{0, 19}, {2, 11},  {2, 11},  {2, 11},
                                                  {0, 19}, {10, 19}, {10, 19}, {10, 19}};
@@ -205,9 +197,9 @@ TEST(KvCacheSessionTest, DreamBlocksCacheLikeLladaBlocksPlusTheRowBefore) {
 
 TEST(KvCacheSessionTest, GuidanceRunsBothCanvasesInOneBatchEachWithItsCache) {
   std::vector<PlannedBatch> log;
-  SamplerConfig c = LladaBlocks(CacheMode::kDual);
+  SamplerConfig c = LladaBlocks();
   c.cfg_scale = 1.5f;
-  auto s = Open(c, &log);
+  auto s = Open(c, {CacheMode::kDual}, &log);
   AdvanceAll(*s);
   ASSERT_EQ(log.size(), 8u);
   for (const PlannedBatch& b : log) {
@@ -231,8 +223,7 @@ TEST(KvCacheSessionTest, GuidanceRunsBothCanvasesInOneBatchEachWithItsCache) {
 TEST(KvCacheSessionTest, StaleMakingOperationsForceAFullStep) {
   std::vector<PlannedBatch> log;
   SamplerConfig c = toy::Llada(32, 16, 8);  // 4 steps a block
-  c.cache = CacheMode::kDual;
-  auto s = Open(c, &log);
+  auto s = Open(c, {CacheMode::kDual}, &log);
   ASSERT_THAT(s->Advance().status(), IsOk());  // block 0's first step: full
   ASSERT_EQ(log.back()[0].row_end - log.back()[0].row_begin, 35);
 
@@ -279,10 +270,10 @@ TEST(KvCacheSessionTest, MemoryCountsTheCaches) {
   m.n_ctx_train = 4096;
   m.layers = UniformLayers(m);
   SamplerConfig c = toy::Llada(32, 8, 8);
-  const size_t exact = DenoiseSession::MemoryBytes(m, c, 40);
-  c.cache = CacheMode::kDual;
+  const size_t exact = DenoiseSession::MemoryBytes(m, c, {}, 40);
   // 2 (K and V) x 4 layers x 40 positions x 32 floats.
-  EXPECT_EQ(DenoiseSession::MemoryBytes(m, c, 40) - exact, 2u * 4 * 40 * 32 * sizeof(float));
+  EXPECT_EQ(DenoiseSession::MemoryBytes(m, c, {CacheMode::kDual}, 40) - exact,
+            2u * 4 * 40 * 32 * sizeof(float));
   EXPECT_EQ(KvCache::BytesFor(m, 40), 2u * 4 * 40 * 32 * sizeof(float));
 }
 

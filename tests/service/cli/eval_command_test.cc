@@ -110,7 +110,7 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   }
   SamplerConfig config = DefaultSamplerConfig(model->config().arch, kDefaultGenLength);
   config.temperature = 0;
-  auto first = EvaluateInfill(model, windows, config, InfillTask{}, 2);
+  auto first = EvaluateInfill(model, windows, config, {}, InfillTask{}, 2);
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_EQ(first->spans, static_cast<int>(windows.at("windows").size()));
   EXPECT_EQ(first->tokens, span_tokens);
@@ -119,7 +119,7 @@ TEST(EvalCommandTest, InfillFillsEachSpanWithTheTrainedModel) {
   // the algorithms).
   if (!kSanitized) EXPECT_GT(first->token_accuracy, 0.02);
   EXPECT_LE(first->exact_match, first->token_accuracy + 1e-9);
-  auto again = EvaluateInfill(model, windows, config, InfillTask{}, 2);
+  auto again = EvaluateInfill(model, windows, config, {}, InfillTask{}, 2);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->token_accuracy, first->token_accuracy) << "greedy infill is deterministic";
 }
@@ -139,9 +139,8 @@ TEST(EvalCommandTest, CacheDivergenceIsZeroAtRefreshOneAndCountsTheCachedRun) {
   }
   SamplerConfig config = DefaultSamplerConfig(model->config().arch, 32);
   config.block_length = 16;
-  config.cache = CacheMode::kDual;
-  config.cache_refresh_steps = 1;
-  auto exact = MeasureCacheDivergence(model, config, prompts, 2);
+  CachingOptions caching{CacheMode::kDual, 1};
+  auto exact = MeasureCacheDivergence(model, config, caching, prompts, 2);
   ASSERT_TRUE(exact.ok()) << exact.status();
   EXPECT_EQ(exact->runs, 3);
   EXPECT_GT(exact->rows, 0);
@@ -152,8 +151,8 @@ TEST(EvalCommandTest, CacheDivergenceIsZeroAtRefreshOneAndCountsTheCachedRun) {
   EXPECT_EQ(exact->identical_tokens, 1.0);
   EXPECT_EQ(exact->cached_full_steps, exact->cached_forward_steps);
 
-  config.cache_refresh_steps = 0;
-  auto cached = MeasureCacheDivergence(model, config, prompts, 2);
+  caching.cache_refresh_steps = 0;
+  auto cached = MeasureCacheDivergence(model, config, caching, prompts, 2);
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(cached->rows, exact->rows);  // teacher forcing: the same canvases, the same rows
   EXPECT_GT(cached->mean_kl, 0.0);
@@ -161,8 +160,8 @@ TEST(EvalCommandTest, CacheDivergenceIsZeroAtRefreshOneAndCountsTheCachedRun) {
   EXPECT_EQ(cached->cached_full_steps, 3 * 2);  // each run's 2 blocks start full
   EXPECT_EQ(cached->exact_forward_steps, exact->exact_forward_steps);
 
-  config.cache = CacheMode::kNone;
-  EXPECT_EQ(MeasureCacheDivergence(model, config, prompts, 2).status().code(),
+  caching.cache = CacheMode::kNone;
+  EXPECT_EQ(MeasureCacheDivergence(model, config, caching, prompts, 2).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 

@@ -34,7 +34,14 @@ namespace {
 struct RequestCase {
   std::string name;
   SamplerConfig config;
+  CachingOptions caching;
   std::vector<int32_t> prompt;
+};
+
+// What a case tweaks: the sampler's settings and the cache, side by side.
+struct CaseSettings : SamplerConfig {
+  CacheMode cache = CacheMode::kNone;
+  int cache_refresh_steps = 0;
 };
 
 // What a request did: one fingerprint per step (the rows it read, their
@@ -71,7 +78,7 @@ class SessionJob : public EngineJob {
   absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) override {
     if (session_ == nullptr) {
       absl::StatusOr<std::unique_ptr<DenoiseSession>> s =
-          DenoiseSession::Create(model_, case_.config, case_.prompt, pass);
+          DenoiseSession::Create(model_, case_.config, case_.prompt, pass, case_.caching);
       if (!s.ok()) return s.status();
       session_ = std::move(*s);
     }
@@ -125,53 +132,55 @@ std::vector<int32_t> Prompt(int length, int seed, const ModelConfig& c) {
 std::vector<RequestCase> Cases(const ModelConfig& c) {
   std::vector<RequestCase> out;
   const auto add = [&](std::string name, int prompt_len, int gen, auto tweak) {
-    SamplerConfig s = DefaultSamplerConfig(c.arch, gen);
+    CaseSettings s;
+    static_cast<SamplerConfig&>(s) = DefaultSamplerConfig(c.arch, gen);
     s.early_exit = false;
     tweak(s);
-    out.push_back({std::move(name), s, Prompt(prompt_len, static_cast<int>(out.size()), c)});
+    out.push_back({std::move(name), s, CachingOptions{s.cache, s.cache_refresh_steps},
+                   Prompt(prompt_len, static_cast<int>(out.size()), c)});
   };
   if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
-    add("exact", 5, 16, [](SamplerConfig& s) { s.steps = 16, s.block_length = 8; });
-    add("dual-gumbel", 12, 32, [](SamplerConfig& s) {
+    add("exact", 5, 16, [](CaseSettings& s) { s.steps = 16, s.block_length = 8; });
+    add("dual-gumbel", 12, 32, [](CaseSettings& s) {
       s.steps = 16, s.block_length = 16, s.cache = CacheMode::kDual, s.temperature = 0.7f,
       s.seed = 3;
     });
     add("prefix", 3, 24,
-        [](SamplerConfig& s) { s.steps = 12, s.block_length = 8, s.cache = CacheMode::kPrefix; });
+        [](CaseSettings& s) { s.steps = 12, s.block_length = 8, s.cache = CacheMode::kPrefix; });
     add("cfg", 9, 16,
-        [](SamplerConfig& s) { s.steps = 8, s.block_length = 16, s.cfg_scale = 1.5f; });
-    add("threshold-dual", 20, 32, [](SamplerConfig& s) {
+        [](CaseSettings& s) { s.steps = 8, s.block_length = 16, s.cfg_scale = 1.5f; });
+    add("threshold-dual", 20, 32, [](CaseSettings& s) {
       s.steps = 32, s.block_length = 16, s.cache = CacheMode::kDual, s.threshold = 0.3f;
     });
-    add("random", 7, 8, [](SamplerConfig& s) {
+    add("random", 7, 8, [](CaseSettings& s) {
       s.steps = 8, s.block_length = 8, s.algorithm = Algorithm::kRandom, s.seed = 7;
     });
-    add("cfg-dual", 4, 16, [](SamplerConfig& s) {
+    add("cfg-dual", 4, 16, [](CaseSettings& s) {
       s.steps = 16, s.block_length = 8, s.cfg_scale = 1.0f, s.cache = CacheMode::kDual;
     });
-    add("prefix-refresh", 15, 40, [](SamplerConfig& s) {
+    add("prefix-refresh", 15, 40, [](CaseSettings& s) {
       s.steps = 20, s.block_length = 8, s.cache = CacheMode::kPrefix, s.cache_refresh_steps = 2;
     });
   } else {
-    add("exact", 5, 16, [](SamplerConfig& s) { s.steps = 16; });
-    add("dual-sampled", 12, 32, [](SamplerConfig& s) {
+    add("exact", 5, 16, [](CaseSettings& s) { s.steps = 16; });
+    add("dual-sampled", 12, 32, [](CaseSettings& s) {
       s.steps = 16, s.cache = CacheMode::kDual, s.temperature = 0.6f, s.top_p = 0.9f, s.seed = 3;
     });
-    add("prefix-maskgit", 3, 24, [](SamplerConfig& s) {
+    add("prefix-maskgit", 3, 24, [](CaseSettings& s) {
       s.steps = 12, s.cache = CacheMode::kPrefix, s.algorithm = Algorithm::kMaskgitPlus;
     });
     add("margin", 9, 16,
-        [](SamplerConfig& s) { s.steps = 8, s.algorithm = Algorithm::kTopkMargin; });
-    add("threshold-dual", 20, 32, [](SamplerConfig& s) {
+        [](CaseSettings& s) { s.steps = 8, s.algorithm = Algorithm::kTopkMargin; });
+    add("threshold-dual", 20, 32, [](CaseSettings& s) {
       s.steps = 32, s.cache = CacheMode::kDual, s.threshold = 0.3f,
       s.algorithm = Algorithm::kMaskgitPlus;
     });
-    add("origin", 7, 8, [](SamplerConfig& s) {
+    add("origin", 7, 8, [](CaseSettings& s) {
       s.steps = 8, s.algorithm = Algorithm::kOrigin, s.temperature = 0.5f, s.seed = 7;
     });
     add("blocks-dual", 4, 16,
-        [](SamplerConfig& s) { s.steps = 16, s.block_length = 8, s.cache = CacheMode::kDual; });
-    add("prefix-refresh", 15, 40, [](SamplerConfig& s) {
+        [](CaseSettings& s) { s.steps = 16, s.block_length = 8, s.cache = CacheMode::kDual; });
+    add("prefix-refresh", 15, 40, [](CaseSettings& s) {
       s.steps = 20, s.cache = CacheMode::kPrefix, s.cache_refresh_steps = 2;
     });
   }
@@ -238,8 +247,9 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   }
   for (size_t i : order) {
     const RequestCase& c = cases[i];
-    const EngineWorker::Reservation r = EngineWorker::ReservationFor(
-        model->config(), c.config, static_cast<int>(c.prompt.size()) + c.config.gen_length);
+    const EngineWorker::Reservation r =
+        EngineWorker::ReservationFor(model->config(), c.config, c.caching,
+                                     static_cast<int>(c.prompt.size()) + c.config.gen_length);
     EXPECT_TRUE(worker.Submit(jobs[i], r).ok()) << c.name;
   }
   std::thread canceller;

@@ -500,7 +500,8 @@ TEST(EngineWorkerWarmUpTest, WarmsUpOnTheRealModel) {
   // A request reserves its logits (and caches); the pass is the engine's.
   // Logits are kept for the generated positions only (64), not the prompt
   // (issue #40: a long infill canvas paged in its whole canvas's worth).
-  const EngineWorker::Reservation r = EngineWorker::ReservationFor((*model)->config(), c, 10 + 64);
+  const EngineWorker::Reservation r =
+      EngineWorker::ReservationFor((*model)->config(), c, {}, 10 + 64);
   EXPECT_EQ(r.bytes, static_cast<uint64_t>(64) * (*model)->config().n_vocab * 4);
   EXPECT_EQ(r.rows, 74);
   EXPECT_GE(w.load().reserved_bytes,

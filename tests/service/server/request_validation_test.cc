@@ -243,11 +243,11 @@ TEST_F(RequestValidationTest, MaskTokenTextIsRefusedInEveryTextField) {
   EXPECT_THAT(Llada(r), StatusIs(absl::StatusCode::kInvalidArgument, "prompt.system: "));
 }
 
-TEST_F(RequestValidationTest, CacheSettingsReachTheSamplerConfig) {
+TEST_F(RequestValidationTest, CacheSettingsReachTheCachingOptions) {
   v1::GenerateRequest r = Text("hello");
   absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r, llada(), *llada_path_);
   ASSERT_THAT(spec.status(), IsOk());
-  EXPECT_EQ(spec->sampler.cache, CacheMode::kNone);
+  EXPECT_EQ(spec->caching.cache, CacheMode::kNone);
   for (const auto& [proto, mode] : {std::pair{v1::CACHE_NONE, CacheMode::kNone},
                                     {v1::CACHE_PREFIX, CacheMode::kPrefix},
                                     {v1::CACHE_DUAL, CacheMode::kDual}}) {
@@ -255,8 +255,8 @@ TEST_F(RequestValidationTest, CacheSettingsReachTheSamplerConfig) {
     r.mutable_diffusion()->set_cache_refresh_steps(proto == v1::CACHE_NONE ? 0 : 8);
     spec = ValidateGenerateRequest(r, llada(), *llada_path_);
     ASSERT_THAT(spec.status(), IsOk());
-    EXPECT_EQ(spec->sampler.cache, mode);
-    EXPECT_EQ(spec->sampler.cache_refresh_steps, proto == v1::CACHE_NONE ? 0 : 8);
+    EXPECT_EQ(spec->caching.cache, mode);
+    EXPECT_EQ(spec->caching.cache_refresh_steps, proto == v1::CACHE_NONE ? 0 : 8);
   }
 }
 

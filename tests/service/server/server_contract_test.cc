@@ -468,7 +468,7 @@ TEST_F(ServerContractTest, SequentialClientsAreNeverRefused) {
   const v1::GenerateRequest req = Request("hello", 32, 32, 32);
   const EngineWorker::Reservation one = EngineWorker::ReservationFor(
       (*model_)->config(),
-      *SamplerConfigFromProto(req.diffusion(), req.sampling(), (*model_)->config()),
+      *SamplerConfigFromProto(req.diffusion(), req.sampling(), (*model_)->config()), {},
       static_cast<int>((*model_)->tokenizer().Encode("hello", true, true).size()) + 32);
   EngineOptions engine;
   engine.max_running = 1;
