@@ -129,11 +129,12 @@ std::vector<LayerConfig> UniformLayers(const ModelConfig& c) {
 
 // One row per architecture; the order is that of `Arch`.
 constexpr ArchTraits kArchTraits[] = {
-    // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd
-    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false},
-    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true},
-    {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true},
-    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false},
+    // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd,
+    // sliding_window
+    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false, false},
+    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true, false},
+    {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true, false},
+    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false, false},
 };
 
 const ArchTraits& TraitsOf(Arch arch) { return kArchTraits[static_cast<int>(arch)]; }
@@ -309,7 +310,45 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   c.ropes = {RopeSpec{c.rope_type, c.rope_theta, c.head_dim}};
   c.layers = UniformLayers(c);
   for (size_t l = 0; l < c.layers.size(); ++l) c.layers[l].n_head_kv = head_count_kv[l];
+  if (c.traits().sliding_window) DLLM_RETURN_IF_ERROR(ReadSlidingLayers(f, &c));
   return c;
+}
+
+absl::Status ReadSlidingLayers(const GgufFile& f, ModelConfig* c) {
+  const std::string a(ArchName(c->arch));
+  const std::string pattern_key = a + ".attention.sliding_window_pattern";
+  const GgufValue* pattern = f.FindValue(pattern_key);
+  if (pattern == nullptr) return absl::OkStatus();
+  const int64_t n_layer = static_cast<int64_t>(c->layers.size());
+  std::vector<bool> sliding(static_cast<size_t>(n_layer), false);
+  if (pattern->type == GgufValueType::kArray) {
+    if (static_cast<int64_t>(pattern->count) != n_layer) {
+      return Invalid(f, absl::StrCat("key '", pattern_key, "' is an array of ", pattern->count,
+                                     " entries; expected one per layer (", n_layer, ")"));
+    }
+    if (GgufValueTypeBytes(pattern->elem_type) == 0) {
+      return Invalid(f, absl::StrCat("key '", pattern_key, "' is not an array of numbers"));
+    }
+    for (int64_t l = 0; l < n_layer; ++l) {
+      sliding[static_cast<size_t>(l)] = GgufArrayInt(*pattern, static_cast<uint64_t>(l)) != 0;
+    }
+  } else {
+    DLLM_ASSIGN_OR_RETURN(const uint64_t period, f.GetUint(pattern_key));
+    for (int64_t l = 0; l < n_layer; ++l) {
+      sliding[static_cast<size_t>(l)] =
+          period == 0 || static_cast<uint64_t>(l) % period < period - 1;
+    }
+  }
+  if (std::none_of(sliding.begin(), sliding.end(), [](bool s) { return s; })) {
+    return absl::OkStatus();
+  }
+  DLLM_ASSIGN_OR_RETURN(const int64_t window, ReadDim(f, a + ".attention.sliding_window"));
+  for (size_t l = 0; l < sliding.size(); ++l) {
+    if (!sliding[l]) continue;
+    c->layers[l].attention = AttentionKind::kSliding;
+    c->layers[l].window = static_cast<int32_t>(window);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace dllm

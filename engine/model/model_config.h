@@ -44,6 +44,7 @@ struct ArchTraits {
   bool moe_norm_weights;  // top-k router weights renormalised to sum 1 (rnd1)
   bool output_required;   // output.weight must be present (no tied head)
   bool q_is_n_embd;       // attn_q is {n_embd, n_embd}: n_head * head_dim == n_embd
+  bool sliding_window;    // layers may slide (ReadSlidingLayers reads which)
 };
 const ArchTraits& TraitsOf(Arch arch);
 
@@ -153,6 +154,16 @@ inline int32_t PredictingRow(bool shift_logits, int32_t p) { return shift_logits
 // traits describe it (`n_layer` copies of one LayerConfig, RoPE table 0):
 // what a model of one layer kind is.
 std::vector<LayerConfig> UniformLayers(const ModelConfig& config);
+
+// Marks the sliding layers of `config` (its `layers` built) from
+// {arch}.attention.sliding_window_pattern, as llama.cpp reads it: a
+// per-layer array (true or nonzero: the layer slides; what DiffusionGemma's
+// converter writes), or a period n (layer l slides unless l % n == n - 1;
+// every layer when n is 0), each sliding layer keeping the keys within
+// {arch}.attention.sliding_window. No pattern: every layer is global.
+// ModelConfigFromGguf calls it for architectures whose traits say
+// `sliding_window`. Errors name the key.
+absl::Status ReadSlidingLayers(const GgufFile& file, ModelConfig* config);
 
 // Reads and validates the hyperparameters. Errors name the key.
 absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& file);

@@ -1,5 +1,7 @@
 #include "engine/model/model_config.h"
 
+#include <functional>
+
 #include "engine/model/kv_cache.h"
 #include "engine/model/tensor_layout.h"
 #include "gtest/gtest.h"
@@ -172,6 +174,74 @@ TEST(ModelConfigTest, PerLayerHeadCountKvGivesEachLayerItsWidths) {
   EXPECT_THAT(ModelConfigFromGguf(*odd->file).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        "head_count 4 is not a multiple of layer 1's head_count_kv 3"));
+}
+
+// sliding_window_pattern, as llama.cpp reads it: a per-layer array (what
+// DiffusionGemma's converter writes) or a period; the window applies to
+// the sliding layers only.
+TEST(ModelConfigTest, SlidingWindowPatternMarksTheSlidingLayers) {
+  const auto kinds = [](const ModelConfig& c) {
+    std::vector<std::pair<AttentionKind, int32_t>> out;
+    for (const LayerConfig& l : c.layers) out.emplace_back(l.attention, l.window);
+    return out;
+  };
+  using K = AttentionKind;
+  struct Case {
+    std::function<void(GgufBuilder&)> keys;
+    std::vector<std::pair<AttentionKind, int32_t>> want;
+  };
+  const std::vector<Case> cases = {
+      {[](GgufBuilder&) {}, {{K::kGlobal, 0}, {K::kGlobal, 0}}},
+      {[](GgufBuilder& b) {
+         b.I32Array("llada.attention.sliding_window_pattern", {1, 0})
+             .U32("llada.attention.sliding_window", 4);
+       },
+       {{K::kSliding, 4}, {K::kGlobal, 0}}},
+      // Period 2: the last layer of each period is global.
+      {[](GgufBuilder& b) {
+         b.U32("llada.attention.sliding_window_pattern", 2)
+             .U32("llada.attention.sliding_window", 7);
+       },
+       {{K::kSliding, 7}, {K::kGlobal, 0}}},
+      // Period 0: every layer slides; period 1: none does (no window needed).
+      {[](GgufBuilder& b) {
+         b.U32("llada.attention.sliding_window_pattern", 0)
+             .U32("llada.attention.sliding_window", 3);
+       },
+       {{K::kSliding, 3}, {K::kSliding, 3}}},
+      {[](GgufBuilder& b) { b.U32("llada.attention.sliding_window_pattern", 1); },
+       {{K::kGlobal, 0}, {K::kGlobal, 0}}},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    GgufBuilder b = testing::TinyModelBuilder("llada");
+    cases[i].keys(b);
+    auto p = ParseBuilder(b);
+    ASSERT_TRUE(p->file.ok()) << p->file.status();
+    auto c = ModelConfigFromGguf(*p->file);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE(ReadSlidingLayers(*p->file, &*c).ok());
+    EXPECT_EQ(kinds(*c), cases[i].want);
+  }
+
+  GgufBuilder short_array = testing::TinyModelBuilder("llada");
+  short_array.I32Array("llada.attention.sliding_window_pattern", {1})
+      .U32("llada.attention.sliding_window", 4);
+  auto p = ParseBuilder(short_array);
+  ASSERT_TRUE(p->file.ok());
+  auto c = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(c.ok());
+  EXPECT_THAT(ReadSlidingLayers(*p->file, &*c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       "key 'llada.attention.sliding_window_pattern' is an array of 1 entries"));
+  GgufBuilder no_window = testing::TinyModelBuilder("llada");
+  no_window.I32Array("llada.attention.sliding_window_pattern", {1, 0});
+  auto q = ParseBuilder(no_window);
+  ASSERT_TRUE(q->file.ok());
+  auto d = ModelConfigFromGguf(*q->file);
+  ASSERT_TRUE(d.ok());
+  EXPECT_THAT(ReadSlidingLayers(*q->file, &*d),
+              StatusIs(absl::StatusCode::kNotFound, "llada.attention.sliding_window"));
 }
 
 }  // namespace
