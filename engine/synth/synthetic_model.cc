@@ -2,6 +2,7 @@
 
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -118,6 +119,20 @@ void SetVocabulary(Arch arch, SyntheticShape* s) {
   }
 }
 
+// The keys of a custom shape and the field each sets.
+struct ShapeKey {
+  const char* key;
+  int64_t SyntheticShape::*value;
+};
+constexpr ShapeKey kShapeKeys[] = {
+    {"d", &SyntheticShape::n_embd},    {"l", &SyntheticShape::n_layer},
+    {"h", &SyntheticShape::n_head},    {"kv", &SyntheticShape::n_head_kv},
+    {"ff", &SyntheticShape::n_ff},     {"v", &SyntheticShape::n_vocab},
+    {"ctx", &SyntheticShape::n_ctx},   {"hd", &SyntheticShape::head_dim},
+    {"e", &SyntheticShape::n_expert},  {"eu", &SyntheticShape::n_expert_used},
+    {"fe", &SyntheticShape::n_ff_exp},
+};
+
 absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
   for (absl::string_view kv : absl::StrSplit(spec, ',', absl::SkipEmpty())) {
     std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
@@ -125,31 +140,13 @@ absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
     if (!absl::SimpleAtoi(p.second, &v) || v < 1 || v > (int64_t{1} << 24)) {
       return Invalid(absl::StrCat("custom shape: '", kv, "' is not key=positive integer"));
     }
-    if (p.first == "d")
-      s->n_embd = v;
-    else if (p.first == "l")
-      s->n_layer = v;
-    else if (p.first == "h")
-      s->n_head = v;
-    else if (p.first == "kv")
-      s->n_head_kv = v;
-    else if (p.first == "ff")
-      s->n_ff = v;
-    else if (p.first == "v")
-      s->n_vocab = v;
-    else if (p.first == "ctx")
-      s->n_ctx = v;
-    else if (p.first == "hd")
-      s->head_dim = v;
-    else if (p.first == "e")
-      s->n_expert = v;
-    else if (p.first == "eu")
-      s->n_expert_used = v;
-    else if (p.first == "fe")
-      s->n_ff_exp = v;
-    else
+    const auto field = std::find_if(std::begin(kShapeKeys), std::end(kShapeKeys),
+                                    [&](const ShapeKey& k) { return p.first == k.key; });
+    if (field == std::end(kShapeKeys)) {
       return Invalid(
           absl::StrCat("custom shape: unknown key '", p.first, "' (d l h kv ff v ctx hd e eu fe)"));
+    }
+    s->*field->value = v;
   }
   if (s->n_head_kv == 0) s->n_head_kv = s->n_head;
   if (s->n_vocab < 260) return Invalid("custom shape: v must be at least 260");
