@@ -1,4 +1,4 @@
-// Elementwise and row kernels of the forward pass: RMSNorm, SwiGLU and add,
+// Elementwise and row kernels of the forward pass: RMSNorm, SwiGLU, GeGLU and add,
 // one table per ISA like gemm.h. (RoPE is table-driven in the forward pass,
 // forward.cc; attention keeps its own online softmax, attention_impl.h.) Scalar
 // and AVX2 paths; AVX-512 levels use the AVX2 table. No alignment needed;
@@ -14,10 +14,14 @@ namespace dllm {
 
 struct VectorKernels {
   IsaLevel isa = IsaLevel::kScalar;
-  // y = x * w / sqrt(mean(x^2) + eps) over n elements; y may alias x.
+  // y = x * w / sqrt(mean(x^2) + eps) over n elements (w null: no weight);
+  // y may alias x.
   void (*rms_norm)(const float* x, const float* w, float eps, int64_t n, float* y) = nullptr;
   // y = silu(g) * u = g / (1 + exp(-g)) * u; y may alias g or u.
   void (*swiglu)(const float* g, const float* u, int64_t n, float* y) = nullptr;
+  // y = gelu(g) * u with GELU's tanh form, 0.5 g (1 + tanh(sqrt(2/pi) (g +
+  // 0.044715 g^3))) (ggml_gelu's formula); y may alias g or u.
+  void (*geglu)(const float* g, const float* u, int64_t n, float* y) = nullptr;
   // y = a + b; y may alias a or b.
   void (*add)(const float* a, const float* b, int64_t n, float* y) = nullptr;
 };

@@ -53,6 +53,12 @@ void RmsNormAvx2(const float* x, const float* w, float eps, int64_t n, float* y)
   for (; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
   const __m256 vs = _mm256_set1_ps(scale);
+  if (w == nullptr) {
+    for (i = 0; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+    for (; i < n; ++i) y[i] = x[i] * scale;
+    return;
+  }
   for (i = 0; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(
         y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs), _mm256_loadu_ps(w + i)));
@@ -72,6 +78,27 @@ void SwigluAvx2(const float* g, const float* u, int64_t n, float* y) {
   for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
+// tanh(z) = 1 - 2 / (exp(2z) + 1): Exp256 saturates at both ends, so the
+// result goes to +-1 without overflow to NaN.
+void GegluAvx2(const float* g, const float* u, int64_t n, float* y) {
+  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f), half = _mm256_set1_ps(0.5f);
+  const __m256 c = _mm256_set1_ps(kSqrt2OverPi), a = _mm256_set1_ps(kGeluCubic);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(g + i);
+    const __m256 z =
+        _mm256_mul_ps(_mm256_mul_ps(c, x), _mm256_fmadd_ps(_mm256_mul_ps(a, x), x, one));
+    const __m256 e = Exp256(_mm256_mul_ps(two, z));
+    const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(e, one)));
+    const __m256 gelu = _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, t));
+    _mm256_storeu_ps(y + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(u + i)));
+  }
+  for (; i < n; ++i) {
+    const float x = g[i];
+    y[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCubic * x * x))) * u[i];
+  }
+}
+
 void AddAvx2(const float* a, const float* b, int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -85,6 +112,7 @@ void AddAvx2(const float* a, const float* b, int64_t n, float* y) {
 void FillAvx2VectorKernels(VectorKernels* k) {
   k->rms_norm = RmsNormAvx2;
   k->swiglu = SwigluAvx2;
+  k->geglu = GegluAvx2;
   k->add = AddAvx2;
 }
 

@@ -6,6 +6,10 @@
 
 namespace dllm::vector_internal {
 
+// GELU's tanh form: 0.5 x (1 + tanh(kSqrt2OverPi x (1 + kGeluCubic x^2))).
+inline constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+inline constexpr float kGeluCubic = 0.044715f;
+
 void FillScalarVectorKernels(VectorKernels* k);
 void FillAvx2VectorKernels(VectorKernels* k);
 

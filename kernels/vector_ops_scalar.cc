@@ -12,11 +12,18 @@ void RmsNormScalar(const float* x, const float* w, float eps, int64_t n, float* 
   double ss = 0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
   const float scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.0f);
 }
 
 void SwigluScalar(const float* g, const float* u, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void GegluScalar(const float* g, const float* u, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    y[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCubic * x * x))) * u[i];
+  }
 }
 
 void AddScalar(const float* a, const float* b, int64_t n, float* y) {
@@ -28,6 +35,7 @@ void AddScalar(const float* a, const float* b, int64_t n, float* y) {
 void FillScalarVectorKernels(VectorKernels* k) {
   k->rms_norm = RmsNormScalar;
   k->swiglu = SwigluScalar;
+  k->geglu = GegluScalar;
   k->add = AddScalar;
 }
 

@@ -51,6 +51,10 @@ void ForEachView(const ModelConfig& c, int64_t rows, Activations* a, Visit visit
     ints(&a->route_order, ne);
     ints(&a->group_ints, 2 * rows * k + 2 * ne + 1);
   }
+  if (c.traits().gemma) {
+    floats(&a->ffn_out, c.n_embd);
+    ints(&a->selected_rows, rows);
+  }
   for (int slot = 0; slot < kNumXq; ++slot) {
     void* base = nullptr;
     visit(&base, QuantizedRowsBytes(rows, XqCols(c, slot)));

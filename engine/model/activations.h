@@ -63,6 +63,11 @@ class Activations {
   int32_t* group_ints = nullptr;     // (2 x max_rows x n_expert_used + 2 x n_expert + 1)
   float* route_probs = nullptr;      // (n_expert) scratch for RouteRow
   int32_t* route_order = nullptr;    // (n_expert) scratch for RouteRow
+  // Gemma 4 only: a second FFN output (the dense branch beside the experts;
+  // the self-conditioning MLP's), and a list of computed rows (those taking
+  // self-conditioning).
+  float* ffn_out = nullptr;          // (n_embd)
+  int32_t* selected_rows = nullptr;  // (max_rows)
   // The batch's rows: per computed row its token and RoPE position, and
   // per logits row the computed row it comes from.
   int32_t* row_tokens = nullptr;       // (max_rows)

@@ -1,5 +1,6 @@
 #include "engine/model/forward.h"
 
+#include <tbb/blocked_range.h>
 #include <tbb/blocked_range2d.h>
 #include <tbb/info.h>
 #include <tbb/parallel_for.h>
@@ -101,21 +102,24 @@ void RmsNormRows(const VectorKernels& vk, const float* x, int64_t m, int64_t n, 
 struct HeadEpilogue {
   const float* bias = nullptr;
   const float* head_norm = nullptr;
+  bool unweighted_norm = false;  // a per-head RMSNorm without weight (Gemma 4's V)
   bool rotate = false;
 };
 
+// RoPE over the first spec.dims dimensions of each head (the rest pass):
+// NORM pairs (2i, 2i+1), NEOX pairs (i, i + dims/2).
 void BiasNormRope(const LayerContext& ctx, const LayerConfig& layer, float* x, int64_t width,
                   const int32_t* positions, int64_t m, const HeadEpilogue& e) {
   const RopeTable& rope = ctx.ropes[static_cast<size_t>(layer.rope)];
   const RopeType type = rope.spec.type;
   const int64_t head_dim = layer.head_dim;
-  const int64_t half = head_dim / 2;
+  const int64_t half = rope.spec.dims / 2;
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
     float* row = x + r * width;
     if (e.bias != nullptr) {
       for (int64_t c = 0; c < width; ++c) row[c] += e.bias[c];
     }
-    if (e.head_norm != nullptr) {
+    if (e.head_norm != nullptr || e.unweighted_norm) {
       for (int64_t h = 0; h < width / head_dim; ++h) {
         ctx.vk->rms_norm(row + h * head_dim, e.head_norm, ctx.eps, head_dim, row + h * head_dim);
       }
@@ -238,75 +242,143 @@ void Project(const LayerContext& ctx, const Linear& w, const float* x, int64_t l
   }
 }
 
-// out[i] = down(silu(gate(h[r])) * up(h[r])) for the rows r = rows[i] (rows
-// null: r = i), i < count: the dense FFN, and one expert's (`n_ff` wide).
-void SwiGluFfn(const LayerContext& ctx, const SwiGluWeights& w, int64_t n_ff, const int32_t* rows,
-               int64_t count, float* out, Activations& act) {
+// The gate's activation of a gated FFN.
+enum class Gating { kSilu, kGelu };
+
+// out[i] = down(act(gate(h[r])) * up(h[r])) for the rows r = rows[i] (rows
+// null: r = i), i < count: a dense FFN, and one expert's (`n_ff` wide).
+void GatedFfn(const LayerContext& ctx, const GatedFfnWeights& w, Gating gating, int64_t n_ff,
+              const int32_t* rows, int64_t count, float* out, Activations& act) {
   const Linear &gate = *w.gate, &up = *w.up, &down = *w.down;
   const int64_t n_embd = ctx.config->n_embd;
   QuantizeShared({&gate, &up}, act.h, n_embd, rows, count, act, kXqFfnIn);
   tbb::parallel_invoke(
       [&] { Project(ctx, gate, act.h, n_embd, rows, count, act.gate, n_ff, act, kXqFfnIn); },
       [&] { Project(ctx, up, act.h, n_embd, rows, count, act.up, n_ff, act, kXqFfnIn); });
+  const auto glu = gating == Gating::kSilu ? ctx.vk->swiglu : ctx.vk->geglu;
   tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
-    ctx.vk->swiglu(act.gate + i * n_ff, act.up + i * n_ff, n_ff, act.gate + i * n_ff);
+    glu(act.gate + i * n_ff, act.up + i * n_ff, n_ff, act.gate + i * n_ff);
   });
   down.Apply(act.gate, n_ff, nullptr, count, out, n_embd, Scratch(ctx, act, kXqDown));
 }
 
-// The FFN kinds (FfnKind): each adds its FFN of h to x over the first `m`
-// rows.
-
-// x += down(silu(gate(h)) * up(h)).
-void DenseFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
-              Activations& act) {
-  const int64_t n_embd = ctx.config->n_embd;
-  SwiGluFfn(ctx, w.dense, config.n_ff, nullptr, m, act.h, act);
-  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-    ctx.vk->add(act.x + r * n_embd, act.h + r * n_embd, n_embd, act.x + r * n_embd);
-  });
-}
-
-// x += sum over the row's k experts of weight * down(silu(gate(h)) * up(h)).
-// Each expert runs its GEMMs once, over the rows routed to it (gathered by
-// index from h); the weighted outputs are added to the rows' sums in expert
-// order, so a row's result depends on its own routing only.
-void MoeFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
-            Activations& act) {
+// Routes the first `m` rows of `input` (the router's input, n_embd wide)
+// to their experts: act.route_* and act.groups.
+void Route(const LayerContext& ctx, const LayerConfig& config, const MoeWeights& w,
+           const float* input, int64_t m, Activations& act) {
   const int64_t ne = config.n_expert, k = config.n_expert_used;
-  const int64_t n_embd = ctx.config->n_embd;
-  w.moe.router->Apply(act.h, n_embd, nullptr, m, act.router_logits, ne, Scratch(ctx, act, kXqRows));
+  w.router->Apply(input, ctx.config->n_embd, nullptr, m, act.router_logits, ne,
+                  Scratch(ctx, act, kXqRows));
   for (int64_t r = 0; r < m; ++r) {
     RouteRow(act.router_logits + r * ne, ne, k, config.moe_norm_weights, act.route_probs,
              act.route_order, act.route_experts + r * k, act.route_weights + r * k);
   }
   GroupByExpert(act.route_experts, m, k, ne, &act.groups);
+}
+
+// act.moe_sum = sum over each routed row's k experts of weight * (the
+// expert's down_scale, when set) * its gated FFN of h. Each expert runs its
+// GEMMs once, over the rows routed to it (gathered by index from h); the
+// weighted outputs are added to the rows' sums in expert order, so a row's
+// result depends on its own routing only.
+void RunExperts(const LayerContext& ctx, const LayerConfig& config, const MoeWeights& w,
+                Gating gating, int64_t m, Activations& act) {
+  const int64_t k = config.n_expert_used;
+  const int64_t n_embd = ctx.config->n_embd;
   std::fill(act.moe_sum, act.moe_sum + m * n_embd, 0.0f);
-  for (int64_t e = 0; e < ne; ++e) {
+  for (int64_t e = 0; e < config.n_expert; ++e) {
     const int64_t count = act.groups.count(e);
     if (count == 0) continue;
     const int32_t* rows_e = act.groups.rows.data() + act.groups.offset[e];
     const int32_t* slots_e = act.groups.slot.data() + act.groups.offset[e];
-    SwiGluFfn(ctx, w.moe.experts[static_cast<size_t>(e)], config.n_ff, rows_e, count,
-              act.expert_out, act);
+    GatedFfn(ctx, w.experts[static_cast<size_t>(e)], gating, config.n_ff_expert, rows_e, count,
+             act.expert_out, act);
+    const float scale = w.down_scale != nullptr ? w.down_scale[e] : 1.0f;
     tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
       const int64_t r = rows_e[i];
       const float weight = act.route_weights[r * k + slots_e[i]];
       const float* src = act.expert_out + i * n_embd;
       float* dst = act.moe_sum + r * n_embd;
-      for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
+      for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * (src[j] * scale);
     });
   }
+}
+
+// The FFN kinds (FfnKind): each takes the FFN input norm of x in h (first
+// `m` rows) and returns the buffer that holds its output for those rows;
+// RunLayer adds it to x.
+
+// down(silu(gate(h)) * up(h)).
+float* DenseFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w,
+                int64_t m, Activations& act) {
+  GatedFfn(ctx, w.dense, Gating::kSilu, config.n_ff, nullptr, m, act.h, act);
+  return act.h;
+}
+
+// Softmax routing of h to SwiGLU experts.
+float* MoeFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
+              Activations& act) {
+  Route(ctx, config, w.moe, act.h, m, act);
+  RunExperts(ctx, config, w.moe, Gating::kSilu, m, act);
+  return act.moe_sum;
+}
+
+// DiffusionGemma's: norm(dense GeGLU of h) + norm(GeGLU experts of
+// norm(x)), routed by norm(x) / sqrt(n_embd) * router_input_scale, the sum
+// normed again (post_ffw_norm, by RunLayer).
+float* GeGluMoeFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w,
+                   int64_t m, Activations& act) {
+  const int64_t n_embd = ctx.config->n_embd;
+  const VectorKernels& vk = *ctx.vk;
+  GatedFfn(ctx, w.dense, Gating::kGelu, config.n_ff, nullptr, m, act.ffn_out, act);
+  RmsNormRows(vk, act.ffn_out, m, n_embd, w.dense_post_norm, ctx.eps, act.ffn_out);
+  const float inv_sqrt_d = 1.0f / std::sqrt(static_cast<float>(n_embd));
   tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
-    ctx.vk->add(act.x + r * n_embd, act.moe_sum + r * n_embd, n_embd, act.x + r * n_embd);
+    float* row = act.h + r * n_embd;
+    vk.rms_norm(act.x + r * n_embd, nullptr, ctx.eps, n_embd, row);
+    for (int64_t j = 0; j < n_embd; ++j) row[j] = row[j] * inv_sqrt_d * w.moe.router_input_scale[j];
   });
+  Route(ctx, config, w.moe, act.h, m, act);
+  RmsNormRows(vk, act.x, m, n_embd, w.experts_norm, ctx.eps, act.h);
+  RunExperts(ctx, config, w.moe, Gating::kGelu, m, act);
+  tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+    float* sum = act.h + r * n_embd;
+    vk.rms_norm(act.moe_sum + r * n_embd, w.experts_post_norm, ctx.eps, n_embd, sum);
+    vk.add(sum, act.ffn_out + r * n_embd, n_embd, sum);
+  });
+  return act.h;
 }
 
 // Indexed by FfnKind: a new kind adds its function here, its part to
 // LayerWeights and its tensors to tensor_layout.cc; RunLayer stays as it is.
-using FfnFn = void (*)(const LayerContext&, const LayerConfig&, const LayerWeights&, int64_t,
-                       Activations&);
-constexpr FfnFn kFfnOfKind[] = {DenseFfn, MoeFfn};
+using FfnFn = float* (*)(const LayerContext&, const LayerConfig&, const LayerWeights&, int64_t,
+                         Activations&);
+constexpr FfnFn kFfnOfKind[] = {DenseFfn, MoeFfn, GeGluMoeFfn};
+
+// The prompt rows' length of a sequence: rows before it are the prompt
+// encoder's (DiffusionGemma), the rest the canvas's.
+int32_t PromptRows(const SequenceInput& in) {
+  return in.mask.kind == MaskKind::kPromptCausal ? in.mask.prompt_length : 0;
+}
+
+// x[i] *= the layer's scalar for row i's kind (LayerConfig::output_scales):
+// the encoder's on prompt rows, the decoder's on canvas rows.
+void ScaleOutput(const LayerWeights& w, const BatchRows& batch, bool logits_only,
+                 const int32_t* positions, int64_t n_embd, float* x) {
+  const float encoder = *w.encoder_output_scale, decoder = *w.output_scale;
+  for (const SequenceRows& s : batch.sequences) {
+    const SequenceInput& in = *s.input;
+    const int64_t first = logits_only ? s.logit_offset : s.row_offset;
+    const int64_t count =
+        logits_only ? static_cast<int64_t>(in.logit_rows.size()) : in.row_end - in.row_begin;
+    const int32_t prompt = PromptRows(in);
+    tbb::parallel_for(first, first + count, [&](int64_t i) {
+      const float scale = positions[i] < prompt ? encoder : decoder;
+      float* row = x + i * n_embd;
+      for (int64_t j = 0; j < n_embd; ++j) row[j] *= scale;
+    });
+  }
+}
 
 // One transformer layer over the batch's rows in `act.x`: attention as
 // `config` describes it, then the FFN of its kind. With `logits_only` (the
@@ -323,14 +395,20 @@ void RunLayer(const LayerContext& ctx, const LayerConfig& config, const LayerWei
   const int32_t* out_positions = logits_only ? batch.logit_positions : batch.positions;
 
   Timed(clocks.norm, [&] { RmsNormRows(*ctx.vk, act.x, m, n_embd, w.norm, ctx.eps, act.h); });
+  // V's bias and norm (no RoPE), then its cache write.
+  const auto value_epilogue = [&] {
+    BiasNormRope(ctx, config, act.v, kv_dim, nullptr, m, {w.bv, nullptr, config.value_norm, false});
+    StoreKv(batch, layer, act.v, kv_dim, /*values=*/true);
+  };
+  // wv is absent where V is K.
+  const Linear* wv = config.value_is_key ? w.wk.get() : w.wv.get();
   Timed(clocks.projections, [&] {
     // q, k and v read one quantization of h; on the last layer q reads only
     // the logits rows, quantized apart.
     if (logits_only) {
-      QuantizeShared({w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
+      QuantizeShared({w.wk.get(), wv}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
     } else {
-      QuantizeShared({w.wq.get(), w.wk.get(), w.wv.get()}, act.h, n_embd, nullptr, m, act,
-                     kXqAttnIn);
+      QuantizeShared({w.wq.get(), w.wk.get(), wv}, act.h, n_embd, nullptr, m, act, kXqAttnIn);
     }
     tbb::parallel_invoke(
         [&] {
@@ -339,23 +417,30 @@ void RunLayer(const LayerContext& ctx, const LayerConfig& config, const LayerWei
           } else {
             Project(ctx, *w.wq, act.h, n_embd, nullptr, m, act.q, q_dim, act, kXqAttnIn);
           }
-          BiasNormRope(ctx, config, act.q, q_dim, out_positions, m_out, {w.bq, w.q_norm, true});
+          BiasNormRope(ctx, config, act.q, q_dim, out_positions, m_out,
+                       {w.bq, w.q_norm, false, true});
         },
         [&] {
           Project(ctx, *w.wk, act.h, n_embd, nullptr, m, act.k, kv_dim, act, kXqAttnIn);
-          BiasNormRope(ctx, config, act.k, kv_dim, batch.positions, m, {w.bk, w.k_norm, true});
+          if (config.value_is_key) {
+            std::memcpy(act.v, act.k, sizeof(float) * static_cast<size_t>(m * kv_dim));
+            value_epilogue();
+          }
+          BiasNormRope(ctx, config, act.k, kv_dim, batch.positions, m,
+                       {w.bk, w.k_norm, false, true});
           StoreKv(batch, layer, act.k, kv_dim, /*values=*/false);
         },
         [&] {
+          if (config.value_is_key) return;
           Project(ctx, *w.wv, act.h, n_embd, nullptr, m, act.v, kv_dim, act, kXqAttnIn);
-          BiasNormRope(ctx, config, act.v, kv_dim, nullptr, m, {w.bv, nullptr, false});
-          StoreKv(batch, layer, act.v, kv_dim, /*values=*/true);
+          value_epilogue();
         });
   });
   Timed(clocks.attention,
         [&] { Attend(ctx, config, batch, layer, logits_only, out_positions, act); });
   Timed(clocks.projections, [&] {
     w.wo->Apply(act.attn, q_dim, nullptr, m_out, act.h, n_embd, Scratch(ctx, act, kXqO));
+    if (config.post_norms) RmsNormRows(*ctx.vk, act.h, m_out, n_embd, w.post_norm, ctx.eps, act.h);
     // x[r] = x[out_rows[r]] + h[r]. On the last layer this compacts the
     // residual to the first m_out rows; summing into h first keeps the
     // parallel loop free of reads of rows another task is writing.
@@ -369,8 +454,18 @@ void RunLayer(const LayerContext& ctx, const LayerConfig& config, const LayerWei
   });
   Timed(clocks.norm,
         [&] { RmsNormRows(*ctx.vk, act.x, m_out, n_embd, weights.ffn_norm, ctx.eps, act.h); });
-  Timed(clocks.ffn,
-        [&] { kFfnOfKind[static_cast<int>(config.ffn)](ctx, config, weights, m_out, act); });
+  Timed(clocks.ffn, [&] {
+    float* out = kFfnOfKind[static_cast<int>(config.ffn)](ctx, config, weights, m_out, act);
+    if (config.post_norms) {
+      RmsNormRows(*ctx.vk, out, m_out, n_embd, weights.ffn_post_norm, ctx.eps, out);
+    }
+    tbb::parallel_for(int64_t{0}, m_out, [&](int64_t r) {
+      ctx.vk->add(act.x + r * n_embd, out + r * n_embd, n_embd, act.x + r * n_embd);
+    });
+    if (config.output_scales) {
+      ScaleOutput(weights, batch, logits_only, out_positions, n_embd, act.x);
+    }
+  });
 }
 
 // Why `batch` cannot run within `limits` on a model of `c`, or OK.
@@ -414,8 +509,21 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
                                                      " positions is outside the canvas of ", L));
     }
     if (!s.self_conditioning.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "self-conditioning input, but ", ArchName(c.arch), " has no self-conditioning"));
+      if (!c.self_conditioning) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "self-conditioning input, but ", ArchName(c.arch), " has no self-conditioning"));
+      }
+      const int64_t canvas = L - PromptRows(s);
+      if (static_cast<int64_t>(s.self_conditioning.size()) != canvas * c.n_vocab) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, "self-conditioning input of ", s.self_conditioning.size(),
+            " floats; expected the ", canvas, " canvas rows x ", c.n_vocab, " vocabulary"));
+      }
+      if (!(s.self_conditioning_temp_inv > 0) || !std::isfinite(s.self_conditioning_temp_inv)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "self-conditioning inverse temperature ",
+                         s.self_conditioning_temp_inv, " is not positive"));
+      }
     }
     if (!s.logit_rows.empty() && s.logits == nullptr) {
       return absl::InvalidArgumentError(
@@ -456,6 +564,9 @@ struct ForwardPass::Impl {
   std::vector<SequenceRows> sequences;  // this pass's, reserved for 16
   ForwardBatch single;                  // the one-sequence Run()'s, reserved for 1
   std::vector<float> head_stage;        // (head_stage_rows, n_vocab)
+  // Self-conditioning's per-worker scratch (kScRowsPerTask rows of
+  // probabilities and their soft embeddings); empty without it.
+  PerThread<std::vector<float>> sc_scratch;
 };
 
 namespace {
@@ -469,6 +580,15 @@ int64_t ThreadScratchFloats(const ModelConfig& c, ForwardLimits limits) {
   shape.n_tokens = limits.max_positions;
   return std::max(AttentionScratchFloats(shape),
                   FloatGemmScratchFloats(std::max({c.n_embd, c.max_ffn_width(), c.max_q_dim()})));
+}
+
+// Self-conditioning rows one task takes: each dequantized embedding row is
+// read by this many canvas rows.
+constexpr int64_t kScRowsPerTask = 8;
+
+// Floats of each worker's self-conditioning scratch (0 without it).
+int64_t ScScratchFloats(const ModelConfig& c) {
+  return c.self_conditioning ? kScRowsPerTask * (c.n_vocab + c.n_embd) + c.n_embd : 0;
 }
 
 // Floats of the RoPE tables: cos and sin of every position for each table.
@@ -487,7 +607,8 @@ size_t ForwardPass::ActivationBytes(const ModelConfig& c, ForwardLimits limits) 
          static_cast<size_t>(RopeFloats(c, limits)) * sizeof(float) +
          static_cast<size_t>(std::max(0, limits.head_stage_rows)) * static_cast<size_t>(c.n_vocab) *
              sizeof(float) +
-         threads * static_cast<size_t>(ThreadScratchFloats(c, limits)) * sizeof(float);
+         threads * static_cast<size_t>(ThreadScratchFloats(c, limits) + ScScratchFloats(c)) *
+             sizeof(float);
 }
 
 size_t ForwardPass::ActivationBytes(const ModelConfig& c, int max_tokens) {
@@ -522,7 +643,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr
     table.sin.resize(table.cos.size());
     for (int64_t pos = 0; pos < limits.max_positions; ++pos) {
       for (int64_t i = 0; i < half; ++i) {
-        const double freq = std::pow(spec.theta, -2.0 * double(i) / double(spec.dims));
+        const double factor = spec.freq_factors.empty() ? 1.0 : spec.freq_factors[i];
+        const double freq = std::pow(spec.theta, -2.0 * double(i) / double(spec.dims)) / factor;
         table.cos[static_cast<size_t>(pos * half + i)] =
             static_cast<float>(std::cos(double(pos) * freq));
         table.sin[static_cast<size_t>(pos * half + i)] =
@@ -543,6 +665,9 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr
   impl->single.sequences.resize(1);
   impl->head_stage.resize(static_cast<size_t>(std::max(0, limits.head_stage_rows)) *
                           static_cast<size_t>(c.n_vocab));
+  if (c.self_conditioning) {
+    impl->sc_scratch = PerThread<std::vector<float>>(static_cast<size_t>(ScScratchFloats(c)), 0.0f);
+  }
   return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
 }
 
@@ -566,6 +691,104 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens, std::span<const i
 }
 
 namespace {
+
+// The self-conditioning MLP's input for the rows listed in `rows` (computed
+// rows) from `previous` (row i's previous logits at previous + i * n_vocab):
+// h[r] = rmsnorm(sqrt(n_embd) * sum_v softmax(previous * temp_inv)_v *
+// token_embd[v]) * pre_norm.
+void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const float* previous,
+                    float temp_inv, PerThread<std::vector<float>>& scratch, const LayerContext& ctx,
+                    Activations& act) {
+  const ModelConfig& c = model.config();
+  const int64_t V = c.n_vocab, d = c.n_embd;
+  const GgufTensor& embd = model.token_embd();
+  const size_t embd_row = RowBytes(embd.type, d);
+  const int64_t n = static_cast<int64_t>(rows.size());
+  const int64_t tasks = (n + kScRowsPerTask - 1) / kScRowsPerTask;
+  tbb::parallel_for(int64_t{0}, tasks, [&](int64_t t) {
+    const int64_t i0 = t * kScRowsPerTask, i1 = std::min(n, i0 + kScRowsPerTask);
+    std::vector<float>& buf = scratch.Local();
+    float* probs = buf.data();                 // (rows, V)
+    float* soft = probs + kScRowsPerTask * V;  // (rows, d)
+    float* e = soft + kScRowsPerTask * d;      // (d) one embedding row
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* l = previous + i * V;
+      float* p = probs + (i - i0) * V;
+      float max = -INFINITY;
+      for (int64_t v = 0; v < V; ++v) max = std::max(max, l[v] * temp_inv);
+      double sum = 0;
+      for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(l[v] * temp_inv - max);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int64_t v = 0; v < V; ++v) p[v] *= inv;
+    }
+    std::fill(soft, soft + (i1 - i0) * d, 0.0f);
+    for (int64_t v = 0; v < V; ++v) {
+      DequantizeRow(embd.type, embd.data + v * embd_row, e, d);
+      for (int64_t i = i0; i < i1; ++i) {
+        const float w = probs[(i - i0) * V + v];
+        float* acc = soft + (i - i0) * d;
+        for (int64_t j = 0; j < d; ++j) acc[j] += w * e[j];
+      }
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      float* acc = soft + (i - i0) * d;
+      for (int64_t j = 0; j < d; ++j) acc[j] *= c.embed_scale;
+      ctx.vk->rms_norm(acc, model.self_conditioning().pre_norm, ctx.eps, d,
+                       act.h + rows[static_cast<size_t>(i)] * d);
+    }
+  });
+}
+
+// DiffusionGemma's canvas rows (at or after the prompt): x = rmsnorm(x +
+// the self-conditioning MLP of the previous step's logits, where the
+// sequence brings them), without a weight. Prompt rows keep x.
+void CanvasInputs(const Model& model, std::span<const SequenceRows> sequences,
+                  PerThread<std::vector<float>>& scratch, const LayerContext& ctx,
+                  Activations& act) {
+  const ModelConfig& c = model.config();
+  const int64_t d = c.n_embd, V = c.n_vocab;
+  for (const SequenceRows& s : sequences) {
+    const SequenceInput& in = *s.input;
+    if (in.self_conditioning.empty()) continue;
+    const int32_t prompt = PromptRows(in);
+    const int32_t first = std::max(in.row_begin, prompt);
+    int64_t count = 0;
+    for (int32_t p = first; p < in.row_end; ++p) {
+      act.selected_rows[count++] = static_cast<int32_t>(s.row_offset + (p - in.row_begin));
+    }
+    if (count == 0) continue;
+    const std::span<const int32_t> selected(act.selected_rows, static_cast<size_t>(count));
+    SoftEmbeddings(model, selected,
+                   in.self_conditioning.data() + static_cast<int64_t>(first - prompt) * V,
+                   in.self_conditioning_temp_inv, scratch, ctx, act);
+    GatedFfn(ctx, model.self_conditioning().mlp, Gating::kGelu, c.n_ff, act.selected_rows, count,
+             act.ffn_out, act);
+    tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
+      float* x = act.x + act.selected_rows[i] * d;
+      ctx.vk->add(x, act.ffn_out + i * d, d, x);
+    });
+  }
+  for (const SequenceRows& s : sequences) {
+    const SequenceInput& in = *s.input;
+    const int32_t prompt = PromptRows(in);
+    tbb::parallel_for(std::max(in.row_begin, prompt), in.row_end, [&](int32_t p) {
+      float* x = act.x + (s.row_offset + (p - in.row_begin)) * d;
+      ctx.vk->rms_norm(x, nullptr, ctx.eps, d, x);
+    });
+  }
+}
+
+// logits = cap * tanh(logits / cap) over every live sequence's rows.
+void SoftcapLogits(std::span<const SequenceRows> sequences, int64_t n_vocab, float cap) {
+  for (const SequenceRows& s : sequences) {
+    if (!s.live) continue;
+    float* l = s.input->logits;
+    const int64_t n = static_cast<int64_t>(s.input->logit_rows.size()) * n_vocab;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, 4096), [&](const auto& r) {
+      for (int64_t i = r.begin(); i != r.end(); ++i) l[i] = cap * std::tanh(l[i] / cap);
+    });
+  }
+}
 
 // Whether every sequence's logits follow the one before's in memory, so
 // that one head GEMM writes them all in place.
@@ -671,9 +894,13 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
   const GgufTensor& embd = model.token_embd();
   const size_t embd_row = RowBytes(embd.type, c.n_embd);
   tbb::parallel_for(int64_t{0}, m, [&](int64_t i) {
-    DequantizeRow(embd.type, embd.data + act.row_tokens[i] * embd_row, act.x + i * c.n_embd,
-                  c.n_embd);
+    float* x = act.x + i * c.n_embd;
+    DequantizeRow(embd.type, embd.data + act.row_tokens[i] * embd_row, x, c.n_embd);
+    if (c.embed_scale != 1.0f) {
+      for (int64_t j = 0; j < c.n_embd; ++j) x[j] *= c.embed_scale;
+    }
   });
+  if (c.canvas_input_norm) CanvasInputs(model, s.sequences, s.sc_scratch, s.ctx, act);
   const double embed_seconds = SecondsSince(start);
 
   ForwardStats timed;
@@ -707,6 +934,7 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
     RmsNormRows(*s.ctx.vk, act.x, m_logits, c.n_embd, model.output_norm(), s.ctx.eps, act.h);
     norm_seconds = SecondsSince(head_start);
     Head(s.ctx, model.output(), rows, act.h, s.head_stage, act);
+    if (c.logit_softcap > 0) SoftcapLogits(s.sequences, c.n_vocab, c.logit_softcap);
   }
   if (stats != nullptr) {
     *stats = timed;

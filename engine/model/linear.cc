@@ -90,8 +90,14 @@ void Linear::Apply(const float* x, int64_t ldx, const int32_t* rows, int64_t m, 
                    int64_t ldy, const LinearScratch& scratch) const {
   if (m == 0) return;
   if (int8()) {
-    ParallelQuantizeRows(x, ldx, rows, m, *scratch.xq);
-    ApplyQuantized(*scratch.xq, m, y, ldy);
+    // The scratch is sized for the widest input of its slot (layers differ:
+    // a sliding layer's attention output, an expert's hidden width); a
+    // narrower input is laid out afresh at the start of the same buffer.
+    const QuantizedRows xq = scratch.xq->cols == n_in_
+                                 ? *scratch.xq
+                                 : CarveQuantizedRows(scratch.xq->q, scratch.xq->rows, n_in_);
+    ParallelQuantizeRows(x, ldx, rows, m, xq);
+    ApplyQuantized(xq, m, y, ldy);
     return;
   }
   FloatGemmArgs a;

@@ -25,6 +25,17 @@ GgufTensor ExpertSlice(const GgufTensor& t, int64_t e) {
   return slice;
 }
 
+// Half `half` (0 or 1) of a 2-D tensor's rows: rows are whole blocks, so
+// each half is a tensor over its own bytes.
+GgufTensor RowHalf(const GgufTensor& t, int half) {
+  GgufTensor part = t;
+  part.ne[1] = t.ne[1] / 2;
+  part.n_bytes = t.n_bytes / 2;
+  part.offset = t.offset + part.n_bytes * static_cast<uint64_t>(half);
+  part.data = t.data + part.n_bytes * static_cast<uint64_t>(half);
+  return part;
+}
+
 }  // namespace
 
 absl::StatusOr<ModelSpec> ReadModelSpec(const GgufFile& f) {
@@ -70,6 +81,13 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
   DLLM_ASSIGN_OR_RETURN(
       m->output_,
       linear(*f.FindTensor(f.FindTensor(kOutputTensor) ? kOutputTensor : kTokenEmbdTensor)));
+  if (c.self_conditioning) {
+    SelfConditioningWeights& sc = m->self_conditioning_;
+    sc.pre_norm = f32(kSelfCondPreNormTensor);
+    DLLM_ASSIGN_OR_RETURN(sc.mlp.gate, linear(*f.FindTensor(kSelfCondGateTensor)));
+    DLLM_ASSIGN_OR_RETURN(sc.mlp.up, linear(*f.FindTensor(kSelfCondUpTensor)));
+    DLLM_ASSIGN_OR_RETURN(sc.mlp.down, linear(*f.FindTensor(kSelfCondDownTensor)));
+  }
   m->layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string prefix = LayerPrefix(l);
@@ -87,8 +105,14 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
         DLLM_ASSIGN_OR_RETURN(*t.matrix(w), linear(*tensor));
       } else {
         for (int64_t e = 0; e < layer.n_expert; ++e) {
-          DLLM_ASSIGN_OR_RETURN(w.moe.experts[static_cast<size_t>(e)].*t.expert,
-                                linear(ExpertSlice(*tensor, e)));
+          GatedFfnWeights& expert = w.moe.experts[static_cast<size_t>(e)];
+          const GgufTensor slice = ExpertSlice(*tensor, e);
+          if (t.expert_second == nullptr) {
+            DLLM_ASSIGN_OR_RETURN(expert.*t.expert, linear(slice));
+          } else {
+            DLLM_ASSIGN_OR_RETURN(expert.*t.expert, linear(RowHalf(slice, 0)));
+            DLLM_ASSIGN_OR_RETURN(expert.*t.expert_second, linear(RowHalf(slice, 1)));
+          }
         }
       }
     }

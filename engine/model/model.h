@@ -1,4 +1,4 @@
-// A loaded diffusion LM (LLaDA, Dream, LLaDA-MoE, RND1): the mapped GGUF, its
+// A loaded diffusion LM (LLaDA, Dream, LLaDA-MoE, RND1, DiffusionGemma): the mapped GGUF, its
 // config and the weights prepared for the kernels. Immutable after Load();
 // share it as std::shared_ptr<const Model>.
 #ifndef DLLM_ENGINE_MODEL_MODEL_H_
@@ -51,6 +51,8 @@ class Model {
   const GgufTensor& token_embd() const { return *token_embd_; }
   const float* output_norm() const { return output_norm_; }
   const Linear& output() const { return *output_; }
+  // Empty unless config().self_conditioning.
+  const SelfConditioningWeights& self_conditioning() const { return self_conditioning_; }
   const BpeTokenizer& tokenizer() const { return *tokenizer_; }
   // The chat template the file's metadata calls for (ChatML when it has none
   // or one dllm does not recognise), unless ModelOptions replaced it.
@@ -74,6 +76,7 @@ class Model {
   std::unique_ptr<BpeTokenizer> tokenizer_;
   ChatTemplate chat_template_;
   std::vector<LayerWeights> layers_;
+  SelfConditioningWeights self_conditioning_;
   size_t owned_weight_bytes_ = 0;
   size_t file_bytes_kept_ = 0;
 };

@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "engine/base/status_macros.h"
+#include "engine/model/tensor_layout.h"
 
 namespace dllm {
 namespace {
@@ -116,7 +118,7 @@ std::vector<LayerConfig> UniformLayers(const ModelConfig& c) {
   layer.qk_norm = arch.qk_norm;
   if (arch.moe) {
     layer.ffn = FfnKind::kMoe;
-    layer.n_ff = c.n_ff_exp;
+    layer.n_ff_expert = c.n_ff_exp;
     layer.n_expert = c.n_expert;
     layer.n_expert_used = c.n_expert_used;
     layer.moe_norm_weights = arch.moe_norm_weights;
@@ -130,11 +132,15 @@ std::vector<LayerConfig> UniformLayers(const ModelConfig& c) {
 // One row per architecture; the order is that of `Arch`.
 constexpr ArchTraits kArchTraits[] = {
     // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd,
-    // sliding_window
-    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false, false},
-    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true, false},
-    {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true, false},
-    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false, false},
+    // sliding_window, gemma
+    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false, false,
+     false},
+    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true, false, false},
+    {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true, false,
+     false},
+    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false, false, false},
+    {Arch::kDiffusionGemma, "diffusion-gemma", RopeType::kNeox, false, true, true, true, false,
+     false, true, true},
 };
 
 const ArchTraits& TraitsOf(Arch arch) { return kArchTraits[static_cast<int>(arch)]; }
@@ -148,13 +154,23 @@ std::optional<Arch> ParseArch(absl::string_view name) {
   return std::nullopt;
 }
 
-const char* SupportedArchNames() { return "llada, dream, llada-moe, rnd1"; }
+const char* SupportedArchNames() { return "llada, dream, llada-moe, rnd1, diffusion-gemma"; }
 
 absl::string_view AttentionKindName(AttentionKind kind) {
   return kind == AttentionKind::kGlobal ? "global" : "sliding";
 }
 
-absl::string_view FfnKindName(FfnKind kind) { return kind == FfnKind::kSwiGlu ? "swiglu" : "moe"; }
+absl::string_view FfnKindName(FfnKind kind) {
+  switch (kind) {
+    case FfnKind::kSwiGlu:
+      return "swiglu";
+    case FfnKind::kMoe:
+      return "moe";
+    case FfnKind::kGeGluMoe:
+      return "geglu-moe";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -168,10 +184,13 @@ int64_t MaxOver(const std::vector<LayerConfig>& layers, Width width) {
 // Weights one token reads in `l` with `experts` of its experts (all of a
 // dense FFN).
 int64_t LayerParams(const LayerConfig& l, int64_t n_embd, int64_t experts) {
-  const int64_t attention = n_embd * (l.q_dim() + 2 * l.kv_dim()) + l.q_dim() * n_embd;
-  const int64_t ffn = l.ffn == FfnKind::kMoe ? n_embd * l.n_expert + 3 * n_embd * l.n_ff * experts
-                                             : 3 * n_embd * l.n_ff;
-  return attention + ffn;
+  const int64_t attention =
+      n_embd * (l.q_dim() + (l.value_is_key ? 1 : 2) * l.kv_dim()) + l.q_dim() * n_embd;
+  // The dense FFN (n_ff 0 where there is none), the router and the experts.
+  const int64_t dense = 3 * n_embd * l.n_ff;
+  const int64_t routed =
+      l.n_expert > 0 ? n_embd * l.n_expert + 3 * n_embd * l.n_ff_expert * experts : 0;
+  return attention + dense + routed;
 }
 
 }  // namespace
@@ -186,7 +205,7 @@ int64_t ModelConfig::max_head_dim() const {
   return MaxOver(layers, [](const LayerConfig& l) { return l.head_dim; });
 }
 int64_t ModelConfig::max_ffn_width() const {
-  return MaxOver(layers, [](const LayerConfig& l) { return l.n_ff; });
+  return MaxOver(layers, [](const LayerConfig& l) { return std::max(l.n_ff, l.n_ff_expert); });
 }
 
 int64_t ModelConfig::kv_floats_per_position() const {
@@ -242,9 +261,10 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     DLLM_ASSIGN_OR_RETURN(c.n_ff, ReadDim(f, a + ".feed_forward_length"));
   }
   DLLM_ASSIGN_OR_RETURN(c.n_ctx_train, ReadDim(f, a + ".context_length"));
-  if (c.n_embd % c.n_head != 0) {
-    return Invalid(f, absl::StrCat("embedding_length ", c.n_embd,
-                                   " is not a multiple of head_count ", c.n_head));
+  if (!f.HasKey(a + ".attention.key_length") && c.n_embd % c.n_head != 0) {
+    return Invalid(f,
+                   absl::StrCat("embedding_length ", c.n_embd, " is not a multiple of head_count ",
+                                c.n_head, " (and no attention.key_length)"));
   }
   DLLM_ASSIGN_OR_RETURN(c.head_dim, ReadDim(f, a + ".attention.key_length", c.n_embd / c.n_head));
   DLLM_ASSIGN_OR_RETURN(int64_t value_dim, ReadDim(f, a + ".attention.value_length", c.head_dim));
@@ -305,13 +325,145 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   // Checked against the embedding rows here; the tokenizer checks the same
   // ids against its token list.
   DLLM_ASSIGN_OR_RETURN(c.tokens, ReadSpecialTokens(f, c.n_vocab));
-  // Every architecture read here has one kind of layer; head_count_kv may
+  if (c.traits().gemma) {
+    DLLM_RETURN_IF_ERROR(ReadGemmaLayers(f, head_count_kv, &c));
+    return c;
+  }
+  // The other architectures have one kind of layer; head_count_kv may
   // still vary per layer.
-  c.ropes = {RopeSpec{c.rope_type, c.rope_theta, c.head_dim}};
+  c.ropes = {RopeSpec{c.rope_type, c.rope_theta, c.head_dim, {}}};
   c.layers = UniformLayers(c);
   for (size_t l = 0; l < c.layers.size(); ++l) c.layers[l].n_head_kv = head_count_kv[l];
   if (c.traits().sliding_window) DLLM_RETURN_IF_ERROR(ReadSlidingLayers(f, &c));
   return c;
+}
+
+namespace {
+
+// rope_freqs.weight: one F32 factor per rotated pair of a global head.
+absl::StatusOr<std::vector<float>> ReadRopeFreqs(const GgufFile& f, int64_t pairs) {
+  constexpr const char* kName = kRopeFreqsTensor;
+  const GgufTensor* t = f.FindTensor(kName);
+  if (t == nullptr) {
+    return Invalid(f, absl::StrCat("missing tensor '", kName,
+                                   "' (the global layers' RoPE frequency factors)"));
+  }
+  if (t->n_dims != 1 || t->ne[0] != pairs || t->type != GgmlType::kF32) {
+    return Invalid(
+        f, absl::StrCat("tensor '", kName, "' is ", GgmlTypeName(t->type), " ", t->ShapeString(),
+                        "; expected F32 [", pairs, "] (half the global head dim)"));
+  }
+  std::vector<float> factors(static_cast<size_t>(pairs));
+  std::memcpy(factors.data(), t->data, sizeof(float) * factors.size());
+  for (size_t i = 0; i < factors.size(); ++i) {
+    if (!(factors[i] > 0) || !std::isfinite(factors[i])) {
+      return Invalid(f, absl::StrCat("tensor '", kName, "'[", i, "] = ", factors[i],
+                                     " is not a positive finite factor"));
+    }
+  }
+  return factors;
+}
+
+// A sliding layer's RoPE: plain, over rope.dimension_count_swa dims.
+absl::StatusOr<RopeSpec> ReadSlidingRope(const GgufFile& f, const std::string& a, RopeType type,
+                                         int64_t head_dim) {
+  RopeSpec spec;
+  spec.type = type;
+  DLLM_ASSIGN_OR_RETURN(spec.dims, ReadDim(f, a + ".rope.dimension_count_swa", head_dim));
+  if (spec.dims % 2 != 0 || spec.dims > head_dim) {
+    return Invalid(f, absl::StrCat("rope.dimension_count_swa ", spec.dims,
+                                   " is odd or exceeds the sliding head dim ", head_dim));
+  }
+  DLLM_ASSIGN_OR_RETURN(spec.theta, f.GetFloatOr(a + ".rope.freq_base_swa", 10000.0));
+  if (!(spec.theta > 0) || !std::isfinite(spec.theta)) {
+    return Invalid(f, absl::StrCat("rope.freq_base_swa ", spec.theta, " is not positive"));
+  }
+  return spec;
+}
+
+constexpr const char* kSelfConditioningTensors[] = {kSelfCondPreNormTensor, kSelfCondGateTensor,
+                                                    kSelfCondUpTensor, kSelfCondDownTensor};
+
+}  // namespace
+
+absl::Status ReadGemmaLayers(const GgufFile& f, std::vector<int64_t> head_count_kv,
+                             ModelConfig* c) {
+  const std::string a(ArchName(c->arch));
+  // The reference requires the pattern (a per-layer array, or a scalar for
+  // every layer); ReadSlidingLayers reads both forms.
+  if (!f.HasKey(a + ".attention.sliding_window_pattern")) {
+    return Invalid(f, absl::StrCat("missing key '", a, ".attention.sliding_window_pattern'"));
+  }
+  DLLM_ASSIGN_OR_RETURN(const int64_t swa_head_dim, ReadDim(f, a + ".attention.key_length_swa"));
+  DLLM_ASSIGN_OR_RETURN(const int64_t swa_value_dim,
+                        ReadDim(f, a + ".attention.value_length_swa", swa_head_dim));
+  if (swa_value_dim != swa_head_dim || swa_head_dim % 2 != 0) {
+    return Invalid(
+        f, absl::StrCat("attention.value_length_swa ", swa_value_dim, " must equal key_length_swa ",
+                        swa_head_dim, ", an even head dim"));
+  }
+  RopeSpec global{c->rope_type, c->rope_theta, c->head_dim, {}};
+  DLLM_ASSIGN_OR_RETURN(const RopeSpec sliding, ReadSlidingRope(f, a, c->rope_type, swa_head_dim));
+
+  LayerConfig layer;
+  layer.n_head = c->n_head;
+  layer.attn_scale = 1.0f;  // the reference's f_attention_scale: no 1/sqrt(head_dim)
+  layer.qk_norm = true;
+  layer.value_norm = true;
+  layer.post_norms = true;
+  layer.output_scales = true;
+  layer.ffn = FfnKind::kGeGluMoe;
+  layer.n_ff = c->n_ff;
+  layer.n_ff_expert = c->n_ff_exp;
+  layer.n_expert = c->n_expert;
+  layer.n_expert_used = c->n_expert_used;
+  layer.moe_norm_weights = true;
+  c->layers.assign(static_cast<size_t>(c->n_layer), layer);
+  DLLM_RETURN_IF_ERROR(ReadSlidingLayers(f, c));
+  bool any_global = false;
+  for (size_t l = 0; l < c->layers.size(); ++l) {
+    LayerConfig& lc = c->layers[l];
+    const bool slides = lc.attention == AttentionKind::kSliding;
+    any_global = any_global || !slides;
+    lc.n_head_kv = head_count_kv[l];
+    lc.head_dim = slides ? swa_head_dim : c->head_dim;
+    lc.rope = slides ? 1 : 0;
+    lc.value_is_key = f.FindTensor(absl::StrCat("blk.", l, ".attn_v.weight")) == nullptr;
+  }
+  if (any_global) {
+    DLLM_ASSIGN_OR_RETURN(global.freq_factors, ReadRopeFreqs(f, c->head_dim / 2));
+  }
+  c->ropes = {std::move(global), sliding};
+
+  c->shift_logits = false;  // a canvas model's row p is position p's
+  c->embed_scale = std::sqrt(static_cast<float>(c->n_embd));
+  c->canvas_input_norm = true;
+  // The reference's default when the key is absent is 30, not off.
+  DLLM_ASSIGN_OR_RETURN(const double softcap, f.GetFloatOr(a + ".final_logit_softcapping", 30.0));
+  if (!(softcap >= 0) || !std::isfinite(softcap)) {
+    return Invalid(f, absl::StrCat("final_logit_softcapping ", softcap, " is not >= 0"));
+  }
+  c->logit_softcap = static_cast<float>(softcap);
+  int present = 0;
+  for (const char* name : kSelfConditioningTensors) present += f.FindTensor(name) != nullptr;
+  if (present != 0 && present != 4) {
+    return Invalid(f,
+                   "the self-conditioning tensors (self_cond_{pre_norm,gate,up,down}.weight) "
+                   "are only partly present");
+  }
+  c->self_conditioning = present == 4;
+  if (!f.HasKey("diffusion.canvas_length")) {
+    return Invalid(f,
+                   "missing key 'diffusion.canvas_length' (the canvas an entropy-bound "
+                   "model denoises)");
+  }
+  DLLM_ASSIGN_OR_RETURN(const uint64_t canvas, f.GetUint("diffusion.canvas_length"));
+  if (canvas < 1 || canvas >= static_cast<uint64_t>(c->n_ctx_train)) {
+    return Invalid(f, absl::StrCat("diffusion.canvas_length ", canvas, " is outside [1, ",
+                                   c->n_ctx_train, ") (context_length, less a prompt token)"));
+  }
+  c->canvas_length = static_cast<int64_t>(canvas);
+  return absl::OkStatus();
 }
 
 absl::Status ReadSlidingLayers(const GgufFile& f, ModelConfig* c) {

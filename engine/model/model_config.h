@@ -1,5 +1,5 @@
-// Hyperparameters and special tokens of a diffusion LM (LLaDA, Dream and the
-// MoE models LLaDA-MoE and RND1), read from GGUF keys (`{arch}.*`,
+// Hyperparameters and special tokens of a diffusion LM (LLaDA, Dream, the
+// MoE models LLaDA-MoE and RND1, and DiffusionGemma), read from GGUF keys (`{arch}.*`,
 // `tokenizer.ggml.*`). Plain structs; `ModelConfigFromGguf` is the only
 // builder and validates what it reads. What differs between architectures
 // lives in one table, `TraitsOf(Arch)`; what differs between the layers of
@@ -21,10 +21,11 @@
 
 namespace dllm {
 
-enum class Arch { kLlada, kDream, kLladaMoe, kRnd1 };
-absl::string_view ArchName(Arch arch);  // "llada", "dream", "llada-moe", "rnd1"
+enum class Arch { kLlada, kDream, kLladaMoe, kRnd1, kDiffusionGemma };
+// "llada", "dream", "llada-moe", "rnd1", "diffusion-gemma"
+absl::string_view ArchName(Arch arch);
 std::optional<Arch> ParseArch(absl::string_view name);
-// "llada, dream, llada-moe, rnd1", for error messages.
+// "llada, dream, llada-moe, rnd1, diffusion-gemma", for error messages.
 const char* SupportedArchNames();
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (LLaDA),
@@ -33,7 +34,8 @@ enum class RopeType { kNorm, kNeox };
 absl::string_view RopeTypeName(RopeType type);
 
 // What an architecture's graph is made of, as the reference llama.cpp
-// (src/models/{llada,dream,llada-moe,rnd1}.cpp) builds it.
+// (src/models/{llada,dream,llada-moe,rnd1}.cpp; diffusion-gemma.cpp at the
+// DiffusionGemma pin, docs/diffusion-gemma.md) builds it.
 struct ArchTraits {
   Arch arch;
   const char* name;       // general.architecture
@@ -45,6 +47,11 @@ struct ArchTraits {
   bool output_required;   // output.weight must be present (no tied head)
   bool q_is_n_embd;       // attn_q is {n_embd, n_embd}: n_head * head_dim == n_embd
   bool sliding_window;    // layers may slide (ReadSlidingLayers reads which)
+  // Gemma 4's layer and model (ReadGemmaLayers): per-kind head dims and
+  // RoPE, V = K where attn_v is absent, the V norm, sandwich norms, the
+  // dense GeGLU beside GeGLU experts, per-row-kind layer scalars, the
+  // scaled embedding, self-conditioning and the logit softcap.
+  bool gemma;
 };
 const ArchTraits& TraitsOf(Arch arch);
 
@@ -53,7 +60,12 @@ const ArchTraits& TraitsOf(Arch arch);
 struct RopeSpec {
   RopeType type = RopeType::kNorm;
   double theta = 10000.0;
-  int64_t dims = 0;  // rotated dimensions of a head (its head_dim today)
+  // Rotated dimensions of a head, from the first (<= head_dim): pair i of
+  // dims / 2 turns by pos * theta^(-2i / dims) / freq_factors[i].
+  int64_t dims = 0;
+  // rope_freqs.weight, one per pair (DiffusionGemma's global layers: 1 for
+  // the pairs that turn, 1e30 for those that in effect do not); empty: 1.
+  std::vector<float> freq_factors;
   friend bool operator==(const RopeSpec&, const RopeSpec&) = default;
 };
 
@@ -62,10 +74,12 @@ struct RopeSpec {
 // `LayerConfig::window` - 1 (sliding; KeysOf in forward_batch.h).
 enum class AttentionKind { kGlobal, kSliding };
 // The layer's feed-forward network: a dense SwiGLU, or a routed mixture of
-// SwiGLU experts with softmax gating (forward.cc has a function for each).
-enum class FfnKind { kSwiGlu, kMoe };
+// SwiGLU experts with softmax gating, or (DiffusionGemma) a dense GeGLU
+// beside routed GeGLU experts, each branch normed in and out, their sum
+// normed again (forward.cc has a function for each).
+enum class FfnKind { kSwiGlu, kMoe, kGeGluMoe };
 absl::string_view AttentionKindName(AttentionKind kind);  // "global", "sliding"
-absl::string_view FfnKindName(FfnKind kind);              // "swiglu", "moe"
+absl::string_view FfnKindName(FfnKind kind);              // "swiglu", "moe", "geglu-moe"
 
 // One layer as the forward pass runs it.
 struct LayerConfig {
@@ -74,13 +88,22 @@ struct LayerConfig {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
-  int rope = 0;           // index into ModelConfig::ropes
-  float attn_scale = 0;   // multiplies q.k: 1/sqrt(head_dim)
-  bool qkv_bias = false;  // optional attn_{q,k,v}.bias are read and added
-  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE
+  int rope = 0;               // index into ModelConfig::ropes
+  float attn_scale = 0;       // multiplies q.k: 1/sqrt(head_dim) (Gemma 4: 1)
+  bool qkv_bias = false;      // optional attn_{q,k,v}.bias are read and added
+  bool qk_norm = false;       // per-head RMSNorm of q and k before RoPE
+  bool value_is_key = false;  // no attn_v: V is the K projection before its norm and RoPE
+  bool value_norm = false;    // per-head RMSNorm of V without a weight (Gemma 4)
+  // RMSNorm of the attention and of the FFN output before each residual
+  // add (post_attention_norm, post_ffw_norm: Gemma's sandwich).
+  bool post_norms = false;
+  // The layer's output (after the residual) times a scalar by row kind:
+  // enc_layer_output_scale on prompt rows, layer_output_scale on the rest.
+  bool output_scales = false;
   FfnKind ffn = FfnKind::kSwiGlu;
-  int64_t n_ff = 0;      // the FFN's hidden width: the dense one's, or one expert's
-  int64_t n_expert = 0;  // kMoe
+  int64_t n_ff = 0;         // the dense FFN's hidden width (kSwiGlu, kGeGluMoe)
+  int64_t n_ff_expert = 0;  // one expert's hidden width (kMoe, kGeGluMoe)
+  int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   bool moe_norm_weights = false;  // top-k router weights renormalised to sum 1
 
@@ -120,6 +143,17 @@ struct ModelConfig {
   bool has_chat_template = false;
   SpecialTokens tokens;
 
+  // Model-wide parts of Gemma 4 (traits().gemma); the defaults are no-ops.
+  float embed_scale = 1.0f;        // token embeddings times this (sqrt(n_embd))
+  bool canvas_input_norm = false;  // canvas rows' inputs RMS-normed without weight
+  float logit_softcap = 0;         // logits = c tanh(logits / c); 0: none
+  // self_cond_* tensors: the previous step's logits feed the canvas rows'
+  // inputs (SequenceInput::self_conditioning).
+  bool self_conditioning = false;
+  // diffusion.canvas_length: the positions one entropy-bound canvas holds
+  // (0: a masked-diffusion model, whose canvas is what a request asks).
+  int64_t canvas_length = 0;
+
   // Every layer, built from the keys above and the per-layer arrays
   // (head_count_kv, feed_forward_length); `n_layer` of them.
   std::vector<LayerConfig> layers;
@@ -154,6 +188,15 @@ inline int32_t PredictingRow(bool shift_logits, int32_t p) { return shift_logits
 // traits describe it (`n_layer` copies of one LayerConfig, RoPE table 0):
 // what a model of one layer kind is.
 std::vector<LayerConfig> UniformLayers(const ModelConfig& config);
+
+// Gemma 4's layers (traits().gemma) over the model-wide keys already in
+// `config`: sliding layers take {arch}.attention.key_length_swa,
+// head_count_kv[l], rope.dimension_count_swa and rope.freq_base_swa; global
+// ones key_length, rope.dimension_count, rope.freq_base and rope_freqs.weight;
+// attn_v's absence makes V the K projection. Also reads the model-wide
+// Gemma keys (softcap, canvas length) and tensors (self-conditioning).
+absl::Status ReadGemmaLayers(const GgufFile& file, std::vector<int64_t> head_count_kv,
+                             ModelConfig* config);
 
 // Marks the sliding layers of `config` (its `layers` built) from
 // {arch}.attention.sliding_window_pattern, as llama.cpp reads it: a

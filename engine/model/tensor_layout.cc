@@ -26,9 +26,11 @@ void AttentionTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) 
   out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
                    return &w.attention.wk;
                  }});
-  out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
-                   return &w.attention.wv;
-                 }});
+  if (!l.value_is_key) {
+    out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
+                     return &w.attention.wv;
+                   }});
+  }
   if (l.qkv_bias) {
     out.push_back({"attn_q.bias", {q_dim}, false, [](LayerWeights& w) { return &w.attention.bq; }});
     out.push_back(
@@ -47,6 +49,11 @@ void AttentionTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) 
   out.push_back({"attn_output.weight", {q_dim, c.n_embd}, true, nullptr, [](LayerWeights& w) {
                    return &w.attention.wo;
                  }});
+  if (l.post_norms) {
+    out.push_back({"post_attention_norm.weight", {c.n_embd}, true, [](LayerWeights& w) {
+                     return &w.attention.post_norm;
+                   }});
+  }
 }
 
 void SwiGluTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
@@ -61,33 +68,71 @@ void SwiGluTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
                  }});
 }
 
-void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+void RouterTensor(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
   out.push_back({"ffn_gate_inp.weight", {c.n_embd, l.n_expert}, true, nullptr, [](LayerWeights& w) {
                    return &w.moe.router;
                  }});
-  out.push_back({"ffn_gate_exps.weight",
-                 {c.n_embd, l.n_ff, l.n_expert},
-                 true,
-                 nullptr,
-                 nullptr,
-                 &SwiGluWeights::gate});
-  out.push_back({"ffn_up_exps.weight",
-                 {c.n_embd, l.n_ff, l.n_expert},
-                 true,
-                 nullptr,
-                 nullptr,
-                 &SwiGluWeights::up});
+}
+
+void DownExpertsTensor(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
   out.push_back({"ffn_down_exps.weight",
-                 {l.n_ff, c.n_embd, l.n_expert},
+                 {l.n_ff_expert, c.n_embd, l.n_expert},
                  true,
                  nullptr,
                  nullptr,
-                 &SwiGluWeights::down});
+                 &GatedFfnWeights::down});
+}
+
+void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+  RouterTensor(c, l, out);
+  out.push_back({"ffn_gate_exps.weight",
+                 {c.n_embd, l.n_ff_expert, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
+                 &GatedFfnWeights::gate});
+  out.push_back({"ffn_up_exps.weight",
+                 {c.n_embd, l.n_ff_expert, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
+                 &GatedFfnWeights::up});
+  DownExpertsTensor(c, l, out);
+}
+
+// DiffusionGemma's FFN: the dense GeGLU (SwiGluTensors' names), the router
+// with its input scale, the fused gate-up experts with their output scales,
+// and the four norms around the two branches.
+void GeGluMoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
+  SwiGluTensors(c, l, out);
+  RouterTensor(c, l, out);
+  out.push_back({"ffn_gate_inp.scale", {c.n_embd}, true, [](LayerWeights& w) {
+                   return &w.moe.router_input_scale;
+                 }});
+  out.push_back({"ffn_gate_up_exps.weight",
+                 {c.n_embd, 2 * l.n_ff_expert, l.n_expert},
+                 true,
+                 nullptr,
+                 nullptr,
+                 &GatedFfnWeights::gate,
+                 &GatedFfnWeights::up});
+  DownExpertsTensor(c, l, out);
+  out.push_back({"ffn_down_exps.scale", {l.n_expert}, false, [](LayerWeights& w) {
+                   return &w.moe.down_scale;
+                 }});
+  out.push_back({"post_ffw_norm_1.weight", {c.n_embd}, true, [](LayerWeights& w) {
+                   return &w.dense_post_norm;
+                 }});
+  out.push_back(
+      {"pre_ffw_norm_2.weight", {c.n_embd}, true, [](LayerWeights& w) { return &w.experts_norm; }});
+  out.push_back({"post_ffw_norm_2.weight", {c.n_embd}, true, [](LayerWeights& w) {
+                   return &w.experts_post_norm;
+                 }});
 }
 
 // Indexed by FfnKind.
-constexpr void (*kFfnTensors[])(const ModelConfig&, const LayerConfig&, Tensors&) = {SwiGluTensors,
-                                                                                     MoeTensors};
+constexpr void (*kFfnTensors[])(const ModelConfig&, const LayerConfig&, Tensors&) = {
+    SwiGluTensors, MoeTensors, GeGluMoeTensors};
 
 }  // namespace
 
@@ -96,6 +141,18 @@ std::vector<LayerTensor> LayerTensors(const ModelConfig& c, const LayerConfig& l
   AttentionTensors(c, l, out);
   out.push_back({"ffn_norm.weight", {c.n_embd}, true, [](LayerWeights& w) { return &w.ffn_norm; }});
   kFfnTensors[static_cast<int>(l.ffn)](c, l, out);
+  if (l.post_norms) {
+    out.push_back({"post_ffw_norm.weight", {c.n_embd}, true, [](LayerWeights& w) {
+                     return &w.ffn_post_norm;
+                   }});
+  }
+  if (l.output_scales) {
+    out.push_back(
+        {"layer_output_scale.weight", {1}, true, [](LayerWeights& w) { return &w.output_scale; }});
+    out.push_back({"enc_layer_output_scale.weight", {1}, true, [](LayerWeights& w) {
+                     return &w.encoder_output_scale;
+                   }});
+  }
   return out;
 }
 
@@ -105,6 +162,19 @@ std::vector<ExpectedTensor> ExpectedTensors(const ModelConfig& c) {
       {kOutputNormTensor, {c.n_embd}},
       {kOutputTensor, {c.n_embd, c.n_vocab}, c.traits().output_required},
   };
+  for (const RopeSpec& rope : c.ropes) {
+    if (!rope.freq_factors.empty()) {
+      out.push_back({kRopeFreqsTensor, {static_cast<int64_t>(rope.freq_factors.size())}});
+    }
+  }
+  if (c.traits().gemma) {
+    // Optional to the reference's loader, but its graph reads all four
+    // whenever self-conditioning is on (ReadGemmaLayers refuses a part).
+    out.push_back({kSelfCondPreNormTensor, {c.n_embd}, false});
+    out.push_back({kSelfCondGateTensor, {c.n_embd, c.n_ff}, false});
+    out.push_back({kSelfCondUpTensor, {c.n_embd, c.n_ff}, false});
+    out.push_back({kSelfCondDownTensor, {c.n_ff, c.n_embd}, false});
+  }
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string prefix = LayerPrefix(l);
     for (LayerTensor& t : LayerTensors(c, c.layers[static_cast<size_t>(l)])) {
@@ -120,7 +190,7 @@ namespace {
 // from the expert keys: the message names the keys and their values.
 std::string ShapeSource(const ModelConfig& c, absl::string_view name) {
   const std::string a(ArchName(c.arch));
-  if (absl::StrContains(name, "_exps.")) {
+  if (absl::StrContains(name, "_exps.weight")) {
     return absl::StrCat(" (from ", a, ".expert_feed_forward_length = ", c.n_ff_exp, ", ", a,
                         ".expert_count = ", c.n_expert, ")");
   }
@@ -153,7 +223,7 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
         "unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
         "attn_q/attn_k/attn_v are supported)");
   }
-  if (file.FindTensor("blk.0.ffn_gate_up_exps.weight") != nullptr) {
+  if (!arch.gemma && file.FindTensor("blk.0.ffn_gate_up_exps.weight") != nullptr) {
     unsupported("unsupported tensor layout: merged blk.0.ffn_gate_up_exps.weight");
   }
   if (!arch.qkv_bias && file.FindTensor("blk.0.attn_q.bias") != nullptr) {
@@ -193,15 +263,17 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
   // biases) are not part of the graph dllm runs.
   for (const GgufTensor& t : file.tensors()) {
     if (!known.contains(t.name) && !absl::StrContains(t.name, "attn_qkv") &&
-        !absl::StrContains(t.name, "gate_up_exps") && !absl::EndsWith(t.name, "attn_q.bias")) {
+        !(!arch.gemma && absl::StrContains(t.name, "gate_up_exps")) &&
+        !absl::EndsWith(t.name, "attn_q.bias")) {
       unsupported(
           absl::StrCat("unsupported tensor ", t.name, " (not part of the ", arch.name, " graph)"));
       break;
     }
   }
-  if (c.tokenizer_model != "gpt2") {
+  if (c.tokenizer_model != "gpt2" && c.tokenizer_model != "gemma4") {
     unsupported(absl::StrCat("tokenizer.ggml.model is '", c.tokenizer_model,
-                             "'; only byte-level BPE ('gpt2') is supported"));
+                             "'; only byte-level BPE ('gpt2') and Gemma 4's BPE ('gemma4') "
+                             "are supported"));
   }
   if (!file.HasKey("tokenizer.ggml.tokens")) invalid("missing tokenizer.ggml.tokens");
   if (c.tokens.mask < 0) {

@@ -20,6 +20,13 @@ namespace dllm {
 inline constexpr char kTokenEmbdTensor[] = "token_embd.weight";
 inline constexpr char kOutputNormTensor[] = "output_norm.weight";
 inline constexpr char kOutputTensor[] = "output.weight";  // absent: the head reuses token_embd
+// DiffusionGemma's: the global layers' RoPE factors (RopeSpec::freq_factors)
+// and the self-conditioning MLP (ModelConfig::self_conditioning).
+inline constexpr char kRopeFreqsTensor[] = "rope_freqs.weight";
+inline constexpr char kSelfCondPreNormTensor[] = "self_cond_pre_norm.weight";
+inline constexpr char kSelfCondGateTensor[] = "self_cond_gate.weight";
+inline constexpr char kSelfCondUpTensor[] = "self_cond_up.weight";
+inline constexpr char kSelfCondDownTensor[] = "self_cond_down.weight";
 
 // "blk.7.", the prefix of layer 7's tensor names.
 std::string LayerPrefix(int64_t layer);
@@ -27,14 +34,17 @@ std::string LayerPrefix(int64_t layer);
 // One tensor of a layer and the member of LayerWeights it fills: a 1-D
 // float vector read in place (`vector`), a matrix repacked as a Linear
 // (`matrix`), or a 3-D expert tensor cut into one Linear per expert, each
-// going to `expert` of MoeWeights::experts[e].
+// going to `expert` of MoeWeights::experts[e] (with `expert_second` set,
+// each expert's rows are cut in two halves: the first to `expert`, the
+// second to `expert_second`; the fused ffn_gate_up_exps).
 struct LayerTensor {
   std::string suffix;       // after LayerPrefix(l), e.g. "attn_q.weight"
   std::vector<int64_t> ne;  // GGUF order: ne[0] = row length
   bool required = true;
   const float** (*vector)(LayerWeights&) = nullptr;
   std::unique_ptr<Linear>* (*matrix)(LayerWeights&) = nullptr;
-  std::unique_ptr<Linear> SwiGluWeights::*expert = nullptr;
+  std::unique_ptr<Linear> GatedFfnWeights::*expert = nullptr;
+  std::unique_ptr<Linear> GatedFfnWeights::*expert_second = nullptr;
 };
 
 // The tensors of a layer of kind `layer` in a model of `config`: its

@@ -72,13 +72,17 @@ double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerConfig& layer = c.layers[l];
     const double q = static_cast<double>(layer.q_dim()), kv = static_cast<double>(layer.kv_dim());
+    // The dense FFN (n_ff 0 where a layer has none), then router and experts.
     const double ffn_per_row =
-        layer.ffn == FfnKind::kMoe
-            ? d * static_cast<double>(layer.n_expert) +
-                  3.0 * d * static_cast<double>(layer.n_ff * layer.n_expert_used)
-            : 3.0 * d * static_cast<double>(layer.n_ff);
+        3.0 * d * static_cast<double>(layer.n_ff) +
+        (layer.n_expert > 0
+             ? d * static_cast<double>(layer.n_expert) +
+                   3.0 * d * static_cast<double>(layer.n_ff_expert * layer.n_expert_used)
+             : 0.0);
+    const double kv_projections = layer.value_is_key ? 1 : 2;
     const double rest_rows = static_cast<double>(l + 1 == c.layers.size() ? rows : canvas);
-    macs += static_cast<double>(canvas) * d * 2 * kv + rest_rows * (d * q + q * d + ffn_per_row);
+    macs += static_cast<double>(canvas) * d * kv_projections * kv +
+            rest_rows * (d * q + q * d + ffn_per_row);
   }
   return 2.0 * macs;
 }

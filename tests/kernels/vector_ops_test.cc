@@ -42,6 +42,47 @@ TEST(VectorOpsTest, RmsNorm) {
   }
 }
 
+TEST(VectorOpsTest, RmsNormWithoutWeight) {
+  std::mt19937 rng(3);
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const VectorKernels& k = SelectVectorKernels(isa);
+    for (int64_t n : kSizes) {
+      std::vector<float> x = Random(n, rng), y(n + 1);
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += double(x[i + 1]) * x[i + 1];
+      const double r = 1.0 / std::sqrt(ss / n + 1e-6);
+      k.rms_norm(x.data() + 1, nullptr, 1e-6f, n, y.data() + 1);
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = x[i + 1] * r;
+        EXPECT_NEAR(y[i + 1], want, 1e-5 * std::fabs(want) + 1e-30)
+            << IsaLevelName(isa) << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(VectorOpsTest, Geglu) {
+  std::mt19937 rng(4);
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const VectorKernels& k = SelectVectorKernels(isa);
+    for (int64_t n : kSizes) {
+      std::vector<float> g = Random(n, rng, 4.0f), u = Random(n, rng), y(n + 1);
+      g[1] = -100.0f;  // tanh saturates: 0 and x, never NaN
+      if (n > 1) g[2] = 100.0f;
+      k.geglu(g.data() + 1, u.data() + 1, n, y.data() + 1);
+      for (int64_t i = 1; i <= n; ++i) {
+        const double x = g[i];
+        const double want =
+            0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+        // exp's relative error through tanh's 1 - 2 / (e + 1) (absolute
+        // near tanh = -1, where gelu is tiny) and a few roundings.
+        EXPECT_NEAR(y[i], want, 2e-6 * std::fabs(want) + 2e-6 * std::fabs(x * u[i]) + 1e-30)
+            << IsaLevelName(isa) << " n=" << n << " i=" << i;
+      }
+    }
+  }
+}
+
 TEST(VectorOpsTest, SwigluAndAdd) {
   std::mt19937 rng(2);
   for (IsaLevel isa : SupportedIsaLevels()) {
