@@ -463,7 +463,11 @@ absl::Status ReadGemmaLayers(const GgufFile& f, std::vector<int64_t> head_count_
                                    c->n_ctx_train, ") (context_length, less a prompt token)"));
   }
   c->canvas_length = static_cast<int64_t>(canvas);
-  return absl::OkStatus();
+  // The end-of-generation tokens llama.cpp's vocabulary marks by their
+  // text for this family (a canvas is trimmed at the first).
+  constexpr const char* kGemmaStopTexts[] = {"<eos>", "<end_of_turn>", "<turn|>",
+                                             "<|tool_response>"};
+  return MarkStopTexts(f, kGemmaStopTexts, &c->tokens);
 }
 
 absl::Status ReadSlidingLayers(const GgufFile& f, ModelConfig* c) {

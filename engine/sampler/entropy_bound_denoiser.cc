@@ -3,24 +3,66 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
 
 namespace dllm {
 
+size_t TrimCanvas(std::span<const int32_t> canvas, std::span<const int32_t> stop_ids) {
+  const size_t n = canvas.size();
+  size_t cut = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (std::find(stop_ids.begin(), stop_ids.end(), canvas[i]) != stop_ids.end()) {
+      cut = i;
+      break;
+    }
+  }
+  constexpr size_t kLoopRepeats = 6;
+  for (size_t i = 0; i + 1 < cut; ++i) {
+    for (size_t stride = 1; stride <= 2; ++stride) {
+      size_t repeats = 0;
+      for (size_t j = i; j + stride < n && canvas[j] == canvas[j + stride]; j += stride) ++repeats;
+      if (repeats >= kLoopRepeats) return i;
+    }
+  }
+  return cut;
+}
+
 absl::StatusOr<std::unique_ptr<EntropyBoundDenoiser>> EntropyBoundDenoiser::Create(
-    const EntropyBoundConfig& config, std::span<const int32_t> prompt, int n_vocab) {
+    const EntropyBoundConfig& config, std::span<const int32_t> prompt, int n_vocab, CanvasRun run) {
+  if (run.max_canvases < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("canvases: ", run.max_canvases, " must be >= 1"));
+  }
   DLLM_ASSIGN_OR_RETURN(EntropyBoundSampler sampler, EntropyBoundSampler::Create(config, n_vocab));
   return std::unique_ptr<EntropyBoundDenoiser>(
-      new EntropyBoundDenoiser(std::move(sampler), prompt));
+      new EntropyBoundDenoiser(std::move(sampler), prompt, std::move(run)));
 }
 
 EntropyBoundDenoiser::EntropyBoundDenoiser(EntropyBoundSampler sampler,
-                                           std::span<const int32_t> prompt)
-    : sampler_(std::move(sampler)), prompt_len_(static_cast<int>(prompt.size())) {
+                                           std::span<const int32_t> prompt, CanvasRun run)
+    : sampler_(std::move(sampler)),
+      run_(std::move(run)),
+      original_prompt_len_(static_cast<int>(prompt.size())),
+      prompt_len_(static_cast<int>(prompt.size())) {
   canvas_.assign(prompt.begin(), prompt.end());
+  StartCanvas();
+}
+
+void EntropyBoundDenoiser::StartCanvas() {
+  if (canvases_ > 0) {
+    // The reference builds a new sampler per canvas: the same seed again.
+    absl::StatusOr<EntropyBoundSampler> fresh =
+        EntropyBoundSampler::Create(sampler_.config(), sampler_.n_vocab());
+    sampler_ = std::move(*fresh);  // the config validated at Create()
+  }
+  ++canvases_;
+  canvas_.resize(static_cast<size_t>(prompt_len_));
   canvas_.insert(canvas_.end(), sampler_.canvas().begin(), sampler_.canvas().end());
   rows_.resize(sampler_.canvas().size());
   std::iota(rows_.begin(), rows_.end(), prompt_len_);
+  prev_logits_.clear();
+  output_ = response_;
 }
 
 DenoiserPlan EntropyBoundDenoiser::Plan() const {
@@ -36,9 +78,33 @@ DenoiserPlan EntropyBoundDenoiser::Plan() const {
 
 StepCommits EntropyBoundDenoiser::Step(std::span<const float> logits, std::span<const float>) {
   sampler_.Step(logits);
+  ++steps_;
   prev_logits_.assign(logits.begin(), logits.end());
   std::copy(sampler_.canvas().begin(), sampler_.canvas().end(), canvas_.begin() + prompt_len_);
-  return {rows_, std::span<const int32_t>(canvas_).subspan(static_cast<size_t>(prompt_len_))};
+  output_ = response_;
+  output_.insert(output_.end(), sampler_.output().begin(), sampler_.output().end());
+  // Kept apart: a finished canvas may start the next one before the caller reads them.
+  commit_positions_ = rows_;
+  commit_tokens_.assign(canvas_.begin() + prompt_len_, canvas_.end());
+  if (sampler_.done()) FinishCanvas();
+  return {commit_positions_, commit_tokens_};
+}
+
+void EntropyBoundDenoiser::FinishCanvas() {
+  const std::span<const int32_t> argmax = sampler_.output();
+  const size_t cut = TrimCanvas(argmax, run_.stop_ids);
+  response_.insert(response_.end(), argmax.begin(), argmax.begin() + static_cast<ptrdiff_t>(cut));
+  output_ = response_;
+  const int64_t next_end = int64_t{prompt_len_} + 2 * static_cast<int64_t>(argmax.size());
+  if (cut < argmax.size() || canvases_ >= run_.max_canvases ||
+      (run_.context > 0 && next_end > run_.context)) {
+    done_ = true;
+    return;
+  }
+  // The whole argmax canvas joins the prompt (what the reference commits).
+  std::copy(argmax.begin(), argmax.end(), canvas_.begin() + prompt_len_);
+  prompt_len_ += static_cast<int>(argmax.size());
+  StartCanvas();
 }
 
 }  // namespace dllm

@@ -18,6 +18,40 @@ absl::Status Invalid(const char* field, const std::string& why) {
 
 }  // namespace
 
+absl::StatusOr<EntropyBoundConfig> EntropyBoundConfigFromGguf(const GgufFile& f) {
+  EntropyBoundConfig c;
+  struct IntKey {
+    const char* key;
+    int* field;
+  };
+  for (const IntKey& k : {IntKey{"diffusion.canvas_length", &c.canvas_length},
+                          IntKey{"diffusion.eb_max_steps", &c.max_steps},
+                          IntKey{"diffusion.eb_stability_threshold", &c.stability_threshold}}) {
+    DLLM_ASSIGN_OR_RETURN(const double v, f.GetFloatOr(k.key, *k.field));
+    if (!(v >= 0 && v <= (1 << 20)) || v != std::floor(v)) {
+      return absl::InvalidArgumentError(absl::StrCat("gguf: ", f.path(), ": key '", k.key, "' = ",
+                                                     v, " is not a whole number in [0, 1048576]"));
+    }
+    *k.field = static_cast<int>(v);
+  }
+  struct FloatKey {
+    const char* key;
+    float* field;
+  };
+  for (const FloatKey& k :
+       {FloatKey{"diffusion.eb_t_min", &c.t_min}, FloatKey{"diffusion.eb_t_max", &c.t_max},
+        FloatKey{"diffusion.eb_entropy_bound", &c.entropy_bound},
+        FloatKey{"diffusion.eb_confidence_threshold", &c.confidence_threshold}}) {
+    DLLM_ASSIGN_OR_RETURN(const double v, f.GetFloatOr(k.key, *k.field));
+    *k.field = static_cast<float>(v);
+  }
+  if (absl::Status s = c.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gguf: ", f.path(), ": the diffusion.* sampler keys: ", s.message()));
+  }
+  return c;
+}
+
 absl::Status EntropyBoundConfig::Validate() const {
   if (canvas_length < 1)
     return Invalid("canvas_length", absl::StrCat(canvas_length, " must be >= 1"));

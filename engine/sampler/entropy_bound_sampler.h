@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/gguf/gguf_reader.h"
 #include "engine/parallel/per_thread.h"
 
 namespace dllm {
@@ -64,6 +65,12 @@ struct EntropyBoundConfig {
   // 0 < t_min <= t_max, finite non-negative bounds, stability >= 0.
   absl::Status Validate() const;
 };
+
+// The settings a canvas model's file gives (diffusion.canvas_length and
+// the diffusion.eb_* keys, each a number of any type, as the reference CLI
+// reads them); a key absent keeps the default above. The result is
+// validated; errors name the key.
+absl::StatusOr<EntropyBoundConfig> EntropyBoundConfigFromGguf(const GgufFile& file);
 
 // What one Step() decided. Views into the sampler, valid until the next Step().
 struct EntropyBoundStep {
@@ -87,6 +94,7 @@ class EntropyBoundSampler {
   bool done() const { return done_; }
   int step() const { return step_; }  // Step() calls so far
   const EntropyBoundConfig& config() const { return config_; }
+  int n_vocab() const { return n_vocab_; }
   // The temperature the next step uses.
   float temperature() const;
   // 1 / the previous step's temperature: self-conditioning reads the

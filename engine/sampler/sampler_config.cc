@@ -14,7 +14,7 @@ constexpr absl::string_view kAlgorithmNames[] = {
 };
 static_assert(std::size(kAlgorithmNames) == static_cast<size_t>(Algorithm::kSentinel));
 
-constexpr absl::string_view kCacheModeNames[] = {"none", "prefix", "dual"};
+constexpr absl::string_view kCacheModeNames[] = {"none", "prefix", "dual", "exact"};
 static_assert(std::size(kCacheModeNames) == static_cast<size_t>(CacheMode::kSentinel));
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
@@ -46,7 +46,8 @@ absl::StatusOr<CacheMode> ParseCacheMode(absl::string_view name) {
   for (size_t i = 0; i < std::size(kCacheModeNames); ++i) {
     if (kCacheModeNames[i] == name) return static_cast<CacheMode>(i);
   }
-  return Invalid("cache", absl::StrCat("unknown cache mode '", name, "' (none, prefix, dual)"));
+  return Invalid("cache",
+                 absl::StrCat("unknown cache mode '", name, "' (none, prefix, dual, exact)"));
 }
 
 absl::string_view SamplerFamilyName(SamplerFamily family) {
@@ -60,6 +61,9 @@ SamplerFamily SamplerFamilyOf(Arch arch) {
       return SamplerFamily::kLlada;
     case Arch::kDream:
     case Arch::kRnd1:
+    // DiffusionGemma's own sampler is the entropy-bound one; its masked
+    // stand-in schedules by timestep as Dream's does.
+    case Arch::kDiffusionGemma:
       return SamplerFamily::kDream;
   }
   return SamplerFamily::kLlada;
@@ -187,7 +191,7 @@ absl::Status CachingOptions::Validate() const {
   if (cache_refresh_steps < 0) {
     return Invalid("cache_refresh_steps", absl::StrCat(cache_refresh_steps, " must be >= 0"));
   }
-  if (cache_refresh_steps > 0 && cache == CacheMode::kNone) {
+  if (cache_refresh_steps > 0 && cache != CacheMode::kPrefix && cache != CacheMode::kDual) {
     return Invalid("cache_refresh_steps",
                    absl::StrCat(cache_refresh_steps, " needs a cache (prefix or dual)"));
   }

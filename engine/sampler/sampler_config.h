@@ -43,9 +43,13 @@ enum class CacheMode {
   kNone,    // every step computes every row: exact decoding
   kPrefix,  // the prompt and finished blocks are cached
   kDual,    // everything but the current block is cached
+  // The model's exact cache: rows no later row changes are computed once
+  // (DiffusionGemma's causal prompt, and each finished canvas); the
+  // default where a model has one, refused where it has none.
+  kExact,
   kSentinel,
 };
-absl::string_view CacheModeName(CacheMode mode);  // "none", "prefix", "dual"
+absl::string_view CacheModeName(CacheMode mode);  // "none", "prefix", "dual", "exact"
 absl::StatusOr<CacheMode> ParseCacheMode(absl::string_view name);
 
 // Whether `algorithm` belongs to `family` (LLaDA: low_confidence, random).

@@ -101,6 +101,32 @@ class FastDllmCache : public CachePolicy {
   int refreshes_ = 0;
 };
 
+// The exact cache of a prompt-causal model (DiffusionGemma): prompt rows
+// read only the prompt before them, so once computed into the cache they
+// never change. The first step computes the whole canvas through the cache;
+// each later one computes the rows from the first prompt row not yet
+// encoded (after a canvas joins the prompt, that canvas) to the end. Same
+// bits as computing everything (mask_forward_test,
+// diffusion_gemma_forward_test).
+class PromptCache : public CachePolicy {
+ public:
+  CachePlan Plan(const CanvasView& view, std::span<const int32_t>) const override {
+    return {{encoded_, view.length}, true, encoded_ == 0 ? CacheUse::kRefill : CacheUse::kRead};
+  }
+  void OnForward(const CanvasView& view, const CachePlan& plan) override {
+    if (plan.use == CacheUse::kRefill) ++refreshes_;
+    encoded_ = view.prompt_len;
+  }
+  // A committed prompt row cannot change; canvas rows are always computed.
+  void OnCommit(const CanvasView&, std::span<const int32_t>) override {}
+  void OnRewind() override { encoded_ = 0; }
+  int refreshes() const override { return refreshes_; }
+
+ private:
+  int32_t encoded_ = 0;  // prompt rows [0, encoded_) are in the cache
+  int refreshes_ = 0;
+};
+
 }  // namespace
 
 std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps) {
@@ -112,6 +138,8 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps) 
       return std::make_unique<FastDllmCache>(/*dual=*/false, refresh_steps);
     case CacheMode::kDual:
       return std::make_unique<FastDllmCache>(/*dual=*/true, refresh_steps);
+    case CacheMode::kExact:
+      return std::make_unique<PromptCache>();
   }
   return std::make_unique<NoCache>();
 }

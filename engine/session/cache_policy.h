@@ -7,11 +7,11 @@
 // branch in the session.
 //
 // Today's policies: none (exact decoding: every step computes the whole
-// canvas) and Fast-dLLM's prefix / dual caches with refresh (approximate,
-// opt-in). The exact caches that come next fit the same interface: a
-// block-causal model's finished blocks never change (plan the current
-// block only, always reading the cache), and a causal prompt is encoded
-// once (plan the canvas after the prompt after the first step).
+// canvas), Fast-dLLM's prefix / dual caches with refresh (approximate,
+// opt-in) and the exact prompt cache of a prompt-causal model
+// (DiffusionGemma: the prompt, and each finished canvas, encoded once). A
+// block-causal model's exact block cache (plan the current block only,
+// always reading the cache) fits the same interface.
 #ifndef DLLM_ENGINE_SESSION_CACHE_POLICY_H_
 #define DLLM_ENGINE_SESSION_CACHE_POLICY_H_
 

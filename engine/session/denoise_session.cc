@@ -30,8 +30,13 @@ absl::Status CheckTopK(int k) {
 }  // namespace
 
 SessionModel SessionModel::Of(const ModelConfig& c) {
-  return SessionModel{SamplerFamilyOf(c.arch),     c.shift_logits, c.tokens,
-                      static_cast<int>(c.n_vocab), c.n_ctx_train,  KvCache::LayerWidths(c)};
+  return SessionModel{SamplerFamilyOf(c.arch),
+                      c.shift_logits,
+                      c.tokens,
+                      static_cast<int>(c.n_vocab),
+                      c.n_ctx_train,
+                      KvCache::LayerWidths(c),
+                      c.traits().gemma ? MaskKind::kPromptCausal : MaskKind::kBidirectional};
 }
 
 ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
@@ -129,27 +134,77 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
                });
 }
 
+ForwardLimits DenoiseSession::EntropyBoundLimits(const EntropyBoundConfig& config, int prompt_len,
+                                                 const CanvasRun& run,
+                                                 const CachingOptions& caching) {
+  const int64_t C = config.canvas_length;
+  int64_t positions = prompt_len + C * std::max(1, run.max_canvases);
+  if (run.context > 0) {
+    // The run starts no canvas past the context: the last whole one that fits.
+    positions =
+        std::min(positions, prompt_len + C * std::max<int64_t>(1, (run.context - prompt_len) / C));
+  }
+  // With the cache a step computes the canvas and at most the canvas just
+  // joined to the prompt, or on the first step the whole prompt.
+  const int64_t rows = caching.cache == CacheMode::kExact
+                           ? std::min(positions, std::max<int64_t>(prompt_len + C, 2 * C))
+                           : positions;
+  return {static_cast<int>(rows), static_cast<int>(positions)};
+}
+
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
     const SessionModel& model, const EntropyBoundConfig& config, std::vector<int32_t> prompt,
-    std::unique_ptr<LogitsSource> logits) {
+    CanvasRun run, std::unique_ptr<LogitsSource> logits, const CachingOptions& caching) {
+  DLLM_RETURN_IF_ERROR(caching.Validate());
+  if (caching.cache != CacheMode::kNone && caching.cache != CacheMode::kExact) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cache: the entropy-bound denoiser rewrites the whole canvas every step; it takes "
+        "cache 'exact' (the prompt encoded once, the default) or 'none', not '",
+        CacheModeName(caching.cache), "'"));
+  }
+  if (caching.cache == CacheMode::kExact && model.mask != MaskKind::kPromptCausal) {
+    return absl::InvalidArgumentError(
+        "cache: 'exact' needs a model whose prompt rows never read the canvas");
+  }
   DLLM_RETURN_IF_ERROR(CheckFixedTokens(model, "prompt", prompt));
-  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<EntropyBoundDenoiser> denoiser,
-                        EntropyBoundDenoiser::Create(config, prompt, model.n_vocab));
-  const int canvas = static_cast<int>(denoiser->canvas().size());
-  if (canvas > model.n_ctx) {
+  if (prompt.empty()) return absl::InvalidArgumentError("prompt: empty");
+  if (run.stop_ids.empty()) run.stop_ids = model.tokens.StopIds();
+  if (run.context == 0) run.context = model.n_ctx;
+  const int64_t first_end = static_cast<int64_t>(prompt.size()) + config.canvas_length;
+  if (first_end > model.n_ctx) {
     return absl::InvalidArgumentError(
         absl::StrCat("prompt of ", prompt.size(), " tokens and ", config.canvas_length,
                      " canvas positions exceed the context of ", model.n_ctx));
   }
-  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source,
-                        SourceFor(std::move(logits), ForwardLimits{canvas, canvas}));
-  auto session = std::unique_ptr<DenoiseSession>(
-      new DenoiseSession(model, std::move(denoiser), nullptr, std::move(source),
-                         MakeCachePolicy(CacheMode::kNone, 0)));
+  const ForwardLimits limits =
+      EntropyBoundLimits(config, static_cast<int>(prompt.size()), run, caching);
+  const int max_canvases = run.max_canvases;
+  DLLM_ASSIGN_OR_RETURN(
+      std::unique_ptr<EntropyBoundDenoiser> denoiser,
+      EntropyBoundDenoiser::Create(config, prompt, model.n_vocab, std::move(run)));
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, SourceFor(std::move(logits), limits));
+  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
+      model, std::move(denoiser), nullptr, std::move(source), MakeCachePolicy(caching.cache, 0)));
   session->logits_.resize(static_cast<size_t>(config.canvas_length) * model.n_vocab);
+  if (caching.cache == CacheMode::kExact) {
+    session->cache_ = std::make_unique<KvCache>(model.kv_widths, limits.max_positions);
+  }
   session->batch_.sequences.reserve(1);
-  session->history_.reserve(static_cast<size_t>(config.max_steps));
+  session->history_.reserve(static_cast<size_t>(config.max_steps) *
+                            static_cast<size_t>(max_canvases));
   return session;
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    std::shared_ptr<const Model> model, const EntropyBoundConfig& config,
+    std::vector<int32_t> prompt, CanvasRun run, const CachingOptions& caching) {
+  const SessionModel session_model = SessionModel::Of(model->config());
+  if (run.context == 0) run.context = session_model.n_ctx;
+  const ForwardLimits limits =
+      EntropyBoundLimits(config, static_cast<int>(prompt.size()), run, caching);
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> pass, ForwardPass::Create(model, limits));
+  return Create(session_model, config, std::move(prompt), std::move(run),
+                ForwardLogits(std::move(pass)), caching);
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
@@ -158,6 +213,12 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
     const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
         make_source) {
   DLLM_RETURN_IF_ERROR(caching.Validate());
+  if (caching.cache == CacheMode::kExact) {
+    return absl::InvalidArgumentError(
+        "cache: 'exact' is the exact cache of a model whose prompt or finished blocks never "
+        "read the canvas after them; a bidirectional masked model's every row reads the whole "
+        "canvas (use prefix or dual, which approximate)");
+  }
   SamplerConfig effective = config;
   effective.family = model.family;
   effective.shift_logits = model.shift_logits;
@@ -365,12 +426,16 @@ void DenoiseSession::PlanBatch(const DenoiserPlan& plan, RowRange range, bool us
   SequenceInput& in = batch_.sequences.emplace_back(
       SequenceInput{plan.canvas, range.begin, range.end, rows, use_cache ? cache_.get() : nullptr,
                     logits_.data(), stop});
+  const AttentionMask mask{model_.mask, 0,
+                           model_.mask == MaskKind::kPromptCausal ? prompt_len() : 0};
+  in.mask = mask;
   in.self_conditioning = plan.self_conditioning;
   in.self_conditioning_temp_inv = plan.self_conditioning_temp_inv;
   if (!plan.uncond_canvas.empty()) {
     batch_.sequences.push_back(SequenceInput{plan.uncond_canvas, range.begin, range.end, rows,
                                              use_cache ? uncond_cache_.get() : nullptr,
                                              logits_.data() + rows.size() * n_vocab, stop});
+    batch_.sequences.back().mask = mask;
   }
 }
 

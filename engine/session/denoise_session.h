@@ -37,7 +37,7 @@
 #include "engine/model/model.h"
 #include "engine/sampler/candidates.h"
 #include "engine/sampler/denoise_sampler.h"
-#include "engine/sampler/entropy_bound_sampler.h"
+#include "engine/sampler/entropy_bound_denoiser.h"
 #include "engine/sampler/sampler_config.h"
 #include "engine/session/cache_policy.h"
 #include "engine/session/logits_source.h"
@@ -83,6 +83,9 @@ struct SessionModel {
   int64_t n_ctx = 0;
   // The K/V cache's shape: each layer's kv_dim (KvCache::LayerWidths).
   std::vector<int64_t> kv_widths;
+  // How the model's sequences attend (prompt-causal: DiffusionGemma's
+  // causal prompt encoder; its prompt_length is the session's prompt).
+  MaskKind mask = MaskKind::kBidirectional;
 
   static SessionModel Of(const ModelConfig& config);
 };
@@ -144,12 +147,26 @@ class DenoiseSession {
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       const SessionModel& model, const SamplerConfig& config, CanvasInput input,
       std::unique_ptr<LogitsSource> logits, const CachingOptions& caching = {});
-  // A session of DiffusionGemma's entropy-bound denoiser over `prompt` and
-  // config.canvas_length positions after it; its forwards compute the whole
-  // canvas and carry the self-conditioning input (no cache yet).
+  // A session of DiffusionGemma's entropy-bound denoiser over `prompt`
+  // and canvas after canvas of config.canvas_length positions (`run`; its
+  // stop ids and context are filled from `model` when empty). Its forwards
+  // carry the self-conditioning input; under `caching.cache` kExact (the
+  // model's default) the prompt and each finished canvas are encoded into
+  // a K/V cache once, and each step computes only the rows after them.
   static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(
       const SessionModel& model, const EntropyBoundConfig& config, std::vector<int32_t> prompt,
-      std::unique_ptr<LogitsSource> logits);
+      CanvasRun run, std::unique_ptr<LogitsSource> logits, const CachingOptions& caching = {});
+  // The same over the model's own forward pass.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
+                                                                const EntropyBoundConfig& config,
+                                                                std::vector<int32_t> prompt,
+                                                                CanvasRun run,
+                                                                const CachingOptions& caching);
+  // The forward an entropy-bound session of this shape needs: positions
+  // for the prompt and every canvas the run may reach, and rows for its
+  // largest step (everything, without the cache).
+  static ForwardLimits EntropyBoundLimits(const EntropyBoundConfig& config, int prompt_len,
+                                          const CanvasRun& run, const CachingOptions& caching);
 
   bool done() const { return denoiser_->done(); }
   int steps() const { return denoiser_->step(); }  // steps taken

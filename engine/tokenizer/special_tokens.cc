@@ -1,5 +1,7 @@
 #include "engine/tokenizer/special_tokens.h"
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/base/status_macros.h"
@@ -16,10 +18,26 @@ absl::Status InvalidKey(absl::string_view key, absl::string_view why) {
 
 std::vector<int32_t> SpecialTokens::StopIds() const {
   std::vector<int32_t> ids;
-  for (int32_t id : {eos, eot}) {
-    if (id >= 0 && (ids.empty() || ids.front() != id)) ids.push_back(id);
-  }
+  const auto add = [&ids](int32_t id) {
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  add(eos);
+  add(eot);
+  for (int32_t id : stop_texts) add(id);
   return ids;
+}
+
+absl::Status MarkStopTexts(const GgufFile& file, std::span<const char* const> texts,
+                           SpecialTokens* tokens) {
+  if (!file.HasKey("tokenizer.ggml.tokens")) return absl::OkStatus();
+  DLLM_ASSIGN_OR_RETURN(const std::vector<absl::string_view> vocab,
+                        file.GetStringArray("tokenizer.ggml.tokens"));
+  for (size_t id = 0; id < vocab.size(); ++id) {
+    for (const char* text : texts) {
+      if (vocab[id] == text) tokens->stop_texts.push_back(static_cast<int32_t>(id));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SpecialTokens> ReadSpecialTokens(const GgufFile& file, int64_t n_vocab) {

@@ -15,16 +15,43 @@
 #include "engine/model/isa_option.h"
 #include "engine/parallel/arena.h"
 #include "engine/session/denoise_session.h"
+#include "service/cli/entropy_bound_flags.h"
 #include "service/json/json.h"
 
 namespace dllm {
 namespace {
 
-const std::set<std::string> kValueFlags = {
-    "model",         "prompt",      "tokens",        "gen-length", "steps",        "block-length",
-    "alg",           "temperature", "top-p",         "top-k",      "cfg",          "threshold",
-    "seed",          "threads",     "cpu-policy",    "isa",        "eps",          "alg-temp",
-    "chat-template", "cache",       "cache-refresh", "suffix",     "suffix-tokens"};
+const std::set<std::string> kValueFlags = {"model",
+                                           "prompt",
+                                           "tokens",
+                                           "gen-length",
+                                           "steps",
+                                           "block-length",
+                                           "alg",
+                                           "temperature",
+                                           "top-p",
+                                           "top-k",
+                                           "cfg",
+                                           "threshold",
+                                           "seed",
+                                           "threads",
+                                           "cpu-policy",
+                                           "isa",
+                                           "eps",
+                                           "alg-temp",
+                                           "chat-template",
+                                           "cache",
+                                           "cache-refresh",
+                                           "suffix",
+                                           "suffix-tokens",
+                                           "sampler",
+                                           "canvases",
+                                           "eb-max-steps",
+                                           "eb-t-min",
+                                           "eb-t-max",
+                                           "eb-entropy-bound",
+                                           "eb-stability",
+                                           "eb-confidence"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -42,7 +69,16 @@ constexpr const char* kUsage =
     "  first step computes the whole canvas, its later steps only the block and what\n"
     "  follows (prefix) or the block alone (dual); --cache-refresh R recomputes the\n"
     "  whole canvas every R steps as well (1 = exact). Dream-family models have no\n"
-    "  blocks: the generated region is one block.\n";
+    "  blocks: the generated region is one block.\n"
+    "Canvas models (DiffusionGemma) run their entropy-bound sampler by default:\n"
+    "         [--sampler auto|entropy-bound|masked] [--canvases N | --gen-length N]\n"
+    "         [--eb-max-steps N] [--eb-t-min T] [--eb-t-max T] [--eb-entropy-bound B]\n"
+    "         [--eb-stability N] [--eb-confidence C] [--seed S] [--cache exact|none]\n"
+    "  The file's diffusion.eb_* keys are the defaults; each flag overrides its key.\n"
+    "  Canvas after canvas (up to N, or ceil(gen-length / canvas_length)) until a\n"
+    "  stop token or a repetition loop, as llama-diffusion-cli does; the exact cache\n"
+    "  (default) encodes the prompt and each finished canvas once. --sampler masked:\n"
+    "  masked denoising instead, a stand-in that is not the model's sampler.\n";
 
 int Fail(const absl::Status& s) { return FailCommand("generate", s); }
 
@@ -304,6 +340,129 @@ void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
       ops.head * 1e3, IsaLevelName(isa), threads);
 }
 
+// --cache for an entropy-bound run: exact unless asked otherwise.
+absl::StatusOr<CachingOptions> EntropyBoundCaching(const ParsedFlags& f) {
+  CachingOptions caching;
+  caching.cache = CacheMode::kExact;
+  if (f.Has("cache-refresh")) {
+    return absl::InvalidArgumentError(
+        "--cache-refresh: the entropy-bound sampler's cache is exact");
+  }
+  if (f.Has("cache")) {
+    DLLM_ASSIGN_OR_RETURN(caching.cache, ParseCacheMode(f.Get("cache")));
+  }
+  return caching;
+}
+
+// `generate` on a canvas model: the entropy-bound sampler, canvas after canvas.
+int RunEntropyBound(const ParsedFlags& flags, const std::shared_ptr<const Model>& model,
+                    std::span<const int32_t> prompt, tbb::task_arena& arena, int threads,
+                    IsaLevel isa, RunTotals& totals) {
+  const ModelConfig& mc = model->config();
+  if (flags.Has("suffix") || flags.Has("suffix-tokens")) {
+    return Fail(absl::InvalidArgumentError(
+        "--suffix: the entropy-bound sampler has no infill (use --sampler masked)"));
+  }
+  absl::StatusOr<EntropyBoundConfig> config = EntropyBoundConfigFromFlags(flags, *model);
+  if (!config.ok()) return Fail(config.status());
+  absl::StatusOr<CanvasRun> run = CanvasRunFromFlags(flags, config->canvas_length);
+  if (!run.ok()) return Fail(run.status());
+  absl::StatusOr<CachingOptions> caching = EntropyBoundCaching(flags);
+  if (!caching.ok()) return Fail(caching.status());
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
+  arena.execute([&] {
+    session = DenoiseSession::Create(
+        model, *config, std::vector<int32_t>(prompt.begin(), prompt.end()), *run, *caching);
+  });
+  if (!session.ok()) return Fail(session.status());
+  const bool json = flags.Has("json");
+  const bool progress = flags.Has("show-canvas") && !json;
+  const Stopwatch gen_time;
+  double first_canvas_seconds = 0;
+  while (!(*session)->done()) {
+    const int prompt_before = (*session)->prompt_len();
+    absl::StatusOr<StepReport> step;
+    arena.execute([&] { step = (*session)->Advance(); });
+    if (!step.ok()) return Fail(step.status());
+    totals.forward_seconds += step->forward_seconds;
+    totals.sample_seconds += step->sample_seconds;
+    totals.ops += step->forward;
+    if (first_canvas_seconds == 0 &&
+        ((*session)->done() || (*session)->prompt_len() != prompt_before)) {
+      first_canvas_seconds = gen_time.ElapsedSeconds();
+    }
+    if (progress) {
+      std::printf("step %d: %zu rows, %.1f ms\n", step->step + 1, step->positions.size(),
+                  step->step_seconds * 1e3);
+    }
+    if (json) totals.steps.push_back(StepJson(*step));
+  }
+  totals.total_seconds = gen_time.ElapsedSeconds();
+  const std::span<const int32_t> output = (*session)->OutputTokens();
+  DecodeOptions plain;
+  plain.render_special = false;
+  const std::string text =
+      SanitizeUtf8(model->tokenizer()
+                       .Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
+                       .value_or(""));
+  const int steps = (*session)->steps();
+  const int canvases =
+      static_cast<int>(((*session)->prompt_len() - static_cast<int>(prompt.size())) /
+                       config->canvas_length) +
+      1;
+  if (json) {
+    Json out = Json::object();
+    out["arch"] = std::string(ArchName(mc.arch));
+    out["model_file"] = flags.Get("model");
+    out["sampler"] = "entropy-bound";
+    out["prompt_ids"] = IdsJson(prompt);
+    out["prompt_len"] = static_cast<int64_t>(prompt.size());
+    out["final_canvas"] = IdsJson((*session)->canvas());
+    out["output_ids"] = IdsJson(output);
+    out["text"] = text;
+    out["n_forward"] = (*session)->forward_passes();
+    out["steps_run"] = steps;
+    out["canvases"] = canvases;
+    Json settings = Json::object();
+    settings["canvas_length"] = config->canvas_length;
+    settings["max_canvases"] = run->max_canvases;
+    settings["eb_max_steps"] = config->max_steps;
+    settings["eb_t_min"] = static_cast<double>(config->t_min);
+    settings["eb_t_max"] = static_cast<double>(config->t_max);
+    settings["eb_entropy_bound"] = static_cast<double>(config->entropy_bound);
+    settings["eb_stability"] = config->stability_threshold;
+    settings["eb_confidence"] = static_cast<double>(config->confidence_threshold);
+    settings["seed"] = static_cast<int64_t>(config->seed);
+    settings["cache"] = std::string(CacheModeName(caching->cache));
+    settings["threads"] = threads;
+    settings["isa"] = IsaLevelName(isa);
+    out["settings"] = settings;
+    Json timings = Json::object();
+    timings["load_ms"] = totals.load_seconds * 1e3;
+    timings["total_ms"] = totals.total_seconds * 1e3;
+    timings["first_canvas_ms"] = first_canvas_seconds * 1e3;
+    timings["forward_ms"] = totals.forward_seconds * 1e3;
+    timings["sample_ms"] = totals.sample_seconds * 1e3;
+    timings["ms_per_step"] = steps ? totals.total_seconds * 1e3 / steps : 0.0;
+    out["timings"] = timings;
+    out["steps"] = totals.steps;
+    const std::string dumped = DumpJson(out, 1) + "\n";
+    std::fwrite(dumped.data(), 1, dumped.size(), stdout);
+    return 0;
+  }
+  std::printf("%s\n", text.c_str());
+  std::fprintf(stderr,
+               "[entropy-bound: %d steps over %d canvas%s of %d, %.1f ms/step (forward %.1f, "
+               "sampling %.1f), first canvas %.0f ms; cache %s (%d full steps); %s, %d threads]\n",
+               steps, canvases, canvases == 1 ? "" : "es", config->canvas_length,
+               steps ? totals.total_seconds * 1e3 / steps : 0.0,
+               steps ? totals.forward_seconds * 1e3 / steps : 0.0,
+               steps ? totals.sample_seconds * 1e3 / steps : 0.0, first_canvas_seconds * 1e3,
+               CacheModeName(caching->cache).data(), (*session)->cache_refreshes(),
+               IsaLevelName(isa), threads);
+  return 0;
+}
+
 }  // namespace
 
 int RunGenerate(int argc, char** argv) {
@@ -329,6 +488,15 @@ int RunGenerate(int argc, char** argv) {
   if (!model.ok()) return Fail(model.status());
   totals.load_seconds = load_time.ElapsedSeconds();
   const ModelConfig& mc = (*model)->config();
+  absl::StatusOr<bool> entropy_bound = UsesEntropyBound(*flags, mc);
+  if (!entropy_bound.ok()) return Fail(entropy_bound.status());
+  if (*entropy_bound) {
+    absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*flags, **model);
+    if (!prompt.ok()) return Fail(prompt.status());
+    const ThreadPlan plan = PlanThreads(ReadCpuTopology(), *policy, static_cast<int>(*threads));
+    std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
+    return RunEntropyBound(*flags, *model, *prompt, *arena, plan.threads, *isa, totals);
+  }
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc.arch);
   if (!config.ok()) return Fail(config.status());
   absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
