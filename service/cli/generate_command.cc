@@ -193,7 +193,7 @@ absl::StatusOr<CachingOptions> CachingOptionsFromFlags(const ParsedFlags& f) {
     absl::StatusOr<CacheMode> mode = ParseCacheMode(f.Get("cache"));
     if (!mode.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--cache: unknown mode '", f.Get("cache"), "' (none, prefix, dual)"));
+          absl::StrCat("--cache: unknown mode '", f.Get("cache"), "' (none, prefix, dual, exact)"));
     }
     caching.cache = *mode;
   }

@@ -19,6 +19,40 @@ namespace {
 
 int Fail(const absl::Status& s) { return FailCommand("logits", s); }
 
+absl::StatusOr<std::vector<float>> ReadFloats(const std::string& path, size_t count) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat("--previous: ", path, ": cannot read"));
+  const std::streamoff size = in.tellg();
+  if (size != static_cast<std::streamoff>(count * sizeof(float))) {
+    return absl::InvalidArgumentError(absl::StrCat("--previous: ", path, " holds ", size,
+                                                   " bytes; expected ", count,
+                                                   " float32 (the canvas rows x n_vocab)"));
+  }
+  std::vector<float> v(count);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(size));
+  if (!in) return absl::DataLossError(absl::StrCat("--previous: ", path, ": short read"));
+  return v;
+}
+
+// The prompt rows of a canvas model's forward: --prompt-len, or as the
+// reference's unified pass splits [prompt | canvas], all but the last
+// canvas_length tokens (none when there are no more).
+absl::StatusOr<int32_t> PromptLength(const ParsedFlags& flags, const ModelConfig& c,
+                                     size_t n_tokens) {
+  const int64_t fallback = c.canvas_length > 0 && static_cast<int64_t>(n_tokens) > c.canvas_length
+                               ? static_cast<int64_t>(n_tokens) - c.canvas_length
+                               : 0;
+  absl::StatusOr<int64_t> p =
+      flags.GetIntInRange("prompt-len", fallback, 0, static_cast<int64_t>(n_tokens));
+  if (!p.ok()) return p.status();
+  if (flags.Has("prompt-len") && !c.traits().gemma) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--prompt-len: ", ArchName(c.arch), " has no causal prompt (its rows read every token)"));
+  }
+  return static_cast<int32_t>(*p);
+}
+
 absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
@@ -30,13 +64,19 @@ absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
 
 constexpr char kLogitsUsage[] =
     "usage: dllm logits --model M --tokens 1,2,3 --out FILE [--rows 0,5] [--threads N]\n"
-    "         [--isa auto|scalar|avx2|avx512|amx]\n"
+    "         [--isa auto|scalar|avx2|avx512|amx] [--prompt-len P] [--previous FILE]\n"
     "  one forward pass; raw float32 logits (rows x n_vocab, unshifted) to FILE, facts to "
-    "FILE.json\n";
+    "FILE.json\n"
+    "  Canvas models (DiffusionGemma): the first P tokens are the prompt (causal), the rest\n"
+    "  the canvas (default P: all but the last canvas_length tokens, as the reference's\n"
+    "  unified pass; default rows: the canvas's); --previous FILE: the previous step's\n"
+    "  canvas logits (canvas rows x n_vocab float32) for self-conditioning at temperature 1,\n"
+    "  as llama-diffusion-gemma-eval takes them.\n";
 
 int RunLogits(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> flags =
-      ParseFlags(argc, argv, {"model", "tokens", "out", "rows", "threads", "isa"}, {});
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(
+      argc, argv, {"model", "tokens", "out", "rows", "threads", "isa", "prompt-len", "previous"},
+      {});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kLogitsUsage);
   if (!flags->Has("model") || !flags->Has("tokens") || !flags->Has("out")) {
@@ -45,14 +85,6 @@ int RunLogits(int argc, char** argv) {
   }
   absl::StatusOr<std::vector<int32_t>> tokens = ParseIdList(flags->Get("tokens"), "--tokens");
   if (!tokens.ok()) return Fail(tokens.status());
-  std::vector<int32_t> rows;
-  if (flags->Has("rows")) {
-    absl::StatusOr<std::vector<int32_t>> r = ParseIdList(flags->Get("rows"), "--rows");
-    if (!r.ok()) return Fail(r.status());
-    rows = *r;
-  } else {
-    for (size_t i = 0; i < tokens->size(); ++i) rows.push_back(static_cast<int32_t>(i));
-  }
   const int default_threads = ReadCpuTopology().UsableThreads();
   absl::StatusOr<int64_t> threads = flags->GetInt("threads", default_threads);
   if (!threads.ok()) return Fail(threads.status());
@@ -66,6 +98,25 @@ int RunLogits(int argc, char** argv) {
   absl::StatusOr<std::shared_ptr<const Model>> model = Model::Load(flags->Get("model"), options);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& c = (*model)->config();
+  absl::StatusOr<int32_t> prompt_len = PromptLength(*flags, c, tokens->size());
+  if (!prompt_len.ok()) return Fail(prompt_len.status());
+  std::vector<int32_t> rows;
+  if (flags->Has("rows")) {
+    absl::StatusOr<std::vector<int32_t>> r = ParseIdList(flags->Get("rows"), "--rows");
+    if (!r.ok()) return Fail(r.status());
+    rows = *r;
+  } else {
+    const size_t first = c.traits().gemma ? static_cast<size_t>(*prompt_len) : 0;
+    for (size_t i = first; i < tokens->size(); ++i) rows.push_back(static_cast<int32_t>(i));
+  }
+  std::vector<float> previous;
+  if (flags->Has("previous")) {
+    absl::StatusOr<std::vector<float>> read =
+        ReadFloats(flags->Get("previous"), (tokens->size() - static_cast<size_t>(*prompt_len)) *
+                                               static_cast<size_t>(c.n_vocab));
+    if (!read.ok()) return Fail(read.status());
+    previous = std::move(*read);
+  }
   std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
   tbb::task_arena arena(static_cast<int>(*threads));
   absl::Status status;
@@ -73,8 +124,19 @@ int RunLogits(int argc, char** argv) {
   arena.execute([&] {
     absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
         ForwardPass::Create(*model, static_cast<int>(tokens->size()));
-    status =
-        pass.ok() ? (*pass)->Run(*tokens, rows, logits.data(), nullptr, &stats) : pass.status();
+    if (!pass.ok()) {
+      status = pass.status();
+      return;
+    }
+    ForwardBatch batch;
+    SequenceInput& in = batch.sequences.emplace_back();
+    in.tokens = *tokens;
+    in.row_end = static_cast<int32_t>(tokens->size());
+    in.logit_rows = rows;
+    in.logits = logits.data();
+    if (c.traits().gemma) in.mask = {MaskKind::kPromptCausal, 0, *prompt_len};
+    in.self_conditioning = previous;
+    status = (*pass)->Run(batch, nullptr, &stats);
   });
   if (!status.ok()) return Fail(status);
   const double seconds = stats.total;
@@ -94,6 +156,10 @@ int RunLogits(int argc, char** argv) {
   meta["model_sha256"] = *sha;
   meta["tokens"] = tok;
   meta["rows"] = row_json;
+  if (c.traits().gemma) {
+    meta["prompt_len"] = *prompt_len;
+    meta["self_conditioning"] = !previous.empty();
+  }
   meta["n_vocab"] = c.n_vocab;
   meta["dtype"] = "float32";
   meta["layout"] = "row-major, one row of n_vocab logits per entry of rows, unshifted";

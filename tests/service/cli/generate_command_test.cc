@@ -70,7 +70,9 @@ TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
       {"--temperature -0.5", "temperature"},
       {"--gen-length 4000", "context"},
       {"--top-k many", "--top-k"},
-      {"--cache fast", "--cache: unknown mode 'fast' (none, prefix, dual)"},
+      {"--cache fast", "--cache: unknown mode 'fast' (none, prefix, dual, exact)"},
+      {"--cache exact", "cache: 'exact' is the exact cache of a model"},
+      {"--sampler entropy-bound", "llada is not a canvas model"},
       {"--cache-refresh 4", "--cache-refresh needs --cache prefix or dual"},
       {"--cache dual --cache-refresh -1", "--cache-refresh"},
   };
@@ -84,6 +86,49 @@ TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
   }
   EXPECT_EQ(testing::RunDllm("generate --model " + model).exit_code, 2);  // no prompt
+}
+
+// A canvas model (DiffusionGemma) runs its entropy-bound sampler by
+// default, with the file's settings under the flags, canvas after canvas,
+// and the exact cache (default) gives the uncached run's tokens.
+TEST(GenerateCommandTest, CanvasModelRunsTheEntropyBoundSampler) {
+  const std::string model = testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf";
+  const std::string base = "generate --model " + model +
+                           " --prompt 'the cat sat on' --json --seed 5 --eb-max-steps 6 "
+                           "--eb-t-max 0.9 --gen-length 40";
+  const testing::RunResult cached = testing::RunDllm(base);
+  ASSERT_EQ(cached.exit_code, 0) << cached.err;
+  auto run = ParseJson(cached.out);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ((*run)["sampler"].get<std::string>(), "entropy-bound");
+  const Json& settings = (*run)["settings"];
+  EXPECT_EQ(settings["canvas_length"].get<int>(), 16);
+  EXPECT_EQ(settings["max_canvases"].get<int>(), 3);  // ceil(40 / 16)
+  EXPECT_EQ(settings["eb_max_steps"].get<int>(), 6);
+  EXPECT_FLOAT_EQ(settings["eb_t_max"].get<double>(), 0.9f);
+  EXPECT_FLOAT_EQ(settings["eb_t_min"].get<double>(), 0.4f);  // the default
+  EXPECT_EQ(settings["seed"].get<int64_t>(), 5);
+  EXPECT_EQ(settings["cache"].get<std::string>(), "exact");
+  EXPECT_LE((*run)["steps_run"].get<int>(), 18);
+  const testing::RunResult uncached = testing::RunDllm(base + " --cache none");
+  ASSERT_EQ(uncached.exit_code, 0) << uncached.err;
+  auto plain = ParseJson(uncached.out);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)["output_ids"], (*run)["output_ids"]);
+  EXPECT_EQ((*plain)["final_canvas"], (*run)["final_canvas"]);
+  for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--cache dual", "takes cache 'exact'"},
+           {"--eb-t-min 0.9 --eb-t-max 0.5", "t_min"},
+           {"--sampler fancy", "--sampler: unknown sampler 'fancy'"},
+           {"--canvases 2 --gen-length 32", "not both"},
+           {"--suffix x", "no infill"}}) {
+    SCOPED_TRACE(flags);
+    const testing::RunResult r =
+        testing::RunDllm("generate --model " + model + " --prompt hi " + flags);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+  }
 }
 
 TEST(GenerateCommandTest, ShowCanvasOffATerminalPrintsProgress) {
