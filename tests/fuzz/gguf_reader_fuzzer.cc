@@ -2,7 +2,7 @@
 // check the loader makes before repacking (ReadModelSpec: hyperparameters,
 // the MoE expert keys, tensor layout, tokenizer, chat template; what `dllm
 // inspect` reports) must give a status, never a crash, hang or runaway
-// allocation. scripts/fuzz seeds it with dense and MoE files.
+// allocation. scripts/fuzz seeds it with dense, MoE and diffusion-gemma files.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

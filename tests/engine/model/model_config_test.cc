@@ -246,3 +246,162 @@ TEST(ModelConfigTest, SlidingWindowPatternMarksTheSlidingLayers) {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// The keys and tensors ModelConfigFromGguf reads of a diffusion-gemma file:
+// two layers (sliding, global), as the tiny reference file has them.
+GgufBuilder GemmaConfigBuilder() {
+  const std::string a = "diffusion-gemma";
+  GgufBuilder b;
+  b.Str("general.architecture", a)
+      .U32(a + ".block_count", 2)
+      .U32(a + ".embedding_length", 64)
+      .U32(a + ".attention.head_count", 4)
+      .I32Array(a + ".attention.head_count_kv", {2, 1})
+      .U32(a + ".feed_forward_length", 96)
+      .U32(a + ".expert_count", 4)
+      .U32(a + ".expert_used_count", 2)
+      .U32(a + ".expert_feed_forward_length", 32)
+      .U32(a + ".context_length", 128)
+      .U32(a + ".attention.key_length", 32)
+      .U32(a + ".attention.value_length", 32)
+      .U32(a + ".attention.key_length_swa", 16)
+      .U32(a + ".attention.value_length_swa", 16)
+      .U32(a + ".rope.dimension_count", 32)
+      .F32(a + ".rope.freq_base", 1e6f)
+      .F32(a + ".rope.freq_base_swa", 1e4f)
+      .U32(a + ".attention.sliding_window", 8)
+      .I32Array(a + ".attention.sliding_window_pattern", {1, 0})
+      .F32(a + ".attention.layer_norm_rms_epsilon", 1e-6f)
+      .U32("diffusion.canvas_length", 16)
+      .Str("tokenizer.ggml.model", "gemma4")
+      .U32("tokenizer.ggml.bos_token_id", 2)
+      .U32("tokenizer.ggml.eos_token_id", 1)
+      .StrArray("tokenizer.ggml.tokens", {"<pad>", "<eos>", "<bos>", "<turn|>", "a", "b"});
+  b.AddTensor("token_embd.weight", 0, {64, 6});
+  std::string factors;
+  for (int i = 0; i < 16; ++i) {
+    const float f = i < 4 ? 1.0f : 1e30f;
+    factors.append(reinterpret_cast<const char*>(&f), sizeof f);
+  }
+  b.AddTensor({"rope_freqs.weight", 0, {16}, factors, std::nullopt});
+  return b;
+}
+
+TEST(GemmaConfigTest, EachLayerTakesItsKindsShapes) {
+  auto p = ParseBuilder(GemmaConfigBuilder());
+  ASSERT_TRUE(p->file.ok()) << p->file.status();
+  absl::StatusOr<ModelConfig> c = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->layers.size(), 2u);
+  const LayerConfig& sliding = c->layers[0];
+  const LayerConfig& global = c->layers[1];
+  EXPECT_EQ(sliding.attention, AttentionKind::kSliding);
+  EXPECT_EQ(sliding.window, 8);
+  EXPECT_EQ(sliding.head_dim, 16);
+  EXPECT_EQ(sliding.n_head_kv, 2);
+  EXPECT_EQ(global.attention, AttentionKind::kGlobal);
+  EXPECT_EQ(global.head_dim, 32);
+  EXPECT_EQ(global.n_head_kv, 1);
+  for (const LayerConfig& l : c->layers) {
+    EXPECT_EQ(l.attn_scale, 1.0f);
+    EXPECT_TRUE(l.qk_norm && l.value_norm && l.post_norms && l.output_scales);
+    EXPECT_TRUE(l.value_is_key);  // the builder has no attn_v at all
+    EXPECT_EQ(l.ffn, FfnKind::kGeGluMoe);
+    EXPECT_EQ(l.n_ff, 96);
+    EXPECT_EQ(l.n_ff_expert, 32);
+  }
+  ASSERT_EQ(c->ropes.size(), 2u);
+  EXPECT_EQ(c->ropes[static_cast<size_t>(global.rope)].theta, 1e6);
+  EXPECT_EQ(c->ropes[static_cast<size_t>(global.rope)].freq_factors.size(), 16u);
+  EXPECT_EQ(c->ropes[static_cast<size_t>(sliding.rope)].theta, 1e4);
+  EXPECT_EQ(c->ropes[static_cast<size_t>(sliding.rope)].dims, 16);
+  EXPECT_EQ(c->canvas_length, 16);
+  EXPECT_EQ(c->logit_softcap, 30.0f);  // the reference's default when the key is absent
+  EXPECT_FLOAT_EQ(c->embed_scale, 8.0f);
+  EXPECT_FALSE(c->self_conditioning);
+  EXPECT_FALSE(c->shift_logits);
+  // "<eos>" and "<turn|>" end a generation by their text.
+  const std::vector<int32_t> stops = c->tokens.StopIds();
+  EXPECT_NE(std::find(stops.begin(), stops.end(), 1), stops.end());
+  EXPECT_NE(std::find(stops.begin(), stops.end(), 3), stops.end());
+}
+
+// Hostile values of the family's own keys and tensors: each refused with
+// the key or tensor named, nothing sized by them.
+TEST(GemmaConfigTest, BadKeysAndTensorsAreNamed) {
+  const std::string a = "diffusion-gemma";
+  struct Case {
+    std::function<void(GgufBuilder&)> edit;
+    std::string message;
+    absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  };
+  const std::vector<Case> cases = {
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".attention.sliding_window_pattern")
+             .I32Array(a + ".attention.sliding_window_pattern", {1, 0, 1});
+       },
+       "sliding_window_pattern' is an array of 3 entries; expected one per layer (2)"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".attention.head_count_kv").I32Array(a + ".attention.head_count_kv", {2});
+       },
+       "head_count_kv' is an array of 1 entries"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".attention.sliding_window").U32(a + ".attention.sliding_window", 0);
+       },
+       "sliding_window' = 0 is out of range"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".attention.sliding_window_pattern"); },
+       "missing key 'diffusion-gemma.attention.sliding_window_pattern'"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".attention.key_length_swa"); },
+       "missing key 'diffusion-gemma.attention.key_length_swa'", absl::StatusCode::kNotFound},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".rope.dimension_count_swa").U32(a + ".rope.dimension_count_swa", 20);
+       },
+       "rope.dimension_count_swa 20 is odd or exceeds the sliding head dim 16"},
+      {[&](GgufBuilder& b) {
+         auto& t = b.tensors();
+         t.erase(std::remove_if(
+                     t.begin(), t.end(),
+                     [](const GgufBuilder::Tensor& x) { return x.name == "rope_freqs.weight"; }),
+                 t.end());
+         b.AddTensor("blk.0.attn_norm.weight", 0, {64});  // keep a tensor per layer
+       },
+       "missing tensor 'rope_freqs.weight'"},
+      {[&](GgufBuilder& b) {
+         for (auto& t : b.tensors()) {
+           if (t.name == "rope_freqs.weight") t.data.assign(t.data.size(), '\0');
+         }
+       },
+       "tensor 'rope_freqs.weight'[0] = 0 is not a positive finite factor"},
+      {[&](GgufBuilder& b) { b.Drop("diffusion.canvas_length").U32("diffusion.canvas_length", 0); },
+       "diffusion.canvas_length 0 is outside [1, 128)"},
+      {[&](GgufBuilder& b) {
+         b.Drop("diffusion.canvas_length").U32("diffusion.canvas_length", 128);
+       },
+       "diffusion.canvas_length 128 is outside [1, 128)"},
+      {[&](GgufBuilder& b) { b.Drop("diffusion.canvas_length"); },
+       "missing key 'diffusion.canvas_length'"},
+      {[&](GgufBuilder& b) { b.F32(a + ".final_logit_softcapping", -1.0f); },
+       "final_logit_softcapping -1 is not >= 0"},
+      {[&](GgufBuilder& b) {
+         b.AddTensor("self_cond_gate.weight", 0, {64, 96});
+       },
+       "self-conditioning tensors"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    GgufBuilder b = GemmaConfigBuilder();
+    c.edit(b);
+    auto p = ParseBuilder(b);
+    ASSERT_TRUE(p->file.ok()) << p->file.status();
+    const absl::StatusOr<ModelConfig> config = ModelConfigFromGguf(*p->file);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), c.code) << config.status();
+    EXPECT_NE(config.status().message().find(c.message), std::string::npos) << config.status();
+  }
+}
+
+}  // namespace
+}  // namespace dllm
