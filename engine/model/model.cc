@@ -46,6 +46,11 @@ absl::StatusOr<ModelSpec> ReadModelSpec(const GgufFile& f) {
   if (!tokenizer.ok()) return WithPath(f.path(), tokenizer.status());
   spec.tokenizer = std::make_unique<BpeTokenizer>(std::move(*tokenizer));
   spec.chat_template = DetectChatTemplate(f);
+  // DiffusionGemma without a template of its own chats as Gemma 4 (its
+  // family's template), not in llama.cpp's ChatML fallback.
+  if (spec.config.traits().gemma && !f.HasKey("tokenizer.chat_template")) {
+    spec.chat_template = *ParseChatTemplate("gemma4");
+  }
   return spec;
 }
 

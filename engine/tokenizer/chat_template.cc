@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "engine/base/utf8.h"
 
 namespace dllm {
@@ -88,13 +89,26 @@ std::optional<std::string> QwenDefaultSystem(absl::string_view jinja) {
   return std::nullopt;
 }
 
+// Gemma 4's strip_thinking: each part between "<channel|>" markers loses
+// what follows a "<|channel>" in it; the whole is then trimmed.
+std::string StripThinking(absl::string_view text) {
+  std::string out;
+  for (absl::string_view part : absl::StrSplit(text, "<channel|>")) {
+    const size_t open = part.find("<|channel>");
+    absl::StrAppend(&out, open == absl::string_view::npos ? part : part.substr(0, open));
+  }
+  return std::string(PythonStrip(out));
+}
+
 void AppendChatMl(absl::string_view role, absl::string_view content, std::string* out) {
   absl::StrAppend(out, "<|im_start|>", role, "\n", content, "<|im_end|>\n");
 }
 
 }  // namespace
 
-const char* ChatTemplateNames() { return "plain, llada, dream, qwen2.5, chatml, llada-moe"; }
+const char* ChatTemplateNames() {
+  return "plain, llada, dream, qwen2.5, chatml, llada-moe, gemma4";
+}
 
 absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name) {
   if (name == "plain") return Make(ChatFormat::kPlain, "plain");
@@ -103,6 +117,7 @@ absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name) {
   if (name == "qwen2.5") return QwenStyle(std::string(kQwenSystem));
   if (name == "chatml") return Make(ChatFormat::kChatMl, "chatml");
   if (name == "llada-moe") return Make(ChatFormat::kLing, "llada-moe");
+  if (name == "gemma4") return Make(ChatFormat::kGemma4, "gemma4");
   return absl::InvalidArgumentError(absl::StrCat("chat template '", PrintableText(name),
                                                  "' is not one of ", ChatTemplateNames()));
 }
@@ -120,6 +135,8 @@ ChatTemplate DetectChatTemplate(absl::string_view jinja) {
              absl::StrContains(jinja, "<role>ASSISTANT</role>") &&
              absl::StrContains(jinja, "<|role_end|>")) {
     return Make(ChatFormat::kLing, "llada-moe");
+  } else if (absl::StrContains(jinja, "<|turn>") && absl::StrContains(jinja, "<turn|>")) {
+    return Make(ChatFormat::kGemma4, "gemma4");
   } else if (absl::StrContains(jinja, "<|im_start|>")) {
     if (std::optional<std::string> system = QwenDefaultSystem(jinja)) {
       return QwenStyle(std::move(*system));
@@ -173,6 +190,27 @@ ChatPrompt ApplyChatTemplate(const ChatTemplate& t, const std::vector<ChatMessag
       }
       p.text += "<role>ASSISTANT</role>";
       break;
+    case ChatFormat::kGemma4: {
+      p.text = std::string(bos_text);
+      p.add_special = bos_text.empty();
+      size_t first = 0;
+      if (leading_system) {
+        absl::StrAppend(&p.text, "<|turn>system\n", PythonStrip(messages[0].content), "<turn|>\n");
+        first = 1;
+      }
+      for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        const bool model = m.role == "assistant";
+        // An assistant turn right after another continues it: no header.
+        if (!(model && i > first && messages[i - 1].role == "assistant")) {
+          absl::StrAppend(&p.text, "<|turn>", model ? "model" : m.role, "\n");
+        }
+        absl::StrAppend(&p.text, model ? StripThinking(m.content) : PythonStrip(m.content),
+                        "<turn|>\n");
+      }
+      p.text += "<|turn>model\n<|channel>thought\n<channel|>";
+      break;
+    }
   }
   return p;
 }

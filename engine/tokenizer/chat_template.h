@@ -11,7 +11,12 @@
 //   authors' Jinja text was not available to check against);
 // - plain ChatML: Qwen3-style templates (RND1) for plain turns, and
 //   llama.cpp's fallback for files without a template or with one dllm does
-//   not recognise.
+//   not recognise;
+// - Gemma 4 (DiffusionGemma): <|turn>ROLE ... <turn|> turns, assistant turns
+//   as "model" with their thinking channels stripped, and the generation
+//   prompt's empty thought channel (the template without enable_thinking,
+//   as transformers renders it); also the default of a diffusion-gemma file
+//   without a template.
 // The family is recognised from `tokenizer.chat_template` by its content.
 #ifndef DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
 #define DLLM_ENGINE_TOKENIZER_CHAT_TEMPLATE_H_
@@ -33,6 +38,7 @@ enum class ChatFormat {
   kQwen,    // ChatML after a default system turn (`default_system`)
   kChatMl,  // <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
   kLing,    // <role>HUMAN</role>...<|role_end|><role>ASSISTANT</role>
+  kGemma4,  // <bos><|turn>user\n...<turn|>\n<|turn>model\n<|channel>thought\n<channel|>
 };
 
 struct ChatTemplate {
@@ -41,7 +47,7 @@ struct ChatTemplate {
   // a system message, e.g. "You are a helpful assistant." (Dream).
   std::string default_system;
   // The name --chat-template takes and ModelInfo reports: "plain", "llada",
-  // "dream", "qwen2.5", "chatml", "llada-moe" ("qwen" for a Qwen-style
+  // "dream", "qwen2.5", "chatml", "llada-moe", "gemma4" ("qwen" for a Qwen-style
   // template with another default system turn).
   std::string name = "chatml";
   // False when the file's template was not one of the families above (and
@@ -55,7 +61,7 @@ inline constexpr char kUnrecognisedChatTemplateWarning[] =
     "renders; chat prompts use ChatML, as llama.cpp's fallback does (--chat-template NAME "
     "picks another)";
 
-// "plain, llada, dream, qwen2.5, chatml, llada-moe".
+// "plain, llada, dream, qwen2.5, chatml, llada-moe, gemma4".
 const char* ChatTemplateNames();
 // A template by name (--chat-template, a request's chat_template).
 absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name);

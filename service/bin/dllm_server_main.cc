@@ -79,7 +79,7 @@ constexpr const char* kUsage =
     "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
     "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
     "         [--memory-budget-mb N] [--port-file FILE]\n"
-    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe]\n"
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe|gemma4]\n"
     "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes "
     "4194304]\n"
     "         [--http-allow-origin ORIGIN[,ORIGIN...]|*]\n"

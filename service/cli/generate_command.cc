@@ -61,7 +61,7 @@ constexpr const char* kUsage =
     "         [--temperature T] [--top-p P] [--top-k K] [--alg-temp T] [--eps E] [--cfg S]\n"
     "         [--threshold TAU] [--seed S] [--threads N] [--cpu-policy auto|performance|all]\n"
     "         [--isa auto|scalar|avx2|avx512|amx] [--show-canvas] [--json] [--no-early-exit]\n"
-    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe] (with --chat)\n"
+    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe|gemma4] (with --chat)\n"
     "         [--cache none|prefix|dual] [--cache-refresh R]\n"
     "         [--suffix TEXT | --suffix-tokens 4,5] (infill: the gen-length span between\n"
     "          the prompt and this suffix, which is committed from the start)\n"

@@ -21,8 +21,9 @@ using testing::IsOk;
 
 std::string TemplateDir() { return testing::TestDataDir() + "/chat_templates"; }
 
-std::vector<std::vector<ChatMessage>> Conversations() {
-  auto j = ReadJsonFile(TemplateDir() + "/conversations.json");
+std::vector<std::vector<ChatMessage>> Conversations(
+    const std::string& file = "conversations.json") {
+  auto j = ReadJsonFile(TemplateDir() + "/" + file);
   EXPECT_TRUE(j.ok()) << j.status();
   std::vector<std::vector<ChatMessage>> out;
   for (const Json& conv : *j) {
@@ -37,12 +38,13 @@ std::vector<std::vector<ChatMessage>> Conversations() {
 // jinja2's renderings of every conversation through `template_file`
 // (tests/tools/render_chat_template.py, Debian's python3-jinja2).
 std::vector<std::string> RenderWithJinja2(const std::string& template_file, const std::string& bos,
-                                          const std::string& eos) {
+                                          const std::string& eos,
+                                          const std::string& file = "conversations.json") {
   Json request = Json::object();
   request["template"] = TemplateDir() + "/" + template_file;
   request["bos_token"] = bos;
   request["eos_token"] = eos;
-  auto conversations = ReadJsonFile(TemplateDir() + "/conversations.json");
+  auto conversations = ReadJsonFile(TemplateDir() + "/" + file);
   EXPECT_TRUE(conversations.ok());
   request["conversations"] = *conversations;
   const std::string dir = testing::TempDir();
@@ -76,6 +78,7 @@ constexpr Family kFamilies[] = {
     {"dream-v0-instruct-7b.jinja", "dream", "<|beginoftext|>", "<|endoftext|>"},
     {"qwen2.5-7b-instruct.jinja", "qwen2.5", "", "<|endoftext|>"},
     {"qwen3-0.6b.jinja", "chatml", "", "<|im_end|>"},
+    {"google-gemma-4-31B-it.jinja", "gemma4", "<bos>", "<eos>"},
 };
 
 TEST(ChatTemplateJinjaTest, EachFamilyRendersExactlyAsJinja2) {
@@ -98,6 +101,25 @@ TEST(ChatTemplateJinjaTest, EachFamilyRendersExactlyAsJinja2) {
       // One BOS: in the text, or added by the tokenizer, never both.
       EXPECT_EQ(got.add_special, want[i].rfind(f.bos, 0) != 0 || *f.bos == '\0');
     }
+  }
+}
+
+// Gemma 4's own rules for model turns: the thinking channel is stripped from
+// earlier answers, and an answer right after another continues its turn.
+TEST(ChatTemplateJinjaTest, Gemma4ModelTurnsRenderExactlyAsJinja2) {
+  if (std::system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "needs Debian's python3-jinja2 (scripts/setup-deps installs it)";
+  }
+  const std::vector<std::vector<ChatMessage>> conversations =
+      Conversations("gemma4-conversations.json");
+  const std::vector<std::string> want = RenderWithJinja2("google-gemma-4-31B-it.jinja", "<bos>",
+                                                         "<eos>", "gemma4-conversations.json");
+  ASSERT_EQ(want.size(), conversations.size());
+  const ChatTemplate t = *ParseChatTemplate("gemma4");
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(absl::CHexEscape(ApplyChatTemplate(t, conversations[i], "<bos>").text),
+              absl::CHexEscape(want[i]));
   }
 }
 
@@ -156,7 +178,7 @@ TEST(ChatTemplateTest, EncodesDreamPromptWithSpecialTokens) {
 }
 
 TEST(ChatTemplateTest, ParsesNames) {
-  for (const char* name : {"plain", "llada", "dream", "qwen2.5", "chatml", "llada-moe"}) {
+  for (const char* name : {"plain", "llada", "dream", "qwen2.5", "chatml", "llada-moe", "gemma4"}) {
     auto t = ParseChatTemplate(name);
     ASSERT_THAT(t.status(), IsOk());
     EXPECT_EQ(t->name, name);
