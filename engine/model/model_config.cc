@@ -386,6 +386,35 @@ constexpr const char* kSelfConditioningTensors[] = {kSelfCondPreNormTensor, kSel
 
 }  // namespace
 
+LayerConfig GemmaBaseLayer(const ModelConfig& c) {
+  LayerConfig layer;
+  layer.n_head = c.n_head;
+  layer.attn_scale = 1.0f;  // the reference's f_attention_scale: no 1/sqrt(head_dim)
+  layer.qk_norm = true;
+  layer.value_norm = true;
+  layer.post_norms = true;
+  layer.output_scales = true;
+  layer.ffn = FfnKind::kGeGluMoe;
+  layer.n_ff = c.n_ff;
+  layer.n_ff_expert = c.n_ff_exp;
+  layer.n_expert = c.n_expert;
+  layer.n_expert_used = c.n_expert_used;
+  layer.moe_norm_weights = true;
+  return layer;
+}
+
+void ShapeGemmaLayers(int64_t swa_head_dim, std::span<const int64_t> head_count_kv,
+                      const std::vector<bool>& value_is_key, ModelConfig* c) {
+  for (size_t l = 0; l < c->layers.size(); ++l) {
+    LayerConfig& lc = c->layers[l];
+    const bool slides = lc.attention == AttentionKind::kSliding;
+    lc.n_head_kv = head_count_kv[l];
+    lc.head_dim = slides ? swa_head_dim : c->head_dim;
+    lc.rope = slides ? 1 : 0;
+    lc.value_is_key = value_is_key[l];
+  }
+}
+
 absl::Status ReadGemmaLayers(const GgufFile& f, std::vector<int64_t> head_count_kv,
                              ModelConfig* c) {
   const std::string a(ArchName(c->arch));
@@ -405,31 +434,16 @@ absl::Status ReadGemmaLayers(const GgufFile& f, std::vector<int64_t> head_count_
   RopeSpec global{c->rope_type, c->rope_theta, c->head_dim, {}};
   DLLM_ASSIGN_OR_RETURN(const RopeSpec sliding, ReadSlidingRope(f, a, c->rope_type, swa_head_dim));
 
-  LayerConfig layer;
-  layer.n_head = c->n_head;
-  layer.attn_scale = 1.0f;  // the reference's f_attention_scale: no 1/sqrt(head_dim)
-  layer.qk_norm = true;
-  layer.value_norm = true;
-  layer.post_norms = true;
-  layer.output_scales = true;
-  layer.ffn = FfnKind::kGeGluMoe;
-  layer.n_ff = c->n_ff;
-  layer.n_ff_expert = c->n_ff_exp;
-  layer.n_expert = c->n_expert;
-  layer.n_expert_used = c->n_expert_used;
-  layer.moe_norm_weights = true;
-  c->layers.assign(static_cast<size_t>(c->n_layer), layer);
+  c->layers.assign(static_cast<size_t>(c->n_layer), GemmaBaseLayer(*c));
   DLLM_RETURN_IF_ERROR(ReadSlidingLayers(f, c));
-  bool any_global = false;
+  std::vector<bool> value_is_key(c->layers.size());
   for (size_t l = 0; l < c->layers.size(); ++l) {
-    LayerConfig& lc = c->layers[l];
-    const bool slides = lc.attention == AttentionKind::kSliding;
-    any_global = any_global || !slides;
-    lc.n_head_kv = head_count_kv[l];
-    lc.head_dim = slides ? swa_head_dim : c->head_dim;
-    lc.rope = slides ? 1 : 0;
-    lc.value_is_key = f.FindTensor(absl::StrCat("blk.", l, ".attn_v.weight")) == nullptr;
+    value_is_key[l] = f.FindTensor(absl::StrCat("blk.", l, ".attn_v.weight")) == nullptr;
   }
+  ShapeGemmaLayers(swa_head_dim, head_count_kv, value_is_key, c);
+  const bool any_global = std::any_of(c->layers.begin(), c->layers.end(), [](const LayerConfig& l) {
+    return l.attention == AttentionKind::kGlobal;
+  });
   if (any_global) {
     DLLM_ASSIGN_OR_RETURN(global.freq_factors, ReadRopeFreqs(f, c->head_dim / 2));
   }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -197,6 +198,14 @@ std::vector<LayerConfig> UniformLayers(const ModelConfig& config);
 // Gemma keys (softcap, canvas length) and tensors (self-conditioning).
 absl::Status ReadGemmaLayers(const GgufFile& file, std::vector<int64_t> head_count_kv,
                              ModelConfig* config);
+// Its parts, for a writer of such files (dllm synth): a Gemma 4 layer
+// before its kind is known, from the model-wide widths of `config`; and
+// each layer of `config` (kinds marked) given its kind's shapes: sliding
+// ones `swa_head_dim` and RoPE table 1, global ones config->head_dim and
+// table 0, head_count_kv[l] KV heads, and V = K where value_is_key[l].
+LayerConfig GemmaBaseLayer(const ModelConfig& config);
+void ShapeGemmaLayers(int64_t swa_head_dim, std::span<const int64_t> head_count_kv,
+                      const std::vector<bool>& value_is_key, ModelConfig* config);
 
 // Marks the sliding layers of `config` (its `layers` built) from
 // {arch}.attention.sliding_window_pattern, as llama.cpp reads it: a

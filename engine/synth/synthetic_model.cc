@@ -41,6 +41,29 @@ void RandomRow(uint64_t key, float std, float* row, int64_t n) {
   }
 }
 
+}  // namespace
+
+GgmlType FallbackType(GgmlType type, int64_t cols) {
+  if (cols % TraitsOf(type).block_size == 0) return type;
+  GgmlType fallback = GgmlType::kF16;
+  switch (type) {
+    case GgmlType::kQ4_K:
+      fallback = GgmlType::kQ5_0;
+      break;
+    case GgmlType::kQ5_K:
+      fallback = GgmlType::kQ5_1;
+      break;
+    case GgmlType::kQ6_K:
+      fallback = GgmlType::kQ8_0;
+      break;
+    default:
+      break;
+  }
+  return cols % TraitsOf(fallback).block_size == 0 ? fallback : GgmlType::kF16;
+}
+
+namespace {
+
 bool UseMoreBits(int64_t layer, int64_t n_layer) {
   return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
@@ -88,6 +111,8 @@ const char* SyntheticPreTokenizer(Arch arch) {
     case Arch::kDream:
     case Arch::kRnd1:
       return "qwen2";
+    case Arch::kDiffusionGemma:
+      return "gemma4";
   }
   return "gpt-2";
 }
@@ -115,6 +140,10 @@ void SetVocabulary(Arch arch, SyntheticShape* s) {
     case Arch::kRnd1:
       s->n_vocab = 151936, s->bos = -1, s->eos = 151645, s->eot = 151643, s->mask = 151669;
       s->rope_theta = 1e6, s->rms_eps = 1e-6, s->n_ctx = 40960;
+      break;
+    case Arch::kDiffusionGemma:
+      s->n_vocab = 262144, s->bos = 2, s->eos = 1, s->eot = -1, s->mask = 4;
+      s->rope_theta = 1e6, s->rope_theta_swa = 1e4, s->rms_eps = 1e-6, s->n_ctx = 262144;
       break;
   }
 }
@@ -174,6 +203,15 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
   } else if (name == "30b-a3b" && arch == Arch::kRnd1) {
     s.n_embd = 2048, s.n_layer = 48, s.n_head = 32, s.n_head_kv = 4, s.head_dim = 128;
     s.n_ff = 6144, s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 768;
+  } else if (name == "26b-a4b" && arch == Arch::kDiffusionGemma) {
+    s.n_embd = 2816, s.n_layer = 30, s.n_head = 16, s.n_head_kv = 8, s.head_dim = 512;
+    s.n_head_kv_global = 2, s.head_dim_swa = 256, s.window = 1024, s.global_every = 6;
+    s.n_ff = 2112, s.n_expert = 128, s.n_expert_used = 8, s.n_ff_exp = 704, s.canvas = 256;
+  } else if (name == "tiny" && arch == Arch::kDiffusionGemma) {
+    s.n_embd = 256, s.n_layer = 4, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 128;
+    s.n_head_kv_global = 1, s.head_dim_swa = 64, s.window = 16, s.global_every = 3;
+    s.n_ff = 512, s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.canvas = 32;
+    s.n_vocab = 8256, s.n_ctx = 2048;
   } else if (name == "1b" && !moe) {
     s.n_embd = 2048, s.n_layer = 16, s.n_head = 16;
     s.n_head_kv = arch == Arch::kLlada ? 16 : 4, s.n_ff = 5632;
@@ -195,7 +233,8 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
   } else {
     return Invalid(absl::StrCat("unknown shape '", name, "' for ", ArchName(arch),
                                 " (llada: 8b, 1b; dream: 7b, 1b; llada-moe: 7b-a1b; rnd1: "
-                                "30b-a3b; all: tiny, custom:...)"));
+                                "30b-a3b; diffusion-gemma: 26b-a4b; all: tiny, custom:... "
+                                "(not diffusion-gemma))"));
   }
   if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_ff == 0 ||
       (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
@@ -209,6 +248,11 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
     return Invalid(
         "a MoE shape needs e (experts) >= eu (active experts) >= 1 and fe (expert "
         "FFN width)");
+  }
+  if (TraitsOf(arch).gemma && (s.n_head_kv_global < 1 || s.n_head % s.n_head_kv_global != 0 ||
+                               s.head_dim_swa < 2 || s.head_dim_swa % 2 != 0 || s.window < 1 ||
+                               s.global_every < 1 || s.canvas < 1 || s.canvas >= s.n_ctx)) {
+    return Invalid("a diffusion-gemma shape needs its sliding and global layers' shapes");
   }
   if (TraitsOf(arch).q_is_n_embd && s.n_head * s.HeadDim() != s.n_embd) {
     return Invalid(absl::StrCat(ArchName(arch), " needs h x hd == d"));
@@ -289,7 +333,32 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   w.AddUint32(a + ".block_count", static_cast<uint32_t>(s.n_layer));
   w.AddUint32(a + ".feed_forward_length", static_cast<uint32_t>(s.n_ff));
   w.AddUint32(a + ".attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.AddUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  const bool gemma = traits.gemma;
+  // Gemma 4's layer pattern: true = sliding.
+  std::vector<bool> sliding(static_cast<size_t>(s.n_layer), false);
+  std::vector<int32_t> head_count_kv(static_cast<size_t>(s.n_layer),
+                                     static_cast<int32_t>(s.n_head_kv));
+  if (gemma) {
+    std::vector<uint8_t> pattern(sliding.size());
+    for (size_t l = 0; l < sliding.size(); ++l) {
+      sliding[l] = static_cast<int64_t>(l) % s.global_every != s.global_every - 1;
+      pattern[l] = sliding[l] ? 1 : 0;
+      if (!sliding[l]) head_count_kv[l] = static_cast<int32_t>(s.n_head_kv_global);
+    }
+    w.AddInt32Array(a + ".attention.head_count_kv", head_count_kv);
+    w.AddScalarArray(a + ".attention.sliding_window_pattern", GgufValueType::kBool, pattern.data(),
+                     pattern.size());
+    w.AddUint32(a + ".attention.sliding_window", static_cast<uint32_t>(s.window));
+    w.AddUint32(a + ".attention.key_length_swa", static_cast<uint32_t>(s.head_dim_swa));
+    w.AddUint32(a + ".attention.value_length_swa", static_cast<uint32_t>(s.head_dim_swa));
+    w.AddUint32(a + ".rope.dimension_count_swa", static_cast<uint32_t>(s.head_dim_swa));
+    w.AddFloat32(a + ".rope.freq_base_swa", static_cast<float>(s.rope_theta_swa));
+    w.AddFloat32(a + ".final_logit_softcapping", 30.0f);
+    w.AddBool(a + ".attention.causal", false);
+    w.AddUint32("diffusion.canvas_length", static_cast<uint32_t>(s.canvas));
+  } else {
+    w.AddUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  }
   w.AddUint32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
   if (s.head_dim > 0) {
     w.AddUint32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
@@ -306,37 +375,65 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   // RND1 leave the key out (llama-diffusion-cli then shifts).
   if (SyntheticWritesNoShift(arch)) w.AddBool("diffusion.shift_logits", false);
 
-  // A byte-level vocabulary: the 256 byte tokens (so any text encodes),
-  // the special tokens at the real checkpoints' ids, and fillers.
   std::vector<std::string> tokens(static_cast<size_t>(s.n_vocab));
   std::vector<int32_t> types(static_cast<size_t>(s.n_vocab), 5);  // unused
-  const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
-  for (int b = 0; b < 256; ++b) {
-    AppendUtf8(byte_cp[b], &tokens[b]);
-    types[b] = 1;
+  if (gemma) {
+    // Gemma 4's layout: the control tokens first (<pad> 0, <eos> 1, <bos>
+    // 2, <unk> 3, <mask> 4), its turn markers, then raw UTF-8 pieces with
+    // spaces written U+2581: every printable ASCII character and newline,
+    // "\u2581" with each letter, and fillers. One merge (llama.cpp refuses
+    // a gemma4 vocabulary without merges).
+    const char* controls[] = {"<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "<|turn>", "<turn|>"};
+    int64_t t = 0;
+    for (const char* c : controls) {
+      tokens[static_cast<size_t>(t)] = c;
+      types[static_cast<size_t>(t++)] = 3;
+    }
+    for (int c = 32; c < 127; ++c) tokens[static_cast<size_t>(t++)] = std::string(1, char(c));
+    tokens[static_cast<size_t>(t++)] = "\n";
+    tokens[static_cast<size_t>(t++)] = "\u2581";
+    for (char c = 'a'; c <= 'z'; ++c)
+      tokens[static_cast<size_t>(t++)] = absl::StrCat("\u2581", std::string(1, c));
+    for (int64_t i = 0; i < t; ++i) {
+      if (types[static_cast<size_t>(i)] == 5) types[static_cast<size_t>(i)] = 1;
+    }
+    for (; t < s.n_vocab; ++t) tokens[static_cast<size_t>(t)] = absl::StrCat("[SYN", t, "]");
+    w.AddString("tokenizer.ggml.model", "gemma4");
+    w.AddString("tokenizer.ggml.pre", SyntheticPreTokenizer(arch));
+    w.AddStringArray("tokenizer.ggml.tokens", tokens);
+    w.AddInt32Array("tokenizer.ggml.token_type", types);
+    w.AddStringArray("tokenizer.ggml.merges", {"\u2581 t"});
+  } else {
+    // A byte-level vocabulary: the 256 byte tokens (so any text encodes),
+    // the special tokens at the real checkpoints' ids, and fillers.
+    const std::array<uint32_t, 256> byte_cp = ByteToCodepoint();
+    for (int b = 0; b < 256; ++b) {
+      AppendUtf8(byte_cp[b], &tokens[b]);
+      types[b] = 1;
+    }
+    for (int64_t t = 256; t < s.n_vocab; ++t) tokens[t] = absl::StrCat("[SYN", t, "]");
+    const std::pair<int32_t, const char*> specials[] = {
+        {s.bos, "<|startoftext|>"},
+        {s.eos, "<|endoftext|>"},
+        {s.eot, "<|eot_id|>"},
+        {s.mask, arch == Arch::kLlada ? "<|mdm_mask|>" : "<|mask|>"}};
+    for (const auto& [id, text] : specials) {
+      if (id < 0) continue;
+      if (id < 256 || id >= s.n_vocab) return Invalid("special token ids collide with byte tokens");
+      tokens[id] = text;
+      types[id] = 3;
+    }
+    w.AddString("tokenizer.ggml.model", "gpt2");
+    w.AddString("tokenizer.ggml.pre", SyntheticPreTokenizer(arch));
+    w.AddStringArray("tokenizer.ggml.tokens", tokens);
+    w.AddInt32Array("tokenizer.ggml.token_type", types);
+    w.AddStringArray("tokenizer.ggml.merges", {});
   }
-  for (int64_t t = 256; t < s.n_vocab; ++t) tokens[t] = absl::StrCat("[SYN", t, "]");
-  const std::pair<int32_t, const char*> specials[] = {
-      {s.bos, "<|startoftext|>"},
-      {s.eos, "<|endoftext|>"},
-      {s.eot, "<|eot_id|>"},
-      {s.mask, arch == Arch::kLlada ? "<|mdm_mask|>" : "<|mask|>"}};
-  for (const auto& [id, text] : specials) {
-    if (id < 0) continue;
-    if (id < 256 || id >= s.n_vocab) return Invalid("special token ids collide with byte tokens");
-    tokens[id] = text;
-    types[id] = 3;
-  }
-  w.AddString("tokenizer.ggml.model", "gpt2");
-  w.AddString("tokenizer.ggml.pre", SyntheticPreTokenizer(arch));
-  w.AddStringArray("tokenizer.ggml.tokens", tokens);
-  w.AddInt32Array("tokenizer.ggml.token_type", types);
-  w.AddStringArray("tokenizer.ggml.merges", {});
   if (s.bos >= 0) w.AddUint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(s.bos));
   w.AddUint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(s.eos));
   if (s.eot >= 0) w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(s.eot));
   w.AddUint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(s.mask));
-  w.AddBool("tokenizer.ggml.add_bos_token", arch == Arch::kLlada && s.bos >= 0);
+  w.AddBool("tokenizer.ggml.add_bos_token", (arch == Arch::kLlada || gemma) && s.bos >= 0);
 
   ModelConfig config;
   config.arch = arch;
@@ -345,7 +442,27 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   config.n_vocab = s.n_vocab;
   config.n_expert = s.n_expert, config.n_expert_used = s.n_expert_used;
   config.n_ff_exp = s.n_ff_exp;
-  config.layers = UniformLayers(config);
+  if (gemma) {
+    config.layers.assign(static_cast<size_t>(s.n_layer), GemmaBaseLayer(config));
+    std::vector<int64_t> kv(head_count_kv.begin(), head_count_kv.end());
+    std::vector<bool> value_is_key(sliding.size());
+    for (size_t l = 0; l < sliding.size(); ++l) {
+      value_is_key[l] = !sliding[l];  // global layers have no attn_v, as the real model
+      if (sliding[l]) {
+        config.layers[l].attention = AttentionKind::kSliding;
+        config.layers[l].window = static_cast<int32_t>(s.window);
+      }
+    }
+    ShapeGemmaLayers(s.head_dim_swa, kv, value_is_key, &config);
+    // A quarter of each global head turns (proportional RoPE): 1 for those
+    // pairs, 1e30 (in effect no rotation) for the rest, as the converter writes.
+    RopeSpec global{RopeType::kNeox, s.rope_theta, head_dim, {}};
+    global.freq_factors.assign(static_cast<size_t>(head_dim / 2), 1e30f);
+    std::fill(global.freq_factors.begin(), global.freq_factors.begin() + head_dim / 8, 1.0f);
+    config.ropes = {global, RopeSpec{RopeType::kNeox, s.rope_theta_swa, s.head_dim_swa, {}}};
+  } else {
+    config.layers = UniformLayers(config);
+  }
   struct Planned {
     std::string name;
     std::vector<int64_t> ne;
@@ -360,7 +477,9 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
       (void)absl::SimpleAtoi(parts[1], &layer);
     }
     const GgmlType type =
-        e.ne.size() == 1 ? GgmlType::kF32 : PresetTensorType(preset, e.name, layer, s.n_layer);
+        e.ne.size() == 1
+            ? GgmlType::kF32
+            : FallbackType(PresetTensorType(preset, e.name, layer, s.n_layer), e.ne[0]);
     DLLM_RETURN_IF_ERROR(w.AddTensor(e.name, type, e.ne));
     plan.push_back({e.name, e.ne, type});
     total_bytes += RowBytes(type, e.ne[0]) * RowsOf(e.ne);
@@ -382,7 +501,11 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
     const int64_t cols = p.ne[0];
     const int64_t rows = RowsOf(p.ne);
     const size_t row_bytes = RowBytes(p.type, cols);
-    const bool is_norm = p.ne.size() == 1 && absl::StrContains(p.name, "norm");
+    // Norm weights and scales are 1 (Gemma's scales too: router input,
+    // expert outputs, the layer scalars).
+    const bool is_norm = p.ne.size() == 1 &&
+                         (absl::StrContains(p.name, "norm") || absl::StrContains(p.name, "scale"));
+    const bool is_rope_freqs = p.name == kRopeFreqsTensor;
     // Weights ~ 1/sqrt(fan_in) keep activations in range; biases small.
     const float std = p.ne.size() == 1 ? 0.02f : 1.0f / std::sqrt(static_cast<float>(cols));
     // Small tensors (every tensor of a tiny test model) quantize every row.
@@ -392,7 +515,9 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
     const uint64_t tensor_key = SplitMix(seed ^ (uint64_t(t) << 40));
     tbb::parallel_for(int64_t{0}, pool_rows, [&](int64_t r) {
       float* row = values.data() + r * cols;
-      if (is_norm) {
+      if (is_rope_freqs) {
+        std::copy(config.ropes[0].freq_factors.begin(), config.ropes[0].freq_factors.end(), row);
+      } else if (is_norm) {
         std::fill(row, row + cols, 1.0f);
       } else {
         RandomRow(tensor_key ^ uint64_t(r), std, row, cols);

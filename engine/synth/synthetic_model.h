@@ -30,6 +30,12 @@ struct SyntheticShape {
   double rope_theta = 10000;
   double rms_eps = 1e-5;
   int32_t bos = -1, eos = -1, eot = -1, mask = -1;  // special token ids; bos/eot may be -1
+  // diffusion-gemma only: the global layers' KV heads (head_dim is theirs),
+  // the sliding layers' head dim, their window and RoPE base, the layer
+  // pattern (layer l is global when l % global_every == global_every - 1)
+  // and the canvas length.
+  int64_t n_head_kv_global = 0, head_dim_swa = 0, window = 0, global_every = 0, canvas = 0;
+  double rope_theta_swa = 10000;
 
   int64_t HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
@@ -39,7 +45,11 @@ struct SyntheticShape {
 // 18944, vocab 152064), llada-moe 7b-a1b = LLaDA-MoE-7B-A1B (2048 x 16,
 // 64 experts of 1024, 8 active, vocab 157184), rnd1 30b-a3b = RND1-30B-A3B
 // (2048 x 48, 32/4 heads of 128, 128 experts of 768, 8 active, vocab
-// 151936); 1b = d 2048 x 16 layers, ffn 5632 with the family's vocabulary;
+// 151936); diffusion-gemma 26b-a4b = DiffusionGemma on Gemma 4 26B-A4B (2816
+// x 30, 16 heads; 25 sliding layers of 8 KV heads of 256 over a window of
+// 1024, 5 global of 2 KV heads of 512; a dense GeGLU of 2112 beside 128
+// experts of 704, 8 active; vocab 262144, canvas 256); 1b = d 2048 x 16
+// layers, ffn 5632 with the family's vocabulary;
 // tiny = d 256 x 2 layers, vocab 8256 (MoE: 8 experts of 256, 2 active for
 // llada-moe and 3 for rnd1, whose heads are 128 wide so q is 512 != d).
 // "custom:d=..,l=..,h=..,kv=..,ff=..,v=..,e=..,eu=..,fe=..,hd=.." sets each
@@ -56,6 +66,11 @@ const char* QuantPresetName(QuantPreset preset);
 // use_more_bits() picks (the first and last eighth, and every third between).
 GgmlType PresetTensorType(QuantPreset preset, absl::string_view tensor, int64_t layer,
                           int64_t n_layer);
+
+// `type`, or llama-quantize's fallback when its blocks do not divide a row
+// of `cols` (llama-quant.cpp's tensor_type_fallback: Q4_K -> Q5_0, Q5_K ->
+// Q5_1, Q6_K -> Q8_0), or F16 when the fallback's do not either.
+GgmlType FallbackType(GgmlType type, int64_t cols);
 
 // Writes the model; `progress(done_bytes, total_bytes)` is called per chunk.
 absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& shape, QuantPreset preset,

@@ -84,3 +84,56 @@ TEST(SyntheticModelTest, RealShapesAndTheirPresets) {
 
 }  // namespace
 }  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// DiffusionGemma at the real shape (only its header is checked: the file
+// is ~15 GB) and the tiny shape, whose file loads and whose rows the
+// Q4_K family's blocks do not divide fall back as llama-quantize does.
+TEST(SyntheticModelTest, DiffusionGemmaShapes) {
+  auto real = SyntheticShapeFor(Arch::kDiffusionGemma, "26b-a4b");
+  ASSERT_TRUE(real.ok()) << real.status();
+  EXPECT_EQ(real->n_embd, 2816);
+  EXPECT_EQ(real->n_layer, 30);
+  EXPECT_EQ(real->n_expert, 128);
+  EXPECT_EQ(real->n_expert_used, 8);
+  EXPECT_EQ(real->canvas, 256);
+  EXPECT_EQ(real->n_vocab, 262144);
+  EXPECT_FALSE(SyntheticShapeFor(Arch::kDiffusionGemma, "custom:d=512,l=3,h=8,ff=1024").ok());
+
+  auto tiny = SyntheticShapeFor(Arch::kDiffusionGemma, "tiny");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  const std::string path = testing::TempDir() + "/synth-dg.gguf";
+  ASSERT_TRUE(
+      WriteSyntheticModel(Arch::kDiffusionGemma, *tiny, QuantPreset::kQ4_K_M, 7, path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto config = ModelConfigFromGguf(*file);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_TRUE(CompatibilityProblems(*file, *config).empty());
+  ASSERT_EQ(config->layers.size(), 4u);
+  for (size_t l = 0; l < 4; ++l) {
+    const bool global = l == 2;
+    EXPECT_EQ(config->layers[l].attention,
+              global ? AttentionKind::kGlobal : AttentionKind::kSliding);
+    EXPECT_EQ(config->layers[l].head_dim, global ? 128 : 64);
+    EXPECT_EQ(config->layers[l].value_is_key, global);
+  }
+  EXPECT_EQ(config->canvas_length, 32);
+  EXPECT_TRUE(config->self_conditioning);
+  // 256-wide rows stay Q4_K; the expert down rows (256) too; the global
+  // layer's attention output (4 x 128 = 512) as well.
+  EXPECT_EQ(file->FindTensor("blk.0.ffn_gate.weight")->type, GgmlType::kQ4_K);
+  EXPECT_EQ(file->FindTensor("rope_freqs.weight")->type, GgmlType::kF32);
+  // The fallback, on the real file's rows: 704 (an expert's width) and
+  // 2112 (the dense FFN's) are no multiple of 256.
+  EXPECT_EQ(FallbackType(GgmlType::kQ4_K, 704), GgmlType::kQ5_0);
+  EXPECT_EQ(FallbackType(GgmlType::kQ6_K, 2112), GgmlType::kQ8_0);
+  EXPECT_EQ(FallbackType(GgmlType::kQ5_K, 704), GgmlType::kQ5_1);
+  EXPECT_EQ(FallbackType(GgmlType::kQ4_K, 2816), GgmlType::kQ4_K);
+  EXPECT_EQ(FallbackType(GgmlType::kQ4_K, 100), GgmlType::kF16);
+}
+
+}  // namespace
+}  // namespace dllm
