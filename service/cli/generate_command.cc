@@ -444,6 +444,9 @@ int RunEntropyBound(const ParsedFlags& flags, const std::shared_ptr<const Model>
     timings["forward_ms"] = totals.forward_seconds * 1e3;
     timings["sample_ms"] = totals.sample_seconds * 1e3;
     timings["ms_per_step"] = steps ? totals.total_seconds * 1e3 / steps : 0.0;
+    Json ops = Json::object();
+    for (const ForwardOp& op : kForwardOps) ops[op.name] = totals.ops.*op.seconds * 1e3;
+    timings["op_ms"] = ops;
     out["timings"] = timings;
     out["steps"] = totals.steps;
     const std::string dumped = DumpJson(out, 1) + "\n";
