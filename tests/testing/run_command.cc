@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "tests/testing/test_paths.h"
@@ -21,6 +22,16 @@ RunResult RunBinary(const std::string& binary, const std::string& args) {
   r.out = ReadFileOrDie(dir + "/out.txt");
   r.err = ReadFileOrDie(dir + "/err.txt");
   return r;
+}
+
+int RunCommand(const std::string& command, std::string* out) {
+  out->clear();
+  std::FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
+  return pclose(p);
 }
 
 }  // namespace dllm::testing

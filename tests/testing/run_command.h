@@ -16,6 +16,9 @@ struct RunResult {
 RunResult RunBinary(const std::string& binary, const std::string& args);
 // Runs `build/service/dllm ARGS` through the shell.
 RunResult RunDllm(const std::string& args);
+// Runs `command` through the shell: its exit status (pclose's), its stdout
+// in `out`.
+int RunCommand(const std::string& command, std::string* out);
 
 }  // namespace dllm::testing
 

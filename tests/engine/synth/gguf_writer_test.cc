@@ -16,6 +16,7 @@
 #include "gtest/gtest.h"
 #include "kernels/dequant.h"
 #include "service/json/json.h"
+#include "tests/testing/run_command.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -259,16 +260,7 @@ TEST(GgufWriterTest, IoErrorsNameThePathAndReason) {
 
 // --- The independent reader.
 
-// Runs `command`, returning its stdout and exit status.
-int RunCommand(const std::string& command, std::string* out) {
-  out->clear();
-  std::FILE* p = popen(command.c_str(), "r");
-  if (p == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out->append(buf, n);
-  return pclose(p);
-}
+using testing::RunCommand;
 
 TEST(GgufWriterTest, IndependentParserReadsIt) {
   std::string out;
