@@ -24,6 +24,12 @@ struct VectorKernels {
   void (*geglu)(const float* g, const float* u, int64_t n, float* y) = nullptr;
   // y = a + b; y may alias a or b.
   void (*add)(const float* a, const float* b, int64_t n, float* y) = nullptr;
+  // acc[r * ldacc + j] += sum over i < k of w[r * ldw + i] * e[i * lde + j],
+  // for r < rows, j < n: a small float GEMM that adds k weighted rows of e
+  // to each accumulator row (self-conditioning's probability-weighted
+  // embedding). Each row's sum runs in the same order whatever `rows`.
+  void (*add_weighted_rows)(const float* w, int64_t ldw, int64_t rows, const float* e, int64_t lde,
+                            int64_t k, int64_t n, float* acc, int64_t ldacc) = nullptr;
 };
 
 // The table for `level` (must be supported by this CPU). Filled once.

@@ -99,6 +99,46 @@ void GegluAvx2(const float* g, const float* u, int64_t n, float* y) {
   }
 }
 
+// Eight columns at a time, the k weighted rows summed into the
+// accumulator in i order (as the scalar path: one FMA each, so the same
+// order for every row count); tails by the scalar loop.
+void AddWeightedRowsAvx2(const float* w, int64_t ldw, int64_t rows, const float* e, int64_t lde,
+                         int64_t k, int64_t n, float* acc, int64_t ldacc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* wr = w + r * ldw;
+    float* a = acc + r * ldacc;
+    int64_t j = 0;
+    for (; j + 32 <= n; j += 32) {
+      __m256 s0 = _mm256_loadu_ps(a + j), s1 = _mm256_loadu_ps(a + j + 8);
+      __m256 s2 = _mm256_loadu_ps(a + j + 16), s3 = _mm256_loadu_ps(a + j + 24);
+      for (int64_t i = 0; i < k; ++i) {
+        const __m256 wi = _mm256_set1_ps(wr[i]);
+        const float* ei = e + i * lde + j;
+        s0 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(ei), s0);
+        s1 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(ei + 8), s1);
+        s2 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(ei + 16), s2);
+        s3 = _mm256_fmadd_ps(wi, _mm256_loadu_ps(ei + 24), s3);
+      }
+      _mm256_storeu_ps(a + j, s0);
+      _mm256_storeu_ps(a + j + 8, s1);
+      _mm256_storeu_ps(a + j + 16, s2);
+      _mm256_storeu_ps(a + j + 24, s3);
+    }
+    for (; j + 8 <= n; j += 8) {
+      __m256 s = _mm256_loadu_ps(a + j);
+      for (int64_t i = 0; i < k; ++i) {
+        s = _mm256_fmadd_ps(_mm256_set1_ps(wr[i]), _mm256_loadu_ps(e + i * lde + j), s);
+      }
+      _mm256_storeu_ps(a + j, s);
+    }
+    for (; j < n; ++j) {
+      float s = a[j];
+      for (int64_t i = 0; i < k; ++i) s = std::fma(wr[i], e[i * lde + j], s);
+      a[j] = s;
+    }
+  }
+}
+
 void AddAvx2(const float* a, const float* b, int64_t n, float* y) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -114,6 +154,7 @@ void FillAvx2VectorKernels(VectorKernels* k) {
   k->swiglu = SwigluAvx2;
   k->geglu = GegluAvx2;
   k->add = AddAvx2;
+  k->add_weighted_rows = AddWeightedRowsAvx2;
 }
 
 }  // namespace dllm::vector_internal

@@ -26,6 +26,18 @@ void GegluScalar(const float* g, const float* u, int64_t n, float* y) {
   }
 }
 
+void AddWeightedRowsScalar(const float* w, int64_t ldw, int64_t rows, const float* e, int64_t lde,
+                           int64_t k, int64_t n, float* acc, int64_t ldacc) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* a = acc + r * ldacc;
+    for (int64_t j = 0; j < n; ++j) {
+      float s = a[j];
+      for (int64_t i = 0; i < k; ++i) s += w[r * ldw + i] * e[i * lde + j];
+      a[j] = s;
+    }
+  }
+}
+
 void AddScalar(const float* a, const float* b, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
 }
@@ -37,6 +49,7 @@ void FillScalarVectorKernels(VectorKernels* k) {
   k->swiglu = SwigluScalar;
   k->geglu = GegluScalar;
   k->add = AddScalar;
+  k->add_weighted_rows = AddWeightedRowsScalar;
 }
 
 }  // namespace vector_internal

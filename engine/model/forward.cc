@@ -68,6 +68,16 @@ struct LayerContext {
   float eps = 0;
 };
 
+// Self-conditioning's soft embedding (SoftEmbeddings): the rows'
+// probabilities over the vocabulary, and each worker's block of dequantized
+// embedding columns.
+constexpr int64_t kScColumns = 256;       // a multiple of every quantization block
+constexpr int64_t kScEmbeddingRows = 16;  // embedding rows added per kernel call
+struct SelfConditioningScratch {
+  std::vector<float> probabilities;       // (max_rows, n_vocab)
+  PerThread<std::vector<float>> columns;  // (kScEmbeddingRows, kScColumns) each
+};
+
 // One sequence of the batch as the layers see it.
 struct SequenceRows {
   const SequenceInput* input = nullptr;
@@ -564,9 +574,8 @@ struct ForwardPass::Impl {
   std::vector<SequenceRows> sequences;  // this pass's, reserved for 16
   ForwardBatch single;                  // the one-sequence Run()'s, reserved for 1
   std::vector<float> head_stage;        // (head_stage_rows, n_vocab)
-  // Self-conditioning's per-worker scratch (kScRowsPerTask rows of
-  // probabilities and their soft embeddings); empty without it.
-  PerThread<std::vector<float>> sc_scratch;
+  // Self-conditioning's buffers; empty without it.
+  SelfConditioningScratch sc;
 };
 
 namespace {
@@ -582,13 +591,16 @@ int64_t ThreadScratchFloats(const ModelConfig& c, ForwardLimits limits) {
                   FloatGemmScratchFloats(std::max({c.n_embd, c.max_ffn_width(), c.max_q_dim()})));
 }
 
-// Self-conditioning rows one task takes: each dequantized embedding row is
-// read by this many canvas rows.
-constexpr int64_t kScRowsPerTask = 8;
-
-// Floats of each worker's self-conditioning scratch (0 without it).
+// Floats of each worker's self-conditioning scratch (0 without it): a
+// column block of kScEmbeddingRows embedding rows.
 int64_t ScScratchFloats(const ModelConfig& c) {
-  return c.self_conditioning ? kScRowsPerTask * (c.n_vocab + c.n_embd) + c.n_embd : 0;
+  return c.self_conditioning ? kScEmbeddingRows * kScColumns : 0;
+}
+
+// Floats of the self-conditioning probabilities: every row a pass may
+// compute, over the vocabulary (0 without it).
+int64_t ScProbabilityFloats(const ModelConfig& c, ForwardLimits limits) {
+  return c.self_conditioning ? int64_t{limits.max_rows} * c.n_vocab : 0;
 }
 
 // Floats of the RoPE tables: cos and sin of every position for each table.
@@ -607,6 +619,7 @@ size_t ForwardPass::ActivationBytes(const ModelConfig& c, ForwardLimits limits) 
          static_cast<size_t>(RopeFloats(c, limits)) * sizeof(float) +
          static_cast<size_t>(std::max(0, limits.head_stage_rows)) * static_cast<size_t>(c.n_vocab) *
              sizeof(float) +
+         static_cast<size_t>(ScProbabilityFloats(c, limits)) * sizeof(float) +
          threads * static_cast<size_t>(ThreadScratchFloats(c, limits) + ScScratchFloats(c)) *
              sizeof(float);
 }
@@ -666,7 +679,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr
   impl->head_stage.resize(static_cast<size_t>(std::max(0, limits.head_stage_rows)) *
                           static_cast<size_t>(c.n_vocab));
   if (c.self_conditioning) {
-    impl->sc_scratch = PerThread<std::vector<float>>(static_cast<size_t>(ScScratchFloats(c)), 0.0f);
+    impl->sc.columns = PerThread<std::vector<float>>(static_cast<size_t>(ScScratchFloats(c)), 0.0f);
+    impl->sc.probabilities.resize(static_cast<size_t>(ScProbabilityFloats(c, limits)));
   }
   return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
 }
@@ -695,47 +709,51 @@ namespace {
 // The self-conditioning MLP's input for the rows listed in `rows` (computed
 // rows) from `previous` (row i's previous logits at previous + i * n_vocab):
 // h[r] = rmsnorm(sqrt(n_embd) * sum_v softmax(previous * temp_inv)_v *
-// token_embd[v]) * pre_norm.
+// token_embd[v]) * pre_norm. The sum is a GEMM of the probabilities by the
+// embedding: one task per block of kScColumns embedding columns, each
+// dequantizing its part of kScEmbeddingRows rows at a time (every element
+// once) and adding them, weighted, to every row's sum (add_weighted_rows).
+// A row's sums do not depend on the other rows.
 void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const float* previous,
-                    float temp_inv, PerThread<std::vector<float>>& scratch, const LayerContext& ctx,
+                    float temp_inv, SelfConditioningScratch& scratch, const LayerContext& ctx,
                     Activations& act) {
   const ModelConfig& c = model.config();
   const int64_t V = c.n_vocab, d = c.n_embd;
   const GgufTensor& embd = model.token_embd();
   const size_t embd_row = RowBytes(embd.type, d);
   const int64_t n = static_cast<int64_t>(rows.size());
-  const int64_t tasks = (n + kScRowsPerTask - 1) / kScRowsPerTask;
-  tbb::parallel_for(int64_t{0}, tasks, [&](int64_t t) {
-    const int64_t i0 = t * kScRowsPerTask, i1 = std::min(n, i0 + kScRowsPerTask);
-    std::vector<float>& buf = scratch.Local();
-    float* probs = buf.data();                 // (rows, V)
-    float* soft = probs + kScRowsPerTask * V;  // (rows, d)
-    float* e = soft + kScRowsPerTask * d;      // (d) one embedding row
-    for (int64_t i = i0; i < i1; ++i) {
-      const float* l = previous + i * V;
-      float* p = probs + (i - i0) * V;
-      float max = -INFINITY;
-      for (int64_t v = 0; v < V; ++v) max = std::max(max, l[v] * temp_inv);
-      double sum = 0;
-      for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(l[v] * temp_inv - max);
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t v = 0; v < V; ++v) p[v] *= inv;
-    }
-    std::fill(soft, soft + (i1 - i0) * d, 0.0f);
-    for (int64_t v = 0; v < V; ++v) {
-      DequantizeRow(embd.type, embd.data + v * embd_row, e, d);
-      for (int64_t i = i0; i < i1; ++i) {
-        const float w = probs[(i - i0) * V + v];
-        float* acc = soft + (i - i0) * d;
-        for (int64_t j = 0; j < d; ++j) acc[j] += w * e[j];
+  float* probs = scratch.probabilities.data();  // (n, V)
+  tbb::parallel_for(int64_t{0}, n, [&](int64_t i) {
+    const float* l = previous + i * V;
+    float* p = probs + i * V;
+    float max = -INFINITY;
+    for (int64_t v = 0; v < V; ++v) max = std::max(max, l[v] * temp_inv);
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(l[v] * temp_inv - max);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t v = 0; v < V; ++v) p[v] *= inv;
+  });
+  float* soft = act.ffn_out;  // (n, d); the MLP writes its output there after
+  const int64_t blocks = (d + kScColumns - 1) / kScColumns;
+  tbb::parallel_for(int64_t{0}, blocks, [&](int64_t b) {
+    // Column blocks start on a multiple of 256, so on a quantization block.
+    const int64_t j0 = b * kScColumns, width = std::min(kScColumns, d - j0);
+    const size_t skip = RowBytes(embd.type, j0);
+    float* e = scratch.columns.Local().data();  // (kScEmbeddingRows, kScColumns)
+    for (int64_t i = 0; i < n; ++i) std::fill(soft + i * d + j0, soft + i * d + j0 + width, 0.0f);
+    for (int64_t v0 = 0; v0 < V; v0 += kScEmbeddingRows) {
+      const int64_t k = std::min(kScEmbeddingRows, V - v0);
+      for (int64_t i = 0; i < k; ++i) {
+        DequantizeRow(embd.type, embd.data + (v0 + i) * embd_row + skip, e + i * kScColumns, width);
       }
+      ctx.vk->add_weighted_rows(probs + v0, V, n, e, kScColumns, k, width, soft + j0, d);
     }
-    for (int64_t i = i0; i < i1; ++i) {
-      float* acc = soft + (i - i0) * d;
-      for (int64_t j = 0; j < d; ++j) acc[j] *= c.embed_scale;
-      ctx.vk->rms_norm(acc, model.self_conditioning().pre_norm, ctx.eps, d,
-                       act.h + rows[static_cast<size_t>(i)] * d);
-    }
+  });
+  tbb::parallel_for(int64_t{0}, n, [&](int64_t i) {
+    float* acc = soft + i * d;
+    for (int64_t j = 0; j < d; ++j) acc[j] *= c.embed_scale;
+    ctx.vk->rms_norm(acc, model.self_conditioning().pre_norm, ctx.eps, d,
+                     act.h + rows[static_cast<size_t>(i)] * d);
   });
 }
 
@@ -743,8 +761,7 @@ void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const flo
 // the self-conditioning MLP of the previous step's logits, where the
 // sequence brings them), without a weight. Prompt rows keep x.
 void CanvasInputs(const Model& model, std::span<const SequenceRows> sequences,
-                  PerThread<std::vector<float>>& scratch, const LayerContext& ctx,
-                  Activations& act) {
+                  SelfConditioningScratch& scratch, const LayerContext& ctx, Activations& act) {
   const ModelConfig& c = model.config();
   const int64_t d = c.n_embd, V = c.n_vocab;
   for (const SequenceRows& s : sequences) {
@@ -900,7 +917,7 @@ absl::Status ForwardPass::Run(const ForwardBatch& batch, const LayerCheck* check
       for (int64_t j = 0; j < c.n_embd; ++j) x[j] *= c.embed_scale;
     }
   });
-  if (c.canvas_input_norm) CanvasInputs(model, s.sequences, s.sc_scratch, s.ctx, act);
+  if (c.canvas_input_norm) CanvasInputs(model, s.sequences, s.sc, s.ctx, act);
   const double embed_seconds = SecondsSince(start);
 
   ForwardStats timed;

@@ -83,6 +83,39 @@ TEST(VectorOpsTest, Geglu) {
   }
 }
 
+// acc += w . e for a block of rows, against float64; and each row's bits
+// do not depend on how many rows one call takes.
+TEST(VectorOpsTest, AddWeightedRows) {
+  std::mt19937 rng(5);
+  for (IsaLevel isa : SupportedIsaLevels()) {
+    const VectorKernels& vk = SelectVectorKernels(isa);
+    for (int64_t n : kSizes) {
+      for (int64_t k : {1, 3, 16}) {
+        const int64_t rows = 5, lde = n + 3, ldacc = n + 1, ldw = k + 2;
+        std::vector<float> w = Random(rows * ldw, rng, 0.3f), e = Random(k * lde, rng);
+        std::vector<float> acc = Random(rows * ldacc, rng), one = acc;
+        vk.add_weighted_rows(w.data(), ldw, rows, e.data(), lde, k, n, acc.data(), ldacc);
+        vk.add_weighted_rows(w.data(), ldw, 1, e.data(), lde, k, n, one.data(), ldacc);
+        for (int64_t j = 0; j < n; ++j) EXPECT_EQ(acc[j], one[j]) << IsaLevelName(isa);
+        std::vector<float> start = Random(rows * ldacc, rng);
+        std::vector<float> again = start;
+        vk.add_weighted_rows(w.data(), ldw, rows, e.data(), lde, k, n, again.data(), ldacc);
+        for (int64_t r = 0; r < rows; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double want = start[r * ldacc + j], mag = std::fabs(want);
+            for (int64_t i = 0; i < k; ++i) {
+              want += double(w[r * ldw + i]) * e[i * lde + j];
+              mag += std::fabs(double(w[r * ldw + i]) * e[i * lde + j]);
+            }
+            EXPECT_NEAR(again[r * ldacc + j], want, 1e-6 * mag * (k + 1))
+                << IsaLevelName(isa) << " n=" << n << " k=" << k;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(VectorOpsTest, SwigluAndAdd) {
   std::mt19937 rng(2);
   for (IsaLevel isa : SupportedIsaLevels()) {
