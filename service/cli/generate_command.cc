@@ -340,6 +340,16 @@ void PrintSummary(const DenoiseSession& session, const SamplerConfig& config,
       ops.head * 1e3, IsaLevelName(isa), threads);
 }
 
+// The generated tokens as the user reads them: special tokens not
+// rendered, invalid UTF-8 replaced.
+std::string OutputText(const Model& model, std::span<const int32_t> output) {
+  DecodeOptions plain;
+  plain.render_special = false;
+  return SanitizeUtf8(model.tokenizer()
+                          .Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
+                          .value_or(""));
+}
+
 // --cache for an entropy-bound run: exact unless asked otherwise.
 absl::StatusOr<CachingOptions> EntropyBoundCaching(const ParsedFlags& f) {
   CachingOptions caching;
@@ -399,12 +409,7 @@ int RunEntropyBound(const ParsedFlags& flags, const std::shared_ptr<const Model>
   }
   totals.total_seconds = gen_time.ElapsedSeconds();
   const std::span<const int32_t> output = (*session)->OutputTokens();
-  DecodeOptions plain;
-  plain.render_special = false;
-  const std::string text =
-      SanitizeUtf8(model->tokenizer()
-                       .Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
-                       .value_or(""));
+  const std::string text = OutputText(*model, output);
   const int steps = (*session)->steps();
   const int canvases =
       static_cast<int>(((*session)->prompt_len() - static_cast<int>(prompt.size())) /
@@ -537,13 +542,7 @@ int RunGenerate(int argc, char** argv) {
   }
   totals.total_seconds = gen_time.ElapsedSeconds();
   const std::span<const int32_t> output = (*session)->OutputTokens();
-  DecodeOptions plain;
-  plain.render_special = false;
-  const std::string text =
-      SanitizeUtf8((*model)
-                       ->tokenizer()
-                       .Decode(std::vector<int32_t>(output.begin(), output.end()), plain)
-                       .value_or(""));
+  const std::string text = OutputText(**model, output);
 
   if (json) {
     const std::string dumped = DumpJson(ResultJson(*flags, mc, *config, *caching, **session,
