@@ -271,6 +271,17 @@ Json StepJson(const StepReport& step) {
   return s;
 }
 
+// The --json timings of a run of `steps` steps.
+Json TimingsJson(const RunTotals& totals, int steps) {
+  Json timings = Json::object();
+  timings["load_ms"] = totals.load_seconds * 1e3;
+  timings["total_ms"] = totals.total_seconds * 1e3;
+  timings["forward_ms"] = totals.forward_seconds * 1e3;
+  timings["sample_ms"] = totals.sample_seconds * 1e3;
+  timings["ms_per_step"] = steps ? totals.total_seconds * 1e3 / steps : 0.0;
+  return timings;
+}
+
 // The --json document: the run's ids, text, settings and timings.
 Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerConfig& config,
                 const CachingOptions& caching, const DenoiseSession& session,
@@ -306,13 +317,7 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
   settings["threads"] = threads;
   settings["isa"] = IsaLevelName(isa);
   out["settings"] = settings;
-  Json timings = Json::object();
-  timings["load_ms"] = totals.load_seconds * 1e3;
-  timings["total_ms"] = totals.total_seconds * 1e3;
-  timings["forward_ms"] = totals.forward_seconds * 1e3;
-  timings["sample_ms"] = totals.sample_seconds * 1e3;
-  timings["ms_per_step"] = steps_run ? totals.total_seconds * 1e3 / steps_run : 0.0;
-  out["timings"] = timings;
+  out["timings"] = TimingsJson(totals, steps_run);
   out["steps"] = totals.steps;
   return out;
 }
@@ -442,13 +447,8 @@ int RunEntropyBound(const ParsedFlags& flags, const std::shared_ptr<const Model>
     settings["threads"] = threads;
     settings["isa"] = IsaLevelName(isa);
     out["settings"] = settings;
-    Json timings = Json::object();
-    timings["load_ms"] = totals.load_seconds * 1e3;
-    timings["total_ms"] = totals.total_seconds * 1e3;
+    Json timings = TimingsJson(totals, steps);
     timings["first_canvas_ms"] = first_canvas_seconds * 1e3;
-    timings["forward_ms"] = totals.forward_seconds * 1e3;
-    timings["sample_ms"] = totals.sample_seconds * 1e3;
-    timings["ms_per_step"] = steps ? totals.total_seconds * 1e3 / steps : 0.0;
     Json ops = Json::object();
     for (const ForwardOp& op : kForwardOps) ops[op.name] = totals.ops.*op.seconds * 1e3;
     timings["op_ms"] = ops;
