@@ -74,8 +74,11 @@ struct LayerContext {
 constexpr int64_t kScColumns = 256;       // a multiple of every quantization block
 constexpr int64_t kScEmbeddingRows = 16;  // embedding rows added per kernel call
 struct SelfConditioningScratch {
-  std::vector<float> probabilities;       // (max_rows, n_vocab)
+  std::vector<float> probabilities;       // (ScChunkRows, n_vocab)
   PerThread<std::vector<float>> columns;  // (kScEmbeddingRows, kScColumns) each
+  // Per self-conditioned row of the batch: its previous logits and 1/temperature.
+  std::vector<const float*> previous;
+  std::vector<float> temp_inv;
 };
 
 // One sequence of the batch as the layers see it.
@@ -597,10 +600,17 @@ int64_t ScScratchFloats(const ModelConfig& c) {
   return c.self_conditioning ? kScEmbeddingRows * kScColumns : 0;
 }
 
-// Floats of the self-conditioning probabilities: every row a pass may
-// compute, over the vocabulary (0 without it).
+// Rows of self-conditioning probabilities a pass holds at once: a whole
+// canvas (and at least 256 rows), so that a step's soft embedding reads the
+// embedding once; a batch of more rows reads it once per chunk. Not every
+// row a pass may compute: at the real vocabulary a row takes 1 MiB.
+int64_t ScChunkRows(const ModelConfig& c, ForwardLimits limits) {
+  return std::min<int64_t>(limits.max_rows, std::max<int64_t>(c.canvas_length, 256));
+}
+
+// Floats of the self-conditioning probabilities (0 without it).
 int64_t ScProbabilityFloats(const ModelConfig& c, ForwardLimits limits) {
-  return c.self_conditioning ? int64_t{limits.max_rows} * c.n_vocab : 0;
+  return c.self_conditioning ? ScChunkRows(c, limits) * c.n_vocab : 0;
 }
 
 // Floats of the RoPE tables: cos and sin of every position for each table.
@@ -681,6 +691,8 @@ absl::StatusOr<std::unique_ptr<ForwardPass>> ForwardPass::Create(std::shared_ptr
   if (c.self_conditioning) {
     impl->sc.columns = PerThread<std::vector<float>>(static_cast<size_t>(ScScratchFloats(c)), 0.0f);
     impl->sc.probabilities.resize(static_cast<size_t>(ScProbabilityFloats(c, limits)));
+    impl->sc.previous.reserve(static_cast<size_t>(limits.max_rows));
+    impl->sc.temp_inv.reserve(static_cast<size_t>(limits.max_rows));
   }
   return std::unique_ptr<ForwardPass>(new ForwardPass(std::move(impl)));
 }
@@ -706,17 +718,17 @@ absl::Status ForwardPass::Run(std::span<const int32_t> tokens, std::span<const i
 
 namespace {
 
-// The self-conditioning MLP's input for the rows listed in `rows` (computed
-// rows) from `previous` (row i's previous logits at previous + i * n_vocab):
+// The self-conditioning MLP's input for the computed rows `rows`, row i
+// from previous[i] (its previous logits, n_vocab floats) at temp_inv[i]:
 // h[r] = rmsnorm(sqrt(n_embd) * sum_v softmax(previous * temp_inv)_v *
 // token_embd[v]) * pre_norm. The sum is a GEMM of the probabilities by the
 // embedding: one task per block of kScColumns embedding columns, each
 // dequantizing its part of kScEmbeddingRows rows at a time (every element
 // once) and adding them, weighted, to every row's sum (add_weighted_rows).
-// A row's sums do not depend on the other rows.
-void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const float* previous,
-                    float temp_inv, SelfConditioningScratch& scratch, const LayerContext& ctx,
-                    Activations& act) {
+// A row's sums do not depend on the other rows. At most ScChunkRows rows.
+void SoftEmbeddings(const Model& model, std::span<const int32_t> rows,
+                    std::span<const float* const> previous, std::span<const float> temp_inv,
+                    SelfConditioningScratch& scratch, const LayerContext& ctx, Activations& act) {
   const ModelConfig& c = model.config();
   const int64_t V = c.n_vocab, d = c.n_embd;
   const GgufTensor& embd = model.token_embd();
@@ -724,16 +736,17 @@ void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const flo
   const int64_t n = static_cast<int64_t>(rows.size());
   float* probs = scratch.probabilities.data();  // (n, V)
   tbb::parallel_for(int64_t{0}, n, [&](int64_t i) {
-    const float* l = previous + i * V;
+    const float* l = previous[static_cast<size_t>(i)];
+    const float t = temp_inv[static_cast<size_t>(i)];
     float* p = probs + i * V;
     float max = -INFINITY;
-    for (int64_t v = 0; v < V; ++v) max = std::max(max, l[v] * temp_inv);
+    for (int64_t v = 0; v < V; ++v) max = std::max(max, l[v] * t);
     double sum = 0;
-    for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(l[v] * temp_inv - max);
+    for (int64_t v = 0; v < V; ++v) sum += p[v] = std::exp(l[v] * t - max);
     const float inv = static_cast<float>(1.0 / sum);
     for (int64_t v = 0; v < V; ++v) p[v] *= inv;
   });
-  float* soft = act.ffn_out;  // (n, d); the MLP writes its output there after
+  float* soft = act.ffn_out;  // (n, d)
   const int64_t blocks = (d + kScColumns - 1) / kScColumns;
   tbb::parallel_for(int64_t{0}, blocks, [&](int64_t b) {
     // Column blocks start on a multiple of 256, so on a quantization block.
@@ -759,25 +772,35 @@ void SoftEmbeddings(const Model& model, std::span<const int32_t> rows, const flo
 
 // DiffusionGemma's canvas rows (at or after the prompt): x = rmsnorm(x +
 // the self-conditioning MLP of the previous step's logits, where the
-// sequence brings them), without a weight. Prompt rows keep x.
+// sequence brings them), without a weight. Prompt rows keep x. The
+// batch's self-conditioned rows go through the soft embedding together,
+// ScChunkRows at a time, and through the MLP at once.
 void CanvasInputs(const Model& model, std::span<const SequenceRows> sequences,
                   SelfConditioningScratch& scratch, const LayerContext& ctx, Activations& act) {
   const ModelConfig& c = model.config();
   const int64_t d = c.n_embd, V = c.n_vocab;
+  int64_t count = 0;
+  scratch.previous.clear();
+  scratch.temp_inv.clear();
   for (const SequenceRows& s : sequences) {
     const SequenceInput& in = *s.input;
-    if (in.self_conditioning.empty()) continue;
+    if (!s.live || in.self_conditioning.empty()) continue;
     const int32_t prompt = PromptRows(in);
-    const int32_t first = std::max(in.row_begin, prompt);
-    int64_t count = 0;
-    for (int32_t p = first; p < in.row_end; ++p) {
+    for (int32_t p = std::max(in.row_begin, prompt); p < in.row_end; ++p) {
       act.selected_rows[count++] = static_cast<int32_t>(s.row_offset + (p - in.row_begin));
+      scratch.previous.push_back(in.self_conditioning.data() + int64_t{p - prompt} * V);
+      scratch.temp_inv.push_back(in.self_conditioning_temp_inv);
     }
-    if (count == 0) continue;
-    const std::span<const int32_t> selected(act.selected_rows, static_cast<size_t>(count));
-    SoftEmbeddings(model, selected,
-                   in.self_conditioning.data() + static_cast<int64_t>(first - prompt) * V,
-                   in.self_conditioning_temp_inv, scratch, ctx, act);
+  }
+  if (count > 0) {
+    const int64_t chunk = static_cast<int64_t>(scratch.probabilities.size()) / V;
+    for (int64_t first = 0; first < count; first += chunk) {
+      const size_t at = static_cast<size_t>(first);
+      const size_t n = static_cast<size_t>(std::min(chunk, count - first));
+      SoftEmbeddings(model, std::span<const int32_t>(act.selected_rows + at, n),
+                     std::span<const float* const>(scratch.previous).subspan(at, n),
+                     std::span<const float>(scratch.temp_inv).subspan(at, n), scratch, ctx, act);
+    }
     GatedFfn(ctx, model.self_conditioning().mlp, Gating::kGelu, c.n_ff, act.selected_rows, count,
              act.ffn_out, act);
     tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
@@ -786,6 +809,7 @@ void CanvasInputs(const Model& model, std::span<const SequenceRows> sequences,
     });
   }
   for (const SequenceRows& s : sequences) {
+    if (!s.live) continue;
     const SequenceInput& in = *s.input;
     const int32_t prompt = PromptRows(in);
     tbb::parallel_for(std::max(in.row_begin, prompt), in.row_end, [&](int32_t p) {

@@ -77,8 +77,18 @@ DenoiserPlan EntropyBoundDenoiser::Plan() const {
 }
 
 StepCommits EntropyBoundDenoiser::Step(std::span<const float> logits, std::span<const float>) {
-  sampler_.Step(logits);
+  const EntropyBoundStep step = sampler_.Step(logits);
   ++steps_;
+  last_argmax_.assign(step.argmax.begin(), step.argmax.end());
+  int accepted = 0;
+  double entropy = 0;
+  for (size_t p = 0; p < step.accepted.size(); ++p) {
+    accepted += step.accepted[p];
+    entropy += step.entropy[p];
+  }
+  last_step_ = {canvases_ - 1, step.temperature, accepted,
+                static_cast<float>(entropy / std::max<size_t>(1, step.entropy.size())),
+                last_argmax_};
   prev_logits_.assign(logits.begin(), logits.end());
   std::copy(sampler_.canvas().begin(), sampler_.canvas().end(), canvas_.begin() + prompt_len_);
   output_ = response_;

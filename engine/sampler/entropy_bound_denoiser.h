@@ -40,6 +40,16 @@ struct CanvasRun {
 // count running to the canvas end). The reference CLI's rule.
 size_t TrimCanvas(std::span<const int32_t> canvas, std::span<const int32_t> stop_ids);
 
+// What one Step() did to its canvas (stream events show it).
+struct CanvasStepSummary {
+  int canvas = 0;          // 0-based: the canvas the step rewrote
+  float temperature = 0;   // the step's
+  int accepted = 0;        // positions that took their sample (the rest were renoised)
+  float mean_entropy = 0;  // nats, over the canvas
+  // The canvas's argmax tokens after the step: what it outputs if it ends here.
+  std::span<const int32_t> argmax;
+};
+
 class EntropyBoundDenoiser : public Denoiser {
  public:
   // INVALID_ARGUMENT for settings EntropyBoundConfig::Validate refuses, or
@@ -62,7 +72,12 @@ class EntropyBoundDenoiser : public Denoiser {
   std::span<const int32_t> Output() const override { return output_; }
 
   const EntropyBoundSampler& sampler() const { return sampler_; }
+  const CanvasRun& run() const { return run_; }
+  // The finished canvases as kept: the part of Output() no later step changes.
+  std::span<const int32_t> response() const { return response_; }
   int canvases() const { return canvases_; }  // started so far
+  // The last Step()'s (valid until the next; empty before the first).
+  const CanvasStepSummary& last_step() const { return last_step_; }
   // The prompt's length (before any canvas joined it).
   int original_prompt_len() const { return original_prompt_len_; }
 
@@ -86,6 +101,8 @@ class EntropyBoundDenoiser : public Denoiser {
   std::vector<int32_t> response_;   // the finished canvases, trimmed
   std::vector<int32_t> output_;     // response_, then the current argmax canvas
   std::vector<int32_t> commit_positions_, commit_tokens_;  // the last Step()'s
+  std::vector<int32_t> last_argmax_;                       // last_step_.argmax
+  CanvasStepSummary last_step_;
 };
 
 }  // namespace dllm

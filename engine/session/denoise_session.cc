@@ -183,8 +183,10 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
       std::unique_ptr<EntropyBoundDenoiser> denoiser,
       EntropyBoundDenoiser::Create(config, prompt, model.n_vocab, std::move(run)));
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, SourceFor(std::move(logits), limits));
+  EntropyBoundDenoiser* entropy_bound = denoiser.get();
   auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
       model, std::move(denoiser), nullptr, std::move(source), MakeCachePolicy(caching.cache, 0)));
+  session->entropy_bound_ = entropy_bound;
   session->logits_.resize(static_cast<size_t>(config.canvas_length) * model.n_vocab);
   if (caching.cache == CacheMode::kExact) {
     session->cache_ = std::make_unique<KvCache>(model.kv_widths, limits.max_positions);
@@ -205,6 +207,26 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<ForwardPass> pass, ForwardPass::Create(model, limits));
   return Create(session_model, config, std::move(prompt), std::move(run),
                 ForwardLogits(std::move(pass)), caching);
+}
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Create(
+    std::shared_ptr<const Model> model, const EntropyBoundConfig& config,
+    std::vector<int32_t> prompt, CanvasRun run, ForwardPass* pass, const CachingOptions& caching) {
+  return Create(SessionModel::Of(model->config()), config, std::move(prompt), std::move(run),
+                SharedForwardLogits(pass), caching);
+}
+
+size_t DenoiseSession::EntropyBoundStateBytes(const ModelConfig& model,
+                                              const EntropyBoundConfig& config, int prompt_len,
+                                              const CanvasRun& run, const CachingOptions& caching) {
+  CanvasRun bounded = run;
+  if (bounded.context == 0) bounded.context = model.n_ctx_train;
+  const ForwardLimits limits = EntropyBoundLimits(config, prompt_len, bounded, caching);
+  const size_t cache =
+      caching.cache == CacheMode::kExact ? KvCache::BytesFor(model, limits.max_positions) : 0;
+  const size_t logits = 2 * static_cast<size_t>(config.canvas_length) *
+                        static_cast<size_t>(model.n_vocab) * sizeof(float);
+  return cache + logits;
 }
 
 absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
@@ -401,6 +423,9 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
 }
 
 int DenoiseSession::masked_remaining() const {
+  // The entropy-bound canvas holds no masks (a renoised token may be the
+  // mask id by chance; it is a token like any other there).
+  if (entropy_bound_ != nullptr) return 0;
   const std::span<const int32_t> gen = generated();
   return static_cast<int>(std::count(gen.begin(), gen.end(), model_.tokens.mask));
 }
@@ -681,6 +706,18 @@ absl::Status DenoiseSession::Rewind(int to_step) {
 }
 
 std::span<const int32_t> DenoiseSession::OutputTokens() const { return denoiser_->Output(); }
+
+std::span<const int32_t> DenoiseSession::StableTokens() const {
+  if (entropy_bound_ != nullptr) return entropy_bound_->response();
+  const std::span<const int32_t> gen = generated();
+  const auto first_mask = std::find(gen.begin(), gen.end(), model_.tokens.mask);
+  return gen.first(static_cast<size_t>(first_mask - gen.begin()));
+}
+
+std::span<const int32_t> DenoiseSession::stop_ids() const {
+  return entropy_bound_ != nullptr ? std::span<const int32_t>(entropy_bound_->run().stop_ids)
+                                   : sampler_->stop_ids();
+}
 
 bool DenoiseSession::exited_early() const {
   return sampler_ != nullptr && sampler_->exited_early();

@@ -162,11 +162,24 @@ class DenoiseSession {
                                                                 std::vector<int32_t> prompt,
                                                                 CanvasRun run,
                                                                 const CachingOptions& caching);
+  // The same through `pass`, someone else's (the server's), which outlives
+  // the session. INVALID_ARGUMENT when the run needs more than its limits.
+  static absl::StatusOr<std::unique_ptr<DenoiseSession>> Create(std::shared_ptr<const Model> model,
+                                                                const EntropyBoundConfig& config,
+                                                                std::vector<int32_t> prompt,
+                                                                CanvasRun run, ForwardPass* pass,
+                                                                const CachingOptions& caching);
   // The forward an entropy-bound session of this shape needs: positions
   // for the prompt and every canvas the run may reach, and rows for its
   // largest step (everything, without the cache).
   static ForwardLimits EntropyBoundLimits(const EntropyBoundConfig& config, int prompt_len,
                                           const CanvasRun& run, const CachingOptions& caching);
+  // What such a session keeps beside its forward pass (admission reserves
+  // it): the K/V cache of every position the run may reach, and two canvases
+  // of logits (the step's, and the previous step's for self-conditioning).
+  static size_t EntropyBoundStateBytes(const ModelConfig& model, const EntropyBoundConfig& config,
+                                       int prompt_len, const CanvasRun& run,
+                                       const CachingOptions& caching);
 
   bool done() const { return denoiser_->done(); }
   int steps() const { return denoiser_->step(); }  // steps taken
@@ -262,9 +275,24 @@ class DenoiseSession {
     return canvas().subspan(static_cast<size_t>(prompt_len()), static_cast<size_t>(gen_length()));
   }
   int prompt_len() const { return denoiser_->prompt_len(); }
+  // Where the request's generated region starts on the canvas (what API
+  // positions count from): prompt_len(), except under the entropy-bound
+  // denoiser, whose prompt_len() grows as finished canvases join the prompt.
+  int request_prompt_len() const {
+    return entropy_bound_ != nullptr ? entropy_bound_->original_prompt_len() : prompt_len();
+  }
   int suffix_len() const { return static_cast<int>(canvas().size()) - denoiser_->gen_end(); }
   // The masked sampler (sessions of masked denoising only).
   const DenoiseSampler& sampler() const { return *sampler_; }
+  // The entropy-bound denoiser, or null for masked denoising.
+  const EntropyBoundDenoiser* entropy_bound() const { return entropy_bound_; }
+  // The generated tokens that can no longer change, in output order: for
+  // masked denoising the leading run of committed positions of the
+  // generated region (stop tokens included), for the entropy-bound
+  // denoiser the finished canvases as kept (TrimCanvas).
+  std::span<const int32_t> StableTokens() const;
+  // The tokens that end the output (SpecialTokens::StopIds, as the denoiser has them).
+  std::span<const int32_t> stop_ids() const;
   // The denoiser's output (Denoiser::Output): for masked denoising the
   // generated tokens up to the first stop token (EOS/EoT).
   std::span<const int32_t> OutputTokens() const;
@@ -331,7 +359,8 @@ class DenoiseSession {
 
   SessionModel model_;
   std::unique_ptr<Denoiser> denoiser_;
-  DenoiseSampler* sampler_ = nullptr;  // denoiser_, when it is the masked sampler
+  DenoiseSampler* sampler_ = nullptr;              // denoiser_, when it is the masked sampler
+  EntropyBoundDenoiser* entropy_bound_ = nullptr;  // denoiser_, when it is that
   std::unique_ptr<LogitsSource> source_;
   // (canvas, n_vocab): the most rows a step can ask for; under CFG twice
   // that, the conditional rows then the unconditional ones.

@@ -32,6 +32,7 @@
 #include "engine/base/utf8.h"
 #include "engine/model/isa_option.h"
 #include "engine/parallel/cpu_topology.h"
+#include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/tokenizer/chat_template.h"
 #include "service/http/http_server.h"
 #include "service/http/metrics_endpoint.h"
@@ -268,6 +269,11 @@ absl::StatusOr<std::shared_ptr<const Model>> LoadModel(ServerSetup& setup) {
   DLLM_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model,
                         Model::Load(options.model_path, setup.model));
   const ModelConfig& mc = model->config();
+  if (mc.canvas_length > 0) {
+    // Every entropy-bound request starts from the file's diffusion.eb_*
+    // keys: a bad one is the file's fault, said once, here.
+    DLLM_RETURN_IF_ERROR(EntropyBoundConfigFromGguf(model->file()).status());
+  }
   if (!model->chat_template().recognised) {
     std::fprintf(stderr, "dllm-server: warning: %s\n", kUnrecognisedChatTemplateWarning);
   }

@@ -108,7 +108,8 @@ class CompletionRun {
 };
 
 // `event: canvas` for dllm_canvas: the canvas after the step, its masked
-// positions and what the step committed.
+// positions and what the step committed; under the entropy-bound sampler
+// (no masks) its canvas_step too.
 std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
   Json canvas = Json::object();
   canvas["step"] = step.step();
@@ -116,10 +117,19 @@ std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
   canvas["merged_steps"] = step.merged_steps();
   canvas["masked_remaining"] = step.masked_remaining();
   Json masked = Json::array();
-  for (int i = 0; i < step.canvas_size(); ++i) {
+  for (int i = 0; i < step.canvas_size() && !step.has_canvas_step(); ++i) {
     if (static_cast<int32_t>(step.canvas(i)) == mask) masked.push_back(i);
   }
   canvas["masked"] = std::move(masked);
+  if (step.has_canvas_step()) {
+    const v1::CanvasStep& c = step.canvas_step();
+    canvas["canvas_step"] = {
+        {"canvas", c.canvas()},
+        {"temperature", c.temperature()},
+        {"accepted", c.accepted()},
+        {"mean_entropy", c.mean_entropy()},
+        {"argmax", std::vector<uint32_t>(c.argmax().begin(), c.argmax().end())}};
+  }
   Json committed = Json::array();
   for (const v1::CommittedToken& t : step.committed()) {
     committed.push_back(
@@ -377,6 +387,14 @@ void OpenAiApi::Handle(const HttpRequest& request, HttpResponder& raw_out) {
 void OpenAiApi::Models(const HttpRequest& request, HttpResponder& out) {
   Json model = {
       {"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
+  // What a client (the canvas page) needs to know to ask for the right
+  // settings: the model's default sampler and, for a canvas model, its
+  // canvas length.
+  const ModelConfig& c = service_->model().config();
+  Json dllm = {{"architecture", std::string(ArchName(c.arch))},
+               {"sampler", c.canvas_length > 0 ? "entropy_bound" : "masked"}};
+  if (c.canvas_length > 0) dllm["canvas_length"] = c.canvas_length;
+  model["dllm"] = std::move(dllm);
   SendJson(out, request.path, 200, {{"object", "list"}, {"data", Json::array({model})}});
 }
 

@@ -37,7 +37,10 @@ const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
       "stream_options", "user", "logprobs", "echo", "suffix",
       // Diffusion extras.
       "steps", "block_length", "algorithm", "threshold", "alg_temp", "cfg_scale", "eps", "top_k",
-      "cache", "cache_refresh", "dllm_canvas"};
+      "cache", "cache_refresh", "dllm_canvas",
+      // The entropy-bound sampler (DiffusionGemma), named as its GGUF keys.
+      "sampler", "eb_max_steps", "eb_t_min", "eb_t_max", "eb_entropy_bound",
+      "eb_stability_threshold", "eb_confidence_threshold"};
   static const std::set<std::string, std::less<>> kChat = [] {
     std::set<std::string, std::less<>> s = kCompletions;
     s.erase("prompt");
@@ -308,8 +311,27 @@ absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* gener
   if (algorithm) d.set_algorithm(*algorithm);
   std::optional<v1::Cache> cache;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "cache", "CACHE_", v1::Cache_Parse, v1::CACHE_UNSPECIFIED,
-                                "none, prefix, dual", &cache));
+                                "none, prefix, dual, exact", &cache));
   if (cache) d.set_cache(*cache);
+  std::optional<v1::Sampler> sampler;
+  DLLM_RETURN_IF_ERROR(ReadEnum(body, "sampler", "SAMPLER_", v1::Sampler_Parse,
+                                v1::SAMPLER_UNSPECIFIED, "masked, entropy_bound", &sampler));
+  if (sampler) d.set_sampler(*sampler);
+  v1::EntropyBoundParams& eb = *d.mutable_entropy_bound();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "eb_max_steps", 1, 1 << 20, &i));
+  if (i) eb.set_max_steps(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "eb_stability_threshold", 0, 1 << 20, &i));
+  if (i) eb.set_stability_threshold(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_t_min", 0, 1e6, &x));
+  if (x) eb.set_t_min(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_t_max", 0, 1e6, &x));
+  if (x) eb.set_t_max(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_entropy_bound", 0, 1e6, &x));
+  if (x) eb.set_entropy_bound(static_cast<float>(*x)), x.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_confidence_threshold", 0, 1e6, &x));
+  if (x) eb.set_confidence_threshold(static_cast<float>(*x)), x.reset();
+  // Unset stays unset: a masked request must not carry an empty message.
+  if (eb.ByteSizeLong() == 0) d.clear_entropy_bound();
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "cache_refresh", 0, 1 << 20, &i));
   if (i) d.set_cache_refresh_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));

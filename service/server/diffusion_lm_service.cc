@@ -174,8 +174,7 @@ absl::StatusOr<AdmittedGeneration> DiffusionLmService::AdmitGeneration(
     metrics_->OnRejected(rpc, RejectReason::kInvalid, spec.status().code());
     return spec.status();
   }
-  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model_->config(), spec->sampler, spec->caching, spec->canvas_tokens());
+  const EngineWorker::Reservation reservation = ReservationFor(model_->config(), *spec);
   AdmittedGeneration out;
   out.mailbox = std::make_shared<GenerateMailbox>(spec->request_id, spec->stream.heartbeat_seconds,
                                                   sink, metrics_, rpc);

@@ -91,11 +91,14 @@ namespace {
 
 // The engine's pass for a row budget: canvases up to the budget (or the
 // context), and a head staging buffer so that a batch of requests runs the
-// output head once per 64 rows rather than once per request.
+// output head once per 64 rows rather than once per request. A canvas
+// model's exact cache lets a step's rows read far more positions than it
+// computes (the prompt and finished canvases): four times the budget.
 ForwardLimits PassLimits(const ModelConfig& model, int max_rows) {
   ForwardLimits limits;
   limits.max_rows = max_rows;
-  limits.max_positions = static_cast<int>(std::min<int64_t>(max_rows, model.n_ctx_train));
+  const int64_t positions = model.canvas_length > 0 ? 4 * int64_t{max_rows} : max_rows;
+  limits.max_positions = static_cast<int>(std::min<int64_t>(positions, model.n_ctx_train));
   limits.head_stage_rows = std::min(max_rows, 64);
   return limits;
 }

@@ -7,7 +7,27 @@
 #include "service/metrics/service_metrics.h"
 
 namespace dllm {
-namespace {}  // namespace
+
+absl::StatusOr<std::unique_ptr<DenoiseSession>> CreateSession(std::shared_ptr<const Model> model,
+                                                              const GenerationSpec& spec,
+                                                              ForwardPass* pass) {
+  if (spec.entropy_bound) {
+    return DenoiseSession::Create(std::move(model), spec.entropy_bound->config, spec.prompt,
+                                  spec.entropy_bound->run, pass, spec.caching);
+  }
+  return DenoiseSession::Create(std::move(model), spec.sampler,
+                                CanvasInput(spec.prompt, spec.suffix), pass, spec.caching);
+}
+
+EngineWorker::Reservation ReservationFor(const ModelConfig& model, const GenerationSpec& spec) {
+  if (!spec.entropy_bound) {
+    return EngineWorker::ReservationFor(model, spec.sampler, spec.caching, spec.canvas_tokens());
+  }
+  const EntropyBoundRequest& eb = *spec.entropy_bound;
+  const int prompt = static_cast<int>(spec.prompt.size());
+  return {DenoiseSession::EntropyBoundStateBytes(model, eb.config, prompt, eb.run, spec.caching),
+          DenoiseSession::EntropyBoundLimits(eb.config, prompt, eb.run, spec.caching).max_rows};
+}
 
 GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec,
                          std::shared_ptr<GenerateMailbox> mailbox, ServiceMetrics* metrics)
@@ -19,12 +39,11 @@ GenerateJob::GenerateJob(std::shared_ptr<const Model> model, GenerationSpec spec
 
 GenerateJob::~GenerateJob() = default;
 
-int GenerateJob::planned_steps() const { return spec_.sampler.PlannedSteps(); }
+int GenerateJob::planned_steps() const { return spec_.planned_steps(); }
 
 absl::Status GenerateJob::Begin(ForwardPass* pass) {
   first_run_ = EngineClock::now();
-  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = DenoiseSession::Create(
-      model_, spec_.sampler, CanvasInput(spec_.prompt, spec_.suffix), pass, spec_.caching);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = CreateSession(model_, spec_, pass);
   if (!session.ok()) return session.status();
   session_ = std::move(*session);
   metrics_->OnStarted(queue_seconds(), static_cast<int>(spec_.prompt.size()),
@@ -58,10 +77,9 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
   const bool done = session_->done();
   const v1::Detail detail = spec_.stream.detail;
   const BpeTokenizer& tok = model_->tokenizer();
-  const int prompt_len = session_->prompt_len();
 
   const int stable_before = text_.stable_length();
-  const std::string delta = text_.Update(*session_, model_->config().tokens.mask, done);
+  const std::string delta = text_.Update(*session_, spec_.sampler.gen_length, done);
   if (!delta.empty() && first_token_seconds_ == 0) {
     first_token_seconds_ = SecondsSince(arrival());
     metrics_->OnFirstToken(first_token_seconds_);
@@ -72,14 +90,14 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
   v1::StepEvent step;
   step.set_step(steps_);
   step.set_planned_steps(planned_steps());
-  step.set_block_index(BlockIndexOf(spec_.sampler, report.step, report.positions, prompt_len));
+  AddStepReport(tok, spec_, *session_, report, detail >= v1::DETAIL_STEPS,
+                detail == v1::DETAIL_CANVAS, &step);
   step.set_masked_remaining(report.masked_remaining);
   step.set_stable_length(text_.stable_length());
   step.set_text_delta(delta);
   step.set_merged_steps(1);
   step.set_final_follows(done);
   if (detail >= v1::DETAIL_STEPS) {
-    AddCommitted(tok, report.positions, report.tokens, prompt_len, &step);
     if (spec_.stream.include_logprobs && !report.positions.empty()) {
       absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
       if (!logprobs.ok()) return logprobs.status();

@@ -23,6 +23,15 @@
 
 namespace dllm {
 
+// The session a validated generation runs (Generate's, or a Step
+// session's), its forwards through the engine's `pass`.
+absl::StatusOr<std::unique_ptr<DenoiseSession>> CreateSession(std::shared_ptr<const Model> model,
+                                                              const GenerationSpec& spec,
+                                                              ForwardPass* pass);
+// What admission reserves for it (EngineWorker::ReservationFor for the
+// masked samplers).
+EngineWorker::Reservation ReservationFor(const ModelConfig& model, const GenerationSpec& spec);
+
 // Engine-thread only, except what EngineJob allows from any thread.
 class GenerateJob : public EngineJob {
  public:

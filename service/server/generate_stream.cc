@@ -8,6 +8,12 @@ void MergeStepEvents(v1::StepEvent&& next, v1::StepEvent* into) {
   into->set_step(next.step());
   into->set_planned_steps(next.planned_steps());
   into->set_block_index(next.block_index());
+  if (next.has_canvas_step()) {
+    // The entropy-bound sampler rewrites every position each step: the
+    // merged event holds the latest step's tokens, not every step's.
+    into->clear_committed();
+    *into->mutable_canvas_step() = std::move(*next.mutable_canvas_step());
+  }
   for (v1::CommittedToken& t : *next.mutable_committed()) *into->add_committed() = std::move(t);
   into->set_masked_remaining(next.masked_remaining());
   into->set_stable_length(next.stable_length());

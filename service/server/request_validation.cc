@@ -20,6 +20,7 @@ namespace {
 // The proto's Cache values are CacheMode's, one up.
 static_assert(v1::CACHE_PREFIX - v1::CACHE_NONE == static_cast<int>(CacheMode::kPrefix));
 static_assert(v1::CACHE_DUAL - v1::CACHE_NONE == static_cast<int>(CacheMode::kDual));
+static_assert(v1::CACHE_EXACT - v1::CACHE_NONE == static_cast<int>(CacheMode::kExact));
 
 }  // namespace
 
@@ -129,12 +130,48 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
   if (!ids.ok()) return ids.status();
   spec.prompt = std::move(*ids);
   DLLM_ASSIGN_OR_RETURN(spec.suffix, ValidateSuffix(prompt, model));
+  const int64_t n_ctx = model.config().n_ctx_train;
+  DLLM_ASSIGN_OR_RETURN(const bool entropy_bound, UsesEntropyBound(diffusion, model.config()));
+  if (entropy_bound) {
+    if (!spec.suffix.empty()) {
+      return Invalid("prompt.suffix",
+                     "the entropy-bound sampler writes after the prompt only; it cannot fill a "
+                     "span before a suffix");
+    }
+    DLLM_ASSIGN_OR_RETURN(spec.entropy_bound,
+                          EntropyBoundFromProto(diffusion, sampling, model, &spec.caching));
+    const int canvas = spec.entropy_bound->config.canvas_length;
+    spec.sampler.gen_length =
+        diffusion.gen_length() == 0 ? canvas : static_cast<int>(diffusion.gen_length());
+    if (const int64_t end = static_cast<int64_t>(spec.prompt.size()) + canvas; end > n_ctx) {
+      return Invalid("prompt",
+                     absl::StrCat("prompt of ", spec.prompt.size(), " tokens and a canvas of ",
+                                  canvas, " exceed the model's context of ", n_ctx));
+    }
+    if (sampling.has_seed() && sampling.seed() > 0xFFFFFFFFu) {
+      return Invalid("sampling.seed",
+                     absl::StrCat(sampling.seed(),
+                                  " exceeds the entropy-bound sampler's 32-bit seed (at most ",
+                                  0xFFFFFFFFu, ")"));
+    }
+    spec.seed_was_set = sampling.has_seed();
+    spec.sampler.seed = sampling.has_seed() ? sampling.seed() : NewSeed() & 0xFFFFFFFFu;
+    spec.entropy_bound->config.seed = static_cast<uint32_t>(spec.sampler.seed);
+    return spec;
+  }
+  if (diffusion.has_entropy_bound()) {
+    return Invalid("diffusion.entropy_bound", "applies to the entropy-bound sampler only");
+  }
+  if (diffusion.cache() == v1::CACHE_EXACT) {
+    return Invalid("diffusion.cache",
+                   "CACHE_EXACT is the entropy-bound sampler's cache; a masked sampler's every row "
+                   "reads the whole canvas (CACHE_PREFIX and CACHE_DUAL approximate)");
+  }
   absl::StatusOr<SamplerConfig> config =
       SamplerConfigFromProto(diffusion, sampling, model.config());
   if (!config.ok()) return config.status();
   spec.sampler = *config;
   DLLM_ASSIGN_OR_RETURN(spec.caching, CachingOptionsFromProto(diffusion, spec.sampler.gen_length));
-  const int64_t n_ctx = model.config().n_ctx_train;
   const int64_t fixed = static_cast<int64_t>(spec.prompt.size() + spec.suffix.size());
   if (!spec.suffix.empty() && fixed >= n_ctx) {
     return Invalid(
@@ -346,6 +383,105 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
   return c;
 }
 
+absl::StatusOr<bool> UsesEntropyBound(const v1::DiffusionParams& d, const ModelConfig& config) {
+  if (!v1::Sampler_IsValid(d.sampler())) {
+    return Invalid("diffusion.sampler", absl::StrCat("unknown value ", d.sampler()));
+  }
+  switch (d.sampler()) {
+    case v1::SAMPLER_MASKED:
+      return false;
+    case v1::SAMPLER_ENTROPY_BOUND:
+      if (config.canvas_length == 0) {
+        return Invalid(
+            "diffusion.sampler",
+            absl::StrCat("SAMPLER_ENTROPY_BOUND needs a canvas model; the served ",
+                         ArchName(config.arch), " model has no diffusion.canvas_length"));
+      }
+      return true;
+    default:
+      return config.canvas_length > 0;
+  }
+}
+
+absl::StatusOr<EntropyBoundRequest> EntropyBoundFromProto(const v1::DiffusionParams& d,
+                                                          const v1::SamplingParams& s,
+                                                          const Model& model,
+                                                          CachingOptions* caching) {
+  // What the masked samplers take and this one has no use for: refused,
+  // rather than ignored, so that a client learns its setting did nothing.
+  constexpr absl::string_view kWhy = "does not apply to the entropy-bound sampler";
+  const std::pair<const char*, bool> kMaskedOnly[] = {
+      {"diffusion.steps", d.steps() != 0},
+      {"diffusion.block_length", d.block_length() != 0},
+      {"diffusion.algorithm", d.algorithm() != v1::ALGORITHM_UNSPECIFIED},
+      {"diffusion.threshold", d.has_threshold()},
+      {"diffusion.eps", d.has_eps()},
+      {"diffusion.cfg_scale", d.cfg_scale() != 0},
+      {"diffusion.early_exit", d.has_early_exit()},
+      {"diffusion.logits_eos_inf", d.logits_eos_inf()},
+      {"diffusion.confidence_eos_eot_inf", d.confidence_eos_eot_inf()},
+      {"diffusion.cache_refresh_steps", d.cache_refresh_steps() != 0},
+      {"sampling.temperature", s.temperature() != 0},
+      {"sampling.top_p", s.top_p() != 0 && s.top_p() != 1},
+      {"sampling.top_k", s.top_k() != 0},
+      {"sampling.alg_temp", s.alg_temp() != 0},
+  };
+  for (const auto& [field, set] : kMaskedOnly) {
+    if (set) {
+      return Invalid(field, absl::StrCat(kWhy,
+                                         " (its temperatures run from entropy_bound.t_max "
+                                         "down toward t_min)"));
+    }
+  }
+  if (!v1::Cache_IsValid(d.cache())) {
+    return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
+  }
+  if (d.cache() == v1::CACHE_PREFIX || d.cache() == v1::CACHE_DUAL) {
+    return Invalid("diffusion.cache",
+                   absl::StrCat(v1::Cache_Name(d.cache()),
+                                " approximates a masked sampler's canvas; the entropy-bound "
+                                "sampler takes CACHE_EXACT (the default) or CACHE_NONE"));
+  }
+  *caching = CachingOptions{};
+  caching->cache = d.cache() == v1::CACHE_NONE ? CacheMode::kNone : CacheMode::kExact;
+
+  EntropyBoundRequest out;
+  absl::StatusOr<EntropyBoundConfig> file = EntropyBoundConfigFromGguf(model.file());
+  if (!file.ok()) return file.status();  // names the bad key (the server checks them at start)
+  EntropyBoundConfig& c = out.config = *file;
+  const v1::EntropyBoundParams& e = d.entropy_bound();
+  if (e.has_max_steps()) {
+    if (e.max_steps() < 1 || e.max_steps() > (1u << 20)) {
+      return Invalid("diffusion.entropy_bound.max_steps",
+                     absl::StrCat(e.max_steps(), " is outside [1, ", 1u << 20, "]"));
+    }
+    c.max_steps = static_cast<int>(e.max_steps());
+  }
+  if (e.has_stability_threshold()) {
+    if (e.stability_threshold() > (1u << 20)) {
+      return Invalid("diffusion.entropy_bound.stability_threshold",
+                     absl::StrCat(e.stability_threshold(), " is too large"));
+    }
+    c.stability_threshold = static_cast<int>(e.stability_threshold());
+  }
+  if (e.has_t_min()) c.t_min = e.t_min();
+  if (e.has_t_max()) c.t_max = e.t_max();
+  if (e.has_entropy_bound()) c.entropy_bound = e.entropy_bound();
+  if (e.has_confidence_threshold()) c.confidence_threshold = e.confidence_threshold();
+  if (absl::Status st = c.Validate(); !st.ok()) {
+    // Validate() says "entropy-bound sampler: FIELD: why"; the client knows
+    // the field by its proto path.
+    absl::string_view message = st.message();
+    absl::ConsumePrefix(&message, "entropy-bound sampler: ");
+    return absl::InvalidArgumentError(absl::StrCat("diffusion.entropy_bound.", message));
+  }
+  const int64_t gen = d.gen_length() == 0 ? c.canvas_length : d.gen_length();
+  out.run.max_canvases = static_cast<int>((gen + c.canvas_length - 1) / c.canvas_length);
+  out.run.context = model.config().n_ctx_train;
+  out.run.stop_ids = model.config().tokens.StopIds();
+  return out;
+}
+
 absl::StatusOr<CachingOptions> CachingOptionsFromProto(const v1::DiffusionParams& d,
                                                        int gen_length) {
   CachingOptions o;
@@ -397,6 +533,19 @@ absl::StatusOr<StreamSettings> StreamSettingsFromProto(const v1::StreamOptions& 
   return out;
 }
 
+int GenerationSpec::canvas_tokens() const {
+  if (entropy_bound) {
+    return static_cast<int>(prompt.size()) +
+           entropy_bound->run.max_canvases * entropy_bound->config.canvas_length;
+  }
+  return static_cast<int>(prompt.size() + suffix.size()) + sampler.gen_length;
+}
+
+int GenerationSpec::planned_steps() const {
+  if (entropy_bound) return entropy_bound->config.max_steps * entropy_bound->run.max_canvases;
+  return sampler.PlannedSteps();
+}
+
 absl::StatusOr<GenerationSpec> ValidateGenerateRequest(const v1::GenerateRequest& request,
                                                        const Model& model,
                                                        absl::string_view model_path) {
@@ -407,6 +556,16 @@ absl::StatusOr<GenerationSpec> ValidateGenerateRequest(const v1::GenerateRequest
   absl::StatusOr<StreamSettings> stream = StreamSettingsFromProto(request.stream());
   if (!stream.ok()) return stream.status();
   spec->stream = *stream;
+  if (spec->entropy_bound) {
+    // Candidates and log-probabilities score a committed position; the
+    // entropy-bound sampler commits none for good.
+    if (stream->include_logprobs) {
+      return Invalid("stream.include_logprobs", "does not apply to the entropy-bound sampler");
+    }
+    if (stream->top_candidates > 0) {
+      return Invalid("stream.top_candidates", "does not apply to the entropy-bound sampler");
+    }
+  }
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #define DLLM_SERVICE_SERVER_REQUEST_VALIDATION_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,8 @@
 #include "absl/strings/string_view.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/model/model.h"
+#include "engine/sampler/entropy_bound_denoiser.h"
+#include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/sampler/sampler_config.h"
 
 namespace dllm {
@@ -37,20 +40,31 @@ struct StreamSettings {
   int heartbeat_seconds = kDefaultHeartbeatSeconds;  // >= 1
 };
 
+// DiffusionGemma's entropy-bound sampler as a request runs it.
+struct EntropyBoundRequest {
+  EntropyBoundConfig config;  // the file's settings under the request's
+  CanvasRun run;              // canvases: ceil(gen_length / canvas_length)
+};
+
 // One validated generation: everything the engine needs, no proto left.
 struct GenerationSpec {
-  std::string request_id;       // client's, or a generated one
-  SamplerConfig sampler;        // resolved defaults, family = the model's
+  std::string request_id;  // client's, or a generated one
+  // Resolved defaults, family = the model's. Under the entropy-bound
+  // sampler only gen_length (the answer's cap) and seed apply.
+  SamplerConfig sampler;
+  // Set when the request runs the entropy-bound sampler instead of `sampler`.
+  std::optional<EntropyBoundRequest> entropy_bound;
   CachingOptions caching;       // the K/V cache the request asks for (default: exact)
   std::vector<int32_t> prompt;  // token ids after tokenizer / chat template
   std::vector<int32_t> suffix;  // infill: after the generated span (Prompt.suffix)
   StreamSettings stream;
   bool seed_was_set = false;  // false: sampler.seed was drawn by the server
 
-  // Tokens on the canvas: prompt, generated span, suffix.
-  int canvas_tokens() const {
-    return static_cast<int>(prompt.size() + suffix.size()) + sampler.gen_length;
-  }
+  // Tokens on the canvas: prompt, generated span, suffix (entropy-bound:
+  // the prompt and every canvas the run may take).
+  int canvas_tokens() const;
+  // Steps the request takes at most.
+  int planned_steps() const;
 };
 
 // Fresh request id ("req-" + 16 hex digits) and seed, from a process-wide
@@ -96,6 +110,18 @@ CacheMode CacheModeFromProto(v1::Cache cache);
 absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& diffusion,
                                                      const v1::SamplingParams& sampling,
                                                      const ModelConfig& config);
+// Whether a request's DiffusionParams run the entropy-bound sampler
+// (diffusion.sampler, or the model's default: canvas models run it).
+absl::StatusOr<bool> UsesEntropyBound(const v1::DiffusionParams& diffusion,
+                                      const ModelConfig& config);
+// The entropy-bound sampler's settings of a request: the file's, under
+// diffusion.entropy_bound; its canvases from gen_length; the cache
+// (exact unless CACHE_NONE) into `caching`. The masked samplers' settings
+// are refused, naming the field. The seed is the caller's.
+absl::StatusOr<EntropyBoundRequest> EntropyBoundFromProto(const v1::DiffusionParams& diffusion,
+                                                          const v1::SamplingParams& sampling,
+                                                          const Model& model,
+                                                          CachingOptions* caching);
 // The request's cache settings (diffusion.cache, diffusion.cache_refresh_steps),
 // checked against its `gen_length`.
 absl::StatusOr<CachingOptions> CachingOptionsFromProto(const v1::DiffusionParams& diffusion,

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "service/metrics/service_metrics.h"
+#include "service/server/generate_job.h"
 
 namespace dllm {
 
@@ -80,8 +81,7 @@ void StepOpJob::Deliver() {
 
 bool StepOpJob::RunOpen(ForwardPass* pass) {
   StepSessionState& s = *state_;
-  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = DenoiseSession::Create(
-      s.model, s.spec.sampler, CanvasInput(s.spec.prompt, s.spec.suffix), pass, s.spec.caching);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session = CreateSession(s.model, s.spec, pass);
   if (!session.ok()) {
     s.lease.reset();
     Error(session.status());
@@ -103,9 +103,9 @@ v1::StepEvent StepOpJob::StepEventNow(bool done) {
   StepSessionState& s = *state_;
   v1::StepEvent e;
   e.set_step(s.session->history_size());
-  e.set_planned_steps(s.spec.sampler.PlannedSteps());
+  e.set_planned_steps(s.spec.planned_steps());
   e.set_masked_remaining(s.session->masked_remaining());
-  e.set_text_delta(s.text.Update(*s.session, s.model->config().tokens.mask, done));
+  e.set_text_delta(s.text.Update(*s.session, s.spec.sampler.gen_length, done));
   e.set_stable_length(s.text.stable_length());
   e.set_merged_steps(1);
   e.set_final_follows(done);
@@ -151,12 +151,10 @@ bool StepOpJob::AfterAdvance(const StepReport& report) {
   s.metrics->OnStep(report);
   const bool done = s.session->done();
   const BpeTokenizer& tok = s.model->tokenizer();
-  const int prompt_len = s.session->prompt_len();
   v1::StepResponse r;
   v1::StepEvent* e = r.mutable_step();
   *e = StepEventNow(done);
-  e->set_block_index(BlockIndexOf(s.spec.sampler, report.step, report.positions, prompt_len));
-  AddCommitted(tok, report.positions, report.tokens, prompt_len, e);
+  AddStepReport(tok, s.spec, *s.session, report, /*with_tokens=*/true, op.include_canvas(), e);
   if (op.include_canvas()) AddCanvas(*s.session, e);
   if (op.top_candidates() > 0 && !report.positions.empty()) {
     absl::StatusOr<std::vector<PositionCandidates>> candidates =

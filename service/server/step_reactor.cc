@@ -8,6 +8,7 @@
 #include "engine/base/stopwatch.h"
 #include "service/metrics/service_metrics.h"
 #include "service/server/diffusion_lm_service.h"
+#include "service/server/generate_job.h"
 #include "service/server/grpc_status.h"
 #include "service/server/request_decoder.h"
 #include "service/server/request_validation.h"
@@ -131,8 +132,7 @@ void StepReactor::HandleOpen(const v1::StepRequest& request) {
     outbox_->EndOp();
     return;
   }
-  const EngineWorker::Reservation reservation = EngineWorker::ReservationFor(
-      model.config(), spec->sampler, spec->caching, spec->canvas_tokens());
+  const EngineWorker::Reservation reservation = ReservationFor(model.config(), *spec);
   absl::StatusOr<std::unique_ptr<EngineWorker::SessionLease>> lease =
       service_->worker()->OpenSession(reservation);
   if (!lease.ok()) {

@@ -10,15 +10,13 @@ std::string PieceOf(const BpeTokenizer& tokenizer, int32_t id) {
   return SanitizeUtf8(tokenizer.TokenPiece(id));
 }
 
-std::string StableText::Update(const DenoiseSession& session, int32_t mask_id, bool done) {
-  const std::span<const int32_t> canvas = session.canvas();
-  const std::span<const int32_t> stops = session.sampler().stop_ids();
-  const int prompt_len = session.prompt_len();
-  const int gen_length = session.gen_length();
+std::string StableText::Update(const DenoiseSession& session, int max_tokens, bool done) {
+  const std::span<const int32_t> stable = session.StableTokens();
+  const std::span<const int32_t> stops = session.stop_ids();
+  const int length = std::min(static_cast<int>(stable.size()), max_tokens);
   std::string delta;
-  while (stable_ < gen_length && canvas[prompt_len + stable_] != mask_id) {
-    const int32_t id = canvas[prompt_len + stable_];
-    ++stable_;
+  for (; stable_ < length; ++stable_) {
+    const int32_t id = stable[static_cast<size_t>(stable_)];
     if (ended_) continue;
     if (std::find(stops.begin(), stops.end(), id) != stops.end()) {
       ended_ = true;
@@ -47,6 +45,27 @@ int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t>
              : (positions.back() - prompt_len) / std::max(1, config.EffectiveBlockLength());
 }
 
+void AddStepReport(const BpeTokenizer& tokenizer, const GenerationSpec& spec,
+                   const DenoiseSession& session, const StepReport& report, bool with_tokens,
+                   bool with_canvas, v1::StepEvent* event) {
+  const int offset = session.request_prompt_len();
+  if (const EntropyBoundDenoiser* eb = session.entropy_bound(); eb != nullptr) {
+    const CanvasStepSummary& last = eb->last_step();
+    event->set_block_index(last.canvas);
+    v1::CanvasStep* c = event->mutable_canvas_step();
+    c->set_canvas(last.canvas);
+    c->set_temperature(last.temperature);
+    c->set_accepted(last.accepted);
+    c->set_mean_entropy(last.mean_entropy);
+    if (with_canvas) {
+      for (int32_t id : last.argmax) c->add_argmax(id);
+    }
+  } else {
+    event->set_block_index(BlockIndexOf(spec.sampler, report.step, report.positions, offset));
+  }
+  if (with_tokens) AddCommitted(tokenizer, report.positions, report.tokens, offset, event);
+}
+
 void AddCommitted(const BpeTokenizer& tokenizer, std::span<const int32_t> positions,
                   std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event) {
   for (size_t i = 0; i < positions.size() && i < tokens.size(); ++i) {
@@ -73,8 +92,8 @@ void AddCandidates(const BpeTokenizer& tokenizer, const std::vector<PositionCand
 
 void AddCanvas(const DenoiseSession& session, v1::StepEvent* event) {
   const std::span<const int32_t> canvas = session.canvas();
-  for (int p = 0; p < session.gen_length(); ++p) {
-    event->add_canvas(canvas[session.prompt_len() + p]);
+  for (int p = session.request_prompt_len(); p < session.prompt_len() + session.gen_length(); ++p) {
+    event->add_canvas(canvas[p]);
   }
 }
 
@@ -82,20 +101,36 @@ v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double q
   v1::Started started;
   started.set_prompt_tokens(static_cast<uint32_t>(spec.prompt.size()));
   started.set_gen_length(spec.sampler.gen_length);
-  started.set_block_length(spec.sampler.EffectiveBlockLength());
-  started.set_planned_steps(spec.sampler.PlannedSteps());
+  started.set_planned_steps(spec.planned_steps());
   started.set_mask_token_id(model.config().tokens.mask);
   started.set_queue_seconds(queue_seconds);
   started.set_seed(spec.sampler.seed);
-  started.set_algorithm(AlgorithmToProto(spec.sampler.algorithm));
   started.set_suffix_tokens(static_cast<uint32_t>(spec.suffix.size()));
+  if (spec.entropy_bound) {
+    const EntropyBoundConfig& c = spec.entropy_bound->config;
+    started.set_sampler(v1::SAMPLER_ENTROPY_BOUND);
+    started.set_block_length(c.canvas_length);
+    started.set_canvas_length(c.canvas_length);
+    v1::EntropyBoundParams* e = started.mutable_entropy_bound();
+    e->set_max_steps(c.max_steps);
+    e->set_t_min(c.t_min);
+    e->set_t_max(c.t_max);
+    e->set_entropy_bound(c.entropy_bound);
+    e->set_stability_threshold(c.stability_threshold);
+    e->set_confidence_threshold(c.confidence_threshold);
+  } else {
+    started.set_sampler(v1::SAMPLER_MASKED);
+    started.set_block_length(spec.sampler.EffectiveBlockLength());
+    started.set_algorithm(AlgorithmToProto(spec.sampler.algorithm));
+  }
   return started;
 }
 
 v1::Final MakeFinal(const DenoiseSession& session, const GenerationSpec& spec,
                     const std::string& text) {
   v1::Final f;
-  const std::span<const int32_t> output = session.OutputTokens();
+  std::span<const int32_t> output = session.OutputTokens();
+  output = output.first(std::min(output.size(), static_cast<size_t>(spec.sampler.gen_length)));
   const bool eos = static_cast<int>(output.size()) < spec.sampler.gen_length;
   f.set_finish_reason(eos ? v1::FINISH_REASON_EOS : v1::FINISH_REASON_LENGTH);
   for (int32_t id : output) f.add_token_ids(id);

@@ -31,10 +31,11 @@ class StableText {
   explicit StableText(const BpeTokenizer* tokenizer)
       : decoder_(tokenizer, /*render_special=*/false) {}
 
-  // Extends the prefix over the positions of `session` committed since the
-  // last call and returns the text that adds; `done` (the canvas is
+  // Extends the prefix over the tokens of `session` that became stable
+  // since the last call (DenoiseSession::StableTokens, at most `max_tokens`
+  // of them) and returns the text that adds; `done` (the canvas is
   // complete) also flushes bytes held for an unfinished UTF-8 sequence.
-  std::string Update(const DenoiseSession& session, int32_t mask_id, bool done);
+  std::string Update(const DenoiseSession& session, int max_tokens, bool done);
   // Back to an empty prefix and no text (after a Step session's Rewind the
   // text starts over).
   void Reset();
@@ -54,17 +55,29 @@ class StableText {
 int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
                  int prompt_len);
 
+// What both RPCs say of one step of `session`: block_index (the canvas's
+// under the entropy-bound sampler, which also fills canvas_step, with the
+// argmax tokens when `with_canvas`), and when `with_tokens` the committed
+// tokens at API positions.
+void AddStepReport(const BpeTokenizer& tokenizer, const GenerationSpec& spec,
+                   const DenoiseSession& session, const StepReport& report, bool with_tokens,
+                   bool with_canvas, v1::StepEvent* event);
+
 // Appends one CommittedToken per (positions[i] - position_offset, tokens[i]).
 void AddCommitted(const BpeTokenizer& tokenizer, std::span<const int32_t> positions,
                   std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event);
 // Appends `candidates` as proto, pieces included.
 void AddCandidates(const BpeTokenizer& tokenizer, const std::vector<PositionCandidates>& candidates,
                    google::protobuf::RepeatedPtrField<v1::PositionCandidates>* out);
-// The generated region of the canvas, mask id where masked.
+// The generated region of the canvas, mask id where masked (the
+// entropy-bound sampler's: the finished canvases, then the current one as
+// the next step reads it).
 void AddCanvas(const DenoiseSession& session, v1::StepEvent* event);
 
 v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double queue_seconds);
-// Final without timings: finish reason, tokens, `text`, usage, seed, early exit.
+// Final without timings: finish reason, tokens (at most the spec's
+// gen_length: the entropy-bound sampler's canvases may hold more), `text`,
+// usage, seed, early exit.
 v1::Final MakeFinal(const DenoiseSession& session, const GenerationSpec& spec,
                     const std::string& text);
 

@@ -10,6 +10,10 @@ const MASK_GLYPH = "░";
 
 let controller = null;  // the running request's AbortController
 let run = null;         // the running request's state
+// The served model's sampler (GET /v1/models): "masked", or "entropy_bound"
+// (DiffusionGemma: every step rewrites the canvas; no steps, algorithm,
+// threshold, temperature or suffix to choose).
+let sampler = "masked";
 
 function setStatus(text) {
   $("status").textContent = text;
@@ -27,20 +31,22 @@ function readForm() {
     const v = $(id).value.trim();
     return v === "" ? undefined : Number(v);
   };
+  const masked = sampler === "masked";
   const body = {
     prompt: $("prompt").value,
     max_tokens: num("max-tokens"),
-    steps: num("steps"),
-    threshold: num("threshold"),
-    algorithm: $("algorithm").value || undefined,
+    steps: masked ? num("steps") : undefined,
+    threshold: masked ? num("threshold") : undefined,
+    algorithm: (masked && $("algorithm").value) || undefined,
     cache: $("cache").value,
-    temperature: num("temperature"),
+    temperature: masked ? num("temperature") : undefined,
     seed: num("seed"),
+    eb_max_steps: masked ? undefined : num("eb-max-steps"),
     stream: true,
     dllm_canvas: true,
   };
   const suffix = $("suffix").value;
-  if (suffix !== "") body.suffix = suffix;
+  if (masked && suffix !== "") body.suffix = suffix;
   for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
   return body;
 }
@@ -101,6 +107,20 @@ function onCanvas(ev) {
     c.classList.add("new");
     run.fresh.push(c);
   }
+  if (ev.canvas_step) {
+    // Entropy-bound: the step rewrote its canvas; a cell whose token is not
+    // the canvas's argmax was renoised (drawn at random), shown as noise.
+    const step = ev.canvas_step;
+    const first = ev.canvas.length - step.argmax.length;
+    step.argmax.forEach((id, i) => {
+      const c = run.cells[first + i];
+      if (c) c.classList.toggle("noise", ev.canvas[first + i] !== id);
+    });
+    for (let i = 0; i < first; i++) run.cells[i].classList.remove("noise", "new");
+    $("masked").textContent =
+      `canvas ${step.canvas + 1}, T ${step.temperature.toFixed(2)}, ` +
+      `${step.accepted} accepted, H ${step.mean_entropy.toFixed(3)}`;
+  }
   const masked = new Set(ev.masked);
   ev.canvas.forEach((id, i) => {
     const c = run.cells[i];
@@ -122,7 +142,7 @@ function onCanvas(ev) {
   run.committed += ev.committed.length;
   // planned_steps is 0 when a threshold makes the count unknown in advance.
   $("step").textContent = ev.planned_steps ? `${ev.step} / ${ev.planned_steps}` : String(ev.step);
-  $("masked").textContent = String(ev.masked_remaining);
+  if (!ev.canvas_step) $("masked").textContent = String(ev.masked_remaining);
   const elapsed = (now - run.startAt) / 1000;
   $("step-ms").textContent =
     `${((dt * 1000) / merged).toFixed(1)} ms (mean ${((elapsed * 1000) / ev.step).toFixed(1)} ms)`;
@@ -207,7 +227,8 @@ async function start() {
   $("step-count").textContent = "0";
   $("final-text").textContent = "";
   $("server-stats").textContent = "";
-  drawSkeleton(body.prompt, body.max_tokens || 0, run.suffix);
+  // The entropy-bound canvas grows a canvas at a time: drawn as events come.
+  drawSkeleton(body.prompt, sampler === "masked" ? body.max_tokens || 0 : 0, run.suffix);
 
   controller = new AbortController();
   setRunning(true);
@@ -244,6 +265,26 @@ function stop() {
   if (controller) controller.abort();  // closes the connection: the server cancels the request
 }
 
+// Asks the server which sampler its model runs and shows the settings that
+// apply to it. Without an answer (no key yet, an older server) the form
+// stays as it is.
+async function loadModel() {
+  try {
+    const response = await fetch(`${API}/v1/models`, { headers: headers() });
+    if (!response.ok) return;
+    const model = (await response.json()).data[0];
+    sampler = (model.dllm && model.dllm.sampler) || "masked";
+  } catch { return; }
+  const eb = sampler === "entropy_bound";
+  document.body.classList.toggle("entropy-bound", eb);
+  $("cache").replaceChildren(...(eb ? ["exact", "none"] : ["none", "prefix", "dual"]).map((v) => {
+    const o = document.createElement("option");
+    o.value = o.textContent = v;
+    return o;
+  }));
+  $("masked-label").textContent = eb ? "canvas" : "masked";
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const key = localStorage.getItem(KEY_STORE);
   if (key) $("api-key").value = key;
@@ -258,5 +299,5 @@ document.addEventListener("DOMContentLoaded", () => {
   $("form").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); $("form").requestSubmit(); }
   });
-  setStatus("idle");
+  loadModel().then(() => setStatus("idle"));
 });

@@ -13,6 +13,9 @@
 // final text equals the non-streamed completion of the same request; Stop
 // cancels a long run ("cancelled") and the engine lets go of it
 // (dllm_requests_running back to 0, one more finish_reason="cancelled").
+// On a DiffusionGemma server (GET /v1/models says sampler "entropy_bound")
+// the page hides the masked samplers' settings, grows the canvas a canvas
+// at a time and shows each step's temperature; the same checks hold.
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -75,6 +78,7 @@ async function fillForm(page, { prompt, maxTokens, steps, suffix = "" }) {
   await setField(page, "#cache", "none");
   await setField(page, "#temperature", 0);
   await setField(page, "#seed", 0);
+  await setField(page, "#eb-max-steps", "");
 }
 
 const text = (page, sel) => page.$eval(sel, (el) => el.textContent);
@@ -109,9 +113,23 @@ async function main() {
     check(loaded && loaded.ok(), `GET ${PAGE_URL} answered ${loaded && loaded.status()}`);
     check((await text(page, "#status")) === "idle", "#status is not 'idle' after load");
 
+    const headers = { "Content-Type": "application/json" };
+    if (KEY) headers.Authorization = `Bearer ${KEY}`;
+    const models = await (await fetch(`${BASE}/v1/models`, { headers })).json();
+    const info = models.data[0].dllm || {};
+    const eb = info.sampler === "entropy_bound";
+    if (eb) {
+      await page.waitForFunction(() => document.body.classList.contains("entropy-bound"),
+                                 { timeout: 10_000 });
+      const stepsShown = await page.$eval("#steps", (el) => el.offsetParent !== null);
+      check(!stepsShown, "the Steps field shows on an entropy-bound server");
+      log(`entropy-bound server: canvas length ${info.canvas_length}`);
+    }
+
     // 1. A short run: canvas events, then "done".
     const prompt = "def fibonacci(n):";
     await fillForm(page, { prompt, maxTokens: 32, steps: 32 });
+    if (eb) await setField(page, "#cache", "exact");
     await page.click("#run");
     await waitStatus(page, "done", 180_000);
     const events = Number(await text(page, "#step-count"));
@@ -119,16 +137,23 @@ async function main() {
     const finalText = await text(page, "#final-text");
     const cells = await page.$$eval("#canvas .cell", (els) => els.length);
     const masked = await page.$$eval("#canvas .cell.masked", (els) => els.length);
-    check(cells === 32, `the canvas has ${cells} cells, expected 32`);
+    if (eb) {
+      const c = info.canvas_length;
+      check(cells > 0 && cells % c === 0 && cells <= Math.ceil(32 / c) * c,
+            `the canvas has ${cells} cells, not whole canvases of ${c} up to 32 tokens`);
+      const shown = await text(page, "#masked");
+      check(/^canvas \d+, T \d/.test(shown), `the progress shows '${shown}', not the canvas step`);
+    } else {
+      check(cells === 32, `the canvas has ${cells} cells, expected 32`);
+    }
     check(masked === 0, `${masked} cells are still masked after the run`);
     log(`run 1: ${events} canvas events, final text ${JSON.stringify(finalText)}`);
 
     // 2. The same request through the API, not streamed: the same text.
-    const headers = { "Content-Type": "application/json" };
-    if (KEY) headers.Authorization = `Bearer ${KEY}`;
+    const same = eb ? { prompt, max_tokens: 32, cache: "exact", seed: 0 }
+                    : { prompt, max_tokens: 32, steps: 32, cache: "none", temperature: 0, seed: 0 };
     const res = await fetch(`${BASE}/v1/completions`, {
-      method: "POST", headers,
-      body: JSON.stringify({ prompt, max_tokens: 32, steps: 32, cache: "none", temperature: 0, seed: 0 }),
+      method: "POST", headers, body: JSON.stringify(same),
     });
     const whole = await res.json();
     check(res.ok, `POST /v1/completions answered ${res.status}: ${JSON.stringify(whole)}`);
@@ -141,8 +166,11 @@ async function main() {
     const cancelledBefore = (await metric("dllm_requests_finished_total", 'finish_reason="cancelled"')) ?? 0;
     check((await metric("dllm_requests_running")) !== null, "no dllm_requests_running in the metrics");
     // An infill run: the span between the prompt and a suffix.
+    // (The entropy-bound sampler takes no suffix: a canvas of many steps
+    // instead; the random test file never grows confident enough to stop.)
     await fillForm(page, { prompt, maxTokens: 256, steps: 256,
-                           suffix: "\n\n\nif __name__ == \"__main__\":\n    print(fibonacci(10))\n" });
+                           suffix: eb ? "" : "\n\n\nif __name__ == \"__main__\":\n    print(fibonacci(10))\n" });
+    if (eb) await setField(page, "#eb-max-steps", 100000);
     await page.click("#run");
     // With a screenshot to take, mid-run: the canvas partly filled.
     const shotAt = SHOT ? 90 : 1;

@@ -107,6 +107,66 @@ TEST_F(OpenAiRequestTest, RefusedCacheSettingsNameTheBodyField) {
   EXPECT_EQ(r->generate.diffusion().cache(), v1::CACHE_PREFIX);
 }
 
+// The entropy-bound sampler's settings (DiffusionGemma) are named as its
+// GGUF keys; on a model without a canvas asking for it is refused, naming
+// `sampler`, and its settings on a DiffusionGemma file name their body field.
+TEST_F(OpenAiRequestTest, EntropyBoundSettingsMapAndNameTheirFields) {
+  absl::StatusOr<OpenAiRequest> r = Completion(R"({
+      "prompt": "x", "max_tokens": 40, "sampler": "entropy_bound", "eb_max_steps": 12,
+      "eb_t_min": 0.3, "eb_t_max": 0.9, "eb_entropy_bound": 0.2, "eb_stability_threshold": 2,
+      "eb_confidence_threshold": 0.01, "cache": "exact", "seed": 9})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::DiffusionParams& d = r->generate.diffusion();
+  EXPECT_EQ(d.sampler(), v1::SAMPLER_ENTROPY_BOUND);
+  EXPECT_EQ(d.cache(), v1::CACHE_EXACT);
+  EXPECT_EQ(d.entropy_bound().max_steps(), 12u);
+  EXPECT_FLOAT_EQ(d.entropy_bound().t_min(), 0.3f);
+  EXPECT_FLOAT_EQ(d.entropy_bound().t_max(), 0.9f);
+  EXPECT_FLOAT_EQ(d.entropy_bound().entropy_bound(), 0.2f);
+  EXPECT_EQ(d.entropy_bound().stability_threshold(), 2u);
+  EXPECT_FLOAT_EQ(d.entropy_bound().confidence_threshold(), 0.01f);
+  absl::Status valid = ValidateGenerateRequest(r->generate, model(), *path_).status();
+  ASSERT_FALSE(valid.ok());
+  EXPECT_EQ(ApiErrorFromStatus(valid, OpenAiEndpoint::kCompletions).param, "sampler");
+  // No eb_* field: no entropy_bound message at all (a masked request with
+  // one is refused).
+  r = Completion(R"({"prompt": "x"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.diffusion().has_entropy_bound());
+
+  const std::string gemma_path =
+      testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf";
+  auto gemma = Model::Load(gemma_path, {IsaLevel::kScalar});
+  ASSERT_TRUE(gemma.ok()) << gemma.status();
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt": "x", "eb_t_min": 0.9, "eb_t_max": 0.5})", "eb_t_max"},
+           {R"({"prompt": "x", "temperature": 0.7})", "temperature"},
+           {R"({"prompt": "x", "logprobs": 2})", "logprobs"},
+           {R"({"prompt": "x", "sampler": "masked", "eb_max_steps": 3})", ""},
+           {R"({"prompt": "x", "cache": "prefix"})", "cache"}}) {
+    absl::StatusOr<Json> json = ParseJson(body);
+    ASSERT_TRUE(json.ok());
+    r = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, *json, **gemma, gemma_path);
+    ASSERT_TRUE(r.ok()) << r.status();
+    valid = ValidateGenerateRequest(r->generate, **gemma, gemma_path).status();
+    ASSERT_FALSE(valid.ok()) << body;
+    const ApiError e = ApiErrorFromStatus(valid, OpenAiEndpoint::kCompletions);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body << ": " << e.message;
+  }
+  // With nothing the sampler cannot take, it validates.
+  absl::StatusOr<Json> json = ParseJson(R"({"prompt": "x", "max_tokens": 20, "eb_max_steps": 4})");
+  ASSERT_TRUE(json.ok());
+  r = ParseOpenAiRequest(OpenAiEndpoint::kCompletions, *json, **gemma, gemma_path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r->generate, **gemma, gemma_path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_TRUE(spec->entropy_bound.has_value());
+  EXPECT_EQ(spec->entropy_bound->config.max_steps, 4);
+  EXPECT_EQ(spec->sampler.gen_length, 20);
+  EXPECT_EQ(spec->caching.cache, CacheMode::kExact);
+}
+
 TEST_F(OpenAiRequestTest, TokenIdPromptsAndAlgorithmSpellings) {
   absl::StatusOr<OpenAiRequest> r =
       Completion(R"({"prompt": [1, 2, 3], "algorithm": "ALGORITHM_LOW_CONFIDENCE"})");

@@ -4,7 +4,9 @@
 // order, the row budget that splits the batch, or a neighbour cancelled
 // mid-run; for LLaDA (CFG pairs, threshold, random remasking), Dream and
 // LLaDA-MoE requests of different prompt and gen lengths, seeds and cache
-// modes, on every ISA path this CPU has. The jobs below drive real
+// modes, and DiffusionGemma's entropy-bound requests (one to three
+// canvases, exact cache or none) beside its masked stand-in, on every ISA
+// path this CPU has. The jobs below drive real
 // DenoiseSessions through the real EngineWorker and its one ForwardPass,
 // the way GenerateJob does, and fingerprint what each step read.
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -36,6 +39,9 @@ struct RequestCase {
   SamplerConfig config;
   CachingOptions caching;
   std::vector<int32_t> prompt;
+  // DiffusionGemma's entropy-bound sampler instead of `config`, when set.
+  std::optional<EntropyBoundConfig> entropy_bound;
+  CanvasRun run;
 };
 
 // What a case tweaks: the sampler's settings and the cache, side by side.
@@ -78,7 +84,10 @@ class SessionJob : public EngineJob {
   absl::StatusOr<std::span<const SequenceInput>> Plan(ForwardPass* pass) override {
     if (session_ == nullptr) {
       absl::StatusOr<std::unique_ptr<DenoiseSession>> s =
-          DenoiseSession::Create(model_, case_.config, case_.prompt, pass, case_.caching);
+          case_.entropy_bound
+              ? DenoiseSession::Create(model_, *case_.entropy_bound, case_.prompt, case_.run, pass,
+                                       case_.caching)
+              : DenoiseSession::Create(model_, case_.config, case_.prompt, pass, case_.caching);
       if (!s.ok()) return s.status();
       session_ = std::move(*s);
     }
@@ -139,6 +148,39 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
     out.push_back({std::move(name), s, CachingOptions{s.cache, s.cache_refresh_steps},
                    Prompt(prompt_len, static_cast<int>(out.size()), c)});
   };
+  if (c.canvas_length > 0) {
+    // DiffusionGemma: its own sampler over one to three canvases, with the
+    // exact cache and without, prompts inside and past the sliding window;
+    // beside them the masked stand-in, so both kinds share forwards.
+    const auto eb = [&](std::string name, int prompt_len, int canvases, uint32_t seed,
+                        CacheMode cache) {
+      RequestCase r;
+      r.name = std::move(name);
+      r.config = DefaultSamplerConfig(c.arch, c.canvas_length);
+      r.caching.cache = cache;
+      r.prompt = Prompt(prompt_len, static_cast<int>(out.size()), c);
+      EntropyBoundConfig e;
+      e.canvas_length = c.canvas_length;
+      e.max_steps = 6 + static_cast<int>(out.size());
+      e.seed = seed;
+      r.entropy_bound = e;
+      r.run.max_canvases = canvases;
+      r.config.gen_length = canvases * c.canvas_length;
+      out.push_back(std::move(r));
+    };
+    eb("eb-exact", 5, 1, 1, CacheMode::kExact);
+    eb("eb-3-canvases", 12, 3, 3, CacheMode::kExact);
+    eb("eb-uncached", 3, 2, 5, CacheMode::kNone);
+    add("masked", 9, 16, [](CaseSettings& s) { s.steps = 8, s.block_length = 16; });
+    eb("eb-long-prompt", 40, 2, 7, CacheMode::kExact);
+    add("masked-dual", 7, 16,
+        [](CaseSettings& s) { s.steps = 8, s.block_length = 8, s.cache = CacheMode::kDual; });
+    eb("eb-2-canvases", 4, 2, 11, CacheMode::kExact);
+    add("masked-threshold", 15, 16, [](CaseSettings& s) {
+      s.steps = 16, s.block_length = 16, s.threshold = 0.3f, s.algorithm = Algorithm::kMaskgitPlus;
+    });
+    return out;
+  }
   if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
     add("exact", 5, 16, [](CaseSettings& s) { s.steps = 16, s.block_length = 8; });
     add("dual-gumbel", 12, 32, [](CaseSettings& s) {
@@ -247,9 +289,16 @@ std::vector<std::unique_ptr<Trace>> RunAll(const std::shared_ptr<const Model>& m
   }
   for (size_t i : order) {
     const RequestCase& c = cases[i];
+    const int prompt = static_cast<int>(c.prompt.size());
     const EngineWorker::Reservation r =
-        EngineWorker::ReservationFor(model->config(), c.config, c.caching,
-                                     static_cast<int>(c.prompt.size()) + c.config.gen_length);
+        c.entropy_bound ? EngineWorker::Reservation{DenoiseSession::EntropyBoundStateBytes(
+                                                        model->config(), *c.entropy_bound, prompt,
+                                                        c.run, c.caching),
+                                                    DenoiseSession::EntropyBoundLimits(
+                                                        *c.entropy_bound, prompt, c.run, c.caching)
+                                                        .max_rows}
+                        : EngineWorker::ReservationFor(model->config(), c.config, c.caching,
+                                                       prompt + c.config.gen_length);
     EXPECT_TRUE(worker.Submit(jobs[i], r).ok()) << c.name;
   }
   std::thread canceller;
@@ -314,6 +363,9 @@ class BatchInvarianceTest : public ::testing::TestWithParam<const char*> {
   std::string Path() const {
     const std::string name = GetParam();
     if (name == "llada-moe") return MoePath();
+    if (name == "diffusion-gemma") {
+      return testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf";
+    }
     return testing::TestDataDir() + "/models/" + name + ".gguf";
   }
 };
@@ -381,7 +433,7 @@ TEST_P(BatchInvarianceTest, CancellingOneRequestLeavesTheOthersUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchInvarianceTest,
                          ::testing::Values("tiny-llada-k-q4_k_m", "tiny-dream-k-q4_k_m",
-                                           "llada-moe"),
+                                           "llada-moe", "diffusion-gemma"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

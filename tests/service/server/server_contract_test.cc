@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "dllm/v1/dllm.grpc.pb.h"
 #include "engine/base/utf8.h"
+#include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/session/denoise_session.h"
 #include "engine/tokenizer/chat_template.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -323,6 +324,195 @@ TEST_F(ServerContractTest, DreamMatchesDenoiseSession) {
   EXPECT_EQ(r.events.front().started().algorithm(), v1::ALGORITHM_MASKGIT_PLUS);
 }
 
+// DiffusionGemma's file (tests/data/logits-dg), as the server's model name.
+constexpr const char* kGemma = "../logits-dg/tiny-diffusion-gemma-q8_0.gguf";
+
+// The entropy-bound run of a request through DenoiseSession directly (the
+// CLI's path), its answer capped at gen_length as the server caps it.
+Reference RunEntropyBoundReference(const std::shared_ptr<const Model>& model,
+                                   const v1::GenerateRequest& request) {
+  auto spec = ValidateGenerateRequest(request, *model, TestModelPath(kGemma));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  Reference ref;
+  if (!spec.ok() || !spec->entropy_bound) {
+    ADD_FAILURE() << "not an entropy-bound request";
+    return ref;
+  }
+  tbb::task_arena arena(1);
+  arena.execute([&] {
+    auto session = DenoiseSession::Create(model, spec->entropy_bound->config, spec->prompt,
+                                          spec->entropy_bound->run, spec->caching);
+    ASSERT_TRUE(session.ok()) << session.status();
+    while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
+    const auto out = (*session)->OutputTokens();
+    ref.tokens.assign(out.begin(),
+                      out.begin() + std::min<ptrdiff_t>(out.size(), spec->sampler.gen_length));
+  });
+  DecodeOptions plain;
+  plain.render_special = false;
+  ref.text = SanitizeUtf8(model->tokenizer().Decode(ref.tokens, plain).value_or(""));
+  return ref;
+}
+
+// A DiffusionGemma file is served with its own sampler by default: the
+// same tokens as the CLI's session for the seed, canvas after canvas,
+// whatever the detail; Started says what ran; canvas events show the
+// renoised canvas and its argmax; the stable text grows a canvas at a time.
+TEST(DiffusionGemmaServingTest, GenerateRunsTheEntropyBoundSampler) {
+  auto gemma = LoadTestModel(kGemma);
+  ASSERT_NE(gemma, nullptr);
+  const int canvas = gemma->config().canvas_length;
+  ASSERT_GT(canvas, 0);
+  auto server = StartTestServer(gemma, kGemma);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
+  int multi_canvas_runs = 0;
+  for (const uint32_t seed : {1u, 3u, 5u, 11u}) {
+    for (const v1::Detail detail : {v1::DETAIL_TEXT, v1::DETAIL_STEPS, v1::DETAIL_CANVAS}) {
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << " detail " << detail);
+      v1::GenerateRequest req;
+      req.mutable_prompt()->set_text("Hello there");
+      req.mutable_diffusion()->set_gen_length(3 * canvas);
+      req.mutable_sampling()->set_seed(seed);
+      req.mutable_stream()->set_detail(detail);
+      if (detail == v1::DETAIL_STEPS) req.mutable_stream()->set_step_stride(4);
+      const CallResult r = Generate(*stub, req);
+      ExpectWellFormed(r);
+      const v1::Final* f = r.final();
+      ASSERT_NE(f, nullptr);
+      const Reference ref = RunEntropyBoundReference(gemma, req);
+      EXPECT_EQ(Ids(f->token_ids()), ref.tokens);
+      EXPECT_EQ(f->text(), ref.text);
+      EXPECT_EQ(r.Deltas(), f->text());
+      EXPECT_EQ(f->seed(), seed);
+      EXPECT_EQ(f->finish_reason(), static_cast<int>(ref.tokens.size()) < 3 * canvas
+                                        ? v1::FINISH_REASON_EOS
+                                        : v1::FINISH_REASON_LENGTH);
+      const v1::Started& started = r.events.front().started();
+      EXPECT_EQ(started.sampler(), v1::SAMPLER_ENTROPY_BOUND);
+      EXPECT_EQ(started.canvas_length(), static_cast<uint32_t>(canvas));
+      EXPECT_EQ(started.gen_length(), static_cast<uint32_t>(3 * canvas));
+      EXPECT_EQ(started.algorithm(), v1::ALGORITHM_UNSPECIFIED);
+      const EntropyBoundConfig file = *EntropyBoundConfigFromGguf(gemma->file());
+      EXPECT_EQ(started.entropy_bound().max_steps(), static_cast<uint32_t>(file.max_steps));
+      EXPECT_EQ(started.entropy_bound().t_max(), file.t_max);
+      EXPECT_EQ(started.planned_steps(), static_cast<uint32_t>(3 * file.max_steps));
+      uint32_t merged = 0, last_canvas = 0;
+      for (const auto& e : r.events) {
+        if (!e.has_step()) continue;
+        const v1::StepEvent& step = e.step();
+        merged += step.merged_steps();
+        EXPECT_EQ(step.masked_remaining(), 0u);
+        EXPECT_GE(step.block_index(), last_canvas);
+        last_canvas = step.block_index();
+        ASSERT_TRUE(step.has_canvas_step());
+        EXPECT_EQ(step.canvas_step().canvas(), step.block_index());
+        EXPECT_GT(step.canvas_step().temperature(), 0);
+        EXPECT_GE(step.canvas_step().accepted(), 1u);
+        if (detail == v1::DETAIL_TEXT) {
+          EXPECT_EQ(step.committed_size(), 0);
+          EXPECT_EQ(step.canvas_size(), 0);
+        } else {
+          // One step's rewrite of the whole canvas, even when merged.
+          EXPECT_EQ(step.committed_size(), canvas);
+          for (const auto& t : step.committed()) {
+            EXPECT_GE(t.position(), step.block_index() * canvas);
+            EXPECT_LT(t.position(), (step.block_index() + 1) * canvas);
+          }
+        }
+        if (detail == v1::DETAIL_CANVAS) {
+          // The finished canvases, kept whole in the answer, then the one
+          // the next step reads (after the step that finished canvas k,
+          // canvas k + 1's random start).
+          const int k = static_cast<int>(step.block_index());
+          EXPECT_EQ(step.canvas_size() % canvas, 0);
+          EXPECT_GE(step.canvas_size(), (k + 1) * canvas);
+          EXPECT_LE(step.canvas_size(), (k + 2) * canvas);
+          for (int p = 0; p < k * canvas; ++p) {
+            EXPECT_EQ(step.canvas(p), f->token_ids(p)) << "position " << p;
+          }
+          EXPECT_EQ(step.canvas_step().argmax_size(), canvas);
+        } else {
+          EXPECT_EQ(step.canvas_step().argmax_size(), 0);
+        }
+      }
+      // DETAIL_TEXT streams only when the text grows.
+      if (detail != v1::DETAIL_TEXT) EXPECT_EQ(merged, f->usage().steps());
+      if (last_canvas > 0) ++multi_canvas_runs;
+    }
+  }
+  // Some seed ran past its first canvas (the test file's loops and stops
+  // end others early).
+  EXPECT_GT(multi_canvas_runs, 0);
+}
+
+// The cache is exact: CACHE_NONE gives the default's tokens. The masked
+// stand-in runs on request, and what does not apply is refused by name.
+TEST(DiffusionGemmaServingTest, CachesStandInAndRefusals) {
+  auto gemma = LoadTestModel(kGemma);
+  ASSERT_NE(gemma, nullptr);
+  auto server = StartTestServer(gemma, kGemma);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
+  v1::GenerateRequest req;
+  req.mutable_prompt()->set_text("def main():");
+  req.mutable_diffusion()->set_gen_length(40);
+  req.mutable_sampling()->set_seed(7);
+  const CallResult exact = Generate(*stub, req);
+  ExpectWellFormed(exact);
+  req.mutable_diffusion()->set_cache(v1::CACHE_NONE);
+  const CallResult none = Generate(*stub, req);
+  ExpectWellFormed(none);
+  EXPECT_EQ(Ids(none.final()->token_ids()), Ids(exact.final()->token_ids()));
+  {
+    v1::GenerateRequest masked = Request("def main():", 16, 8, 16);
+    masked.mutable_diffusion()->set_sampler(v1::SAMPLER_MASKED);
+    const CallResult r = Generate(*stub, masked);
+    ExpectWellFormed(r);
+    EXPECT_EQ(r.events.front().started().sampler(), v1::SAMPLER_MASKED);
+    EXPECT_EQ(r.events.front().started().planned_steps(), 8u);
+    const Reference ref = RunReference(gemma, kGemma, masked);
+    EXPECT_EQ(Ids(r.final()->token_ids()), ref.tokens);
+  }
+  const std::pair<std::function<void(v1::GenerateRequest*)>, const char*> refusals[] = {
+      {[](auto* r) { r->mutable_sampling()->set_temperature(0.5f); }, "sampling.temperature"},
+      {[](auto* r) { r->mutable_diffusion()->set_steps(8); }, "diffusion.steps"},
+      {[](auto* r) { r->mutable_diffusion()->set_threshold(0.9f); }, "diffusion.threshold"},
+      {[](auto* r) { r->mutable_diffusion()->set_cache(v1::CACHE_DUAL); }, "diffusion.cache"},
+      {[](auto* r) { r->mutable_sampling()->set_seed(1ull << 32); }, "sampling.seed"},
+      {[](auto* r) { r->mutable_prompt()->mutable_suffix()->set_text("x"); }, "prompt.suffix"},
+      {[](auto* r) { r->mutable_diffusion()->mutable_entropy_bound()->set_t_min(2.0f); },
+       "diffusion.entropy_bound.t_max"},
+      {[](auto* r) { r->mutable_diffusion()->mutable_entropy_bound()->set_max_steps(0); },
+       "diffusion.entropy_bound.max_steps"},
+      {[](auto* r) {
+         r->mutable_stream()->set_detail(v1::DETAIL_STEPS);
+         r->mutable_stream()->set_include_logprobs(true);
+       },
+       "stream.include_logprobs"},
+      {[](auto* r) {
+         r->mutable_diffusion()->set_sampler(v1::SAMPLER_MASKED);
+         r->mutable_diffusion()->mutable_entropy_bound()->set_max_steps(4);
+       },
+       "diffusion.entropy_bound"},
+      {[](auto* r) {
+         r->mutable_diffusion()->set_sampler(v1::SAMPLER_MASKED);
+         r->mutable_diffusion()->set_cache(v1::CACHE_EXACT);
+       },
+       "diffusion.cache"},
+  };
+  for (const auto& [edit, field] : refusals) {
+    v1::GenerateRequest bad = req;
+    bad.mutable_diffusion()->clear_cache();
+    edit(&bad);
+    const CallResult r = Generate(*stub, bad);
+    EXPECT_EQ(r.status.error_code(), grpc::INVALID_ARGUMENT) << field;
+    EXPECT_TRUE(absl::StartsWith(r.status.error_message(), field))
+        << field << ": " << r.status.error_message();
+    EXPECT_TRUE(r.events.empty()) << field;
+  }
+}
+
 TEST_F(ServerContractTest, InvalidFieldsAreRejectedBeforeCompute) {
   struct Case {
     std::function<void(v1::GenerateRequest*)> edit;
@@ -345,6 +535,8 @@ TEST_F(ServerContractTest, InvalidFieldsAreRejectedBeforeCompute) {
        },
        grpc::INVALID_ARGUMENT, "stream.top_candidates"},
       {[](auto* r) { r->set_model("another-model"); }, grpc::INVALID_ARGUMENT, "model"},
+      {[](auto* r) { r->mutable_diffusion()->set_sampler(v1::SAMPLER_ENTROPY_BOUND); },
+       grpc::INVALID_ARGUMENT, "diffusion.sampler: SAMPLER_ENTROPY_BOUND needs a canvas model"},
   };
   // Invalid UTF-8 in a proto3 string never reaches the service: protobuf
   // refuses to parse the request (gRPC 1.51 answers UNIMPLEMENTED with an

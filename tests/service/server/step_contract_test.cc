@@ -223,6 +223,63 @@ class StepContractTest : public ::testing::Test {
 std::shared_ptr<const Model>* StepContractTest::model_;
 DllmServer* StepContractTest::server_;
 
+// A DiffusionGemma Step session runs its entropy-bound sampler: advanced
+// step by step it ends with Generate's answer for the seed, each step's
+// event showing the canvas; the ops that choose, score or replay committed
+// positions answer FAILED_PRECONDITION in-band, and the session goes on.
+TEST(DiffusionGemmaStepTest, AdvancesCanvasByCanvasAsGenerateDoes) {
+  constexpr const char* kGemma = "../logits-dg/tiny-diffusion-gemma-q8_0.gguf";
+  auto model = Model::Load(TestModelPath(kGemma), {BestIsaLevel()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int canvas = (*model)->config().canvas_length;
+  auto server = StartTestServer(*model, kGemma);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  v1::Open open;
+  open.mutable_prompt()->set_text("Hello there");
+  open.mutable_diffusion()->set_gen_length(2 * canvas);
+  open.mutable_sampling()->set_seed(3);
+
+  // Generate's answer for the same request.
+  v1::GenerateRequest generate;
+  *generate.mutable_prompt() = open.prompt();
+  *generate.mutable_diffusion() = open.diffusion();
+  *generate.mutable_sampling() = open.sampling();
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, generate);
+  v1::GenerateEvent event;
+  v1::Final expected;
+  while (reader->Read(&event)) {
+    if (event.has_final()) expected = event.final();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  ASSERT_GT(expected.usage().steps(), 0u);
+
+  Session s(*stub);
+  const v1::StepResponse opened = s.Open(open);
+  ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+  EXPECT_EQ(opened.opened().started().sampler(), v1::SAMPLER_ENTROPY_BOUND);
+  // A few steps one at a time, then the rest in one op.
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<v1::StepResponse> rs = s.Advance(1, /*canvas=*/true);
+    ASSERT_EQ(rs.size(), 1u);
+    ASSERT_TRUE(rs[0].has_step()) << rs[0].DebugString();
+    EXPECT_EQ(rs[0].step().committed_size(), canvas);
+    EXPECT_EQ(rs[0].step().canvas_size(), canvas);
+    EXPECT_EQ(rs[0].step().canvas_step().argmax_size(), canvas);
+  }
+  ExpectOpError(s.Forward(3), grpc::FAILED_PRECONDITION);
+  ExpectOpError(s.Commit({{0, 5}}).back(), grpc::FAILED_PRECONDITION);
+  ExpectOpError(s.Rewind(1), grpc::FAILED_PRECONDITION);
+  const RunResult rest = AdvanceToEnd(s, 3);
+  EXPECT_EQ(rest.steps + 3, static_cast<int>(expected.usage().steps()));
+  EXPECT_EQ(std::vector<uint32_t>(rest.final.token_ids().begin(), rest.final.token_ids().end()),
+            std::vector<uint32_t>(expected.token_ids().begin(), expected.token_ids().end()));
+  EXPECT_EQ(rest.final.text(), expected.text());
+  EXPECT_TRUE(s.Close().ok());
+}
+
 TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
   // The same generation straight through DenoiseSession.
   auto spec = ValidateOpen(OpenOp(), **model_, TestModelPath(kLlada));
