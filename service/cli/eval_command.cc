@@ -17,7 +17,9 @@
 #include "engine/sampler/remasking.h"
 #include "engine/session/denoise_session.h"
 #include "service/cli/cache_divergence.h"
+#include "service/cli/entropy_bound_flags.h"
 #include "service/cli/generate_command.h"
+#include "service/cli/sampler_divergence.h"
 
 namespace dllm {
 namespace {
@@ -41,7 +43,11 @@ constexpr char kEvalUsage[] =
     "         [--block-length N] [--threshold X] [--alg A] [--temperature T] [--seed S]\n"
     "  the cache's cost against exact decoding, each window's first --prompt-len tokens\n"
     "  the prompt: teacher-forced (same canvas every step) mean KL, top-1 agreement and\n"
-    "  first divergent step; free-running, the share of identical generated tokens\n";
+    "  first divergent step; free-running, the share of identical generated tokens\n"
+    "       dllm eval --model M --windows FILE --divergence --sampler masked [--prompt-len 32]\n"
+    "         [--seed S] [--eb-* ...] [--steps N] [--block-length N] [--alg A] [--temperature T]\n"
+    "  on a canvas model (DiffusionGemma): how far the masked stand-in's answer (one canvas)\n"
+    "  lands from the entropy-bound sampler's on each window's prompt\n";
 
 // The ids of a JSON array, each checked to be a token of `model`.
 absl::StatusOr<std::vector<int32_t>> Ids(const Json& array, int32_t n_vocab,
@@ -271,35 +277,104 @@ absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& m
 
 namespace {
 
+// The windows' first --prompt-len tokens, each a prompt.
+absl::StatusOr<std::vector<std::vector<int32_t>>> DivergencePrompts(const ParsedFlags& flags,
+                                                                    const Model& model,
+                                                                    const Json& windows) {
+  DLLM_ASSIGN_OR_RETURN(const int64_t prompt_len,
+                        flags.GetIntInRange("prompt-len", 32, 1, 1 << 20));
+  const Json* list = FindMember(windows, "windows");
+  if (list == nullptr || !list->is_array() || list->empty()) {
+    return absl::InvalidArgumentError("windows: no \"windows\" array");
+  }
+  std::vector<std::vector<int32_t>> prompts;
+  for (size_t w = 0; w < list->size(); ++w) {
+    const std::string where = absl::StrCat("windows[", w, "].tokens");
+    const Json* tokens = FindMember((*list)[w], "tokens");
+    if (tokens == nullptr) return absl::InvalidArgumentError(where + ": missing");
+    DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, Ids(*tokens, model.config().n_vocab, where));
+    if (static_cast<int64_t>(ids.size()) < prompt_len) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": ", ids.size(), " tokens, shorter than --prompt-len"));
+    }
+    ids.resize(static_cast<size_t>(prompt_len));
+    prompts.push_back(std::move(ids));
+  }
+  return prompts;
+}
+
+// `dllm eval --divergence --sampler masked` on a canvas model:
+// MeasureSamplerDivergence on the windows' prompts.
+int RunSamplerDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& model,
+                         const Json& windows, int threads) {
+  absl::StatusOr<EntropyBoundConfig> real = EntropyBoundConfigFromFlags(flags, *model);
+  if (!real.ok()) return Fail(real.status());
+  // The stand-in writes one canvas unless told otherwise.
+  ParsedFlags stand_in_flags = flags;
+  stand_in_flags.values.emplace("gen-length", std::to_string(real->canvas_length));
+  absl::StatusOr<SamplerConfig> stand_in =
+      SamplerConfigFromFlags(stand_in_flags, model->config().arch);
+  if (!stand_in.ok()) return Fail(stand_in.status());
+  absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
+      DivergencePrompts(flags, *model, windows);
+  if (!prompts.ok()) return Fail(prompts.status());
+  absl::StatusOr<SamplerDivergence> d =
+      MeasureSamplerDivergence(model, *real, *stand_in, *prompts, threads);
+  if (!d.ok()) return Fail(d.status());
+  std::printf(
+      "stand-in divergence (masked, %s, steps %d, block %d, against entropy-bound, seed %u; %d "
+      "runs, canvas %d): identical tokens %.2f%%, identical answers %d, first difference at "
+      "position %.1f on average; answer length %.1f real vs %.1f stand-in; steps %d vs %d\n",
+      std::string(AlgorithmName(stand_in->algorithm)).c_str(), stand_in->steps,
+      stand_in->EffectiveBlockLength(), real->seed, d->runs, d->canvas_length,
+      100 * d->identical_tokens, d->identical_answers, d->first_difference_mean,
+      d->real_length_mean, d->stand_in_length_mean, d->real_steps, d->stand_in_steps);
+  if (flags.Has("json")) {
+    Json result = {{"model", flags.Get("model")},
+                   {"windows", flags.Get("windows")},
+                   {"stand_in",
+                    {{"algorithm", std::string(AlgorithmName(stand_in->algorithm))},
+                     {"steps", stand_in->steps},
+                     {"block_length", stand_in->EffectiveBlockLength()},
+                     {"temperature", stand_in->temperature}}},
+                   {"seed", real->seed},
+                   {"runs", d->runs},
+                   {"canvas_length", d->canvas_length},
+                   {"identical_tokens", d->identical_tokens},
+                   {"identical_answers", d->identical_answers},
+                   {"first_difference_mean", d->first_difference_mean},
+                   {"real_length_mean", d->real_length_mean},
+                   {"stand_in_length_mean", d->stand_in_length_mean},
+                   {"real_steps", d->real_steps},
+                   {"stand_in_steps", d->stand_in_steps}};
+    std::ofstream out(flags.Get("json"));
+    out << DumpJson(result, 1) << "\n";
+    if (!out) return Fail(absl::PermissionDeniedError(flags.Get("json") + ": cannot write"));
+  }
+  return 0;
+}
+
 // `dllm eval --divergence`: MeasureCacheDivergence on the windows' prompts.
 int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& model,
                   const Json& windows, int threads) {
+  if (flags.Get("sampler") == "masked") {
+    return RunSamplerDivergence(flags, model, windows, threads);
+  }
+  if (flags.Has("sampler")) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--sampler ", flags.Get("sampler"), ": --divergence measures the masked stand-in")));
+  }
   absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config().arch);
   if (!config.ok()) return Fail(config.status());
   absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags);
   if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<int64_t> prompt_len = flags.GetIntInRange("prompt-len", 32, 1, 1 << 20);
   if (!prompt_len.ok()) return Fail(prompt_len.status());
-  const Json* list = FindMember(windows, "windows");
-  if (list == nullptr || !list->is_array() || list->empty()) {
-    return Fail(absl::InvalidArgumentError("windows: no \"windows\" array"));
-  }
-  std::vector<std::vector<int32_t>> prompts;
-  for (size_t w = 0; w < list->size(); ++w) {
-    const std::string where = absl::StrCat("windows[", w, "].tokens");
-    const Json* tokens = FindMember((*list)[w], "tokens");
-    if (tokens == nullptr) return Fail(absl::InvalidArgumentError(where + ": missing"));
-    absl::StatusOr<std::vector<int32_t>> ids = Ids(*tokens, model->config().n_vocab, where);
-    if (!ids.ok()) return Fail(ids.status());
-    if (static_cast<int64_t>(ids->size()) < *prompt_len) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat(where, ": ", ids->size(), " tokens, shorter than --prompt-len")));
-    }
-    ids->resize(static_cast<size_t>(*prompt_len));
-    prompts.push_back(std::move(*ids));
-  }
+  absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
+      DivergencePrompts(flags, *model, windows);
+  if (!prompts.ok()) return Fail(prompts.status());
   absl::StatusOr<CacheDivergence> d =
-      MeasureCacheDivergence(model, *config, *caching, prompts, threads);
+      MeasureCacheDivergence(model, *config, *caching, *prompts, threads);
   if (!d.ok()) return Fail(d.status());
   const std::string setting = absl::StrCat(
       "cache ", CacheModeName(caching->cache), ", refresh ", caching->cache_refresh_steps,
@@ -346,10 +421,13 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
 
 int RunEval(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags =
-      ParseFlags(argc, argv,
-                 {"model", "windows", "baseline", "ratios", "json", "threads", "isa", "alg",
-                  "temperature", "seed", "threshold", "steps-per-token", "cache", "cache-refresh",
-                  "prompt-len", "gen-length", "steps", "block-length", "infill-span"},
+      ParseFlags(argc, argv, {"model",        "windows",       "baseline",    "ratios",
+                              "json",         "threads",       "isa",         "alg",
+                              "temperature",  "seed",          "threshold",   "steps-per-token",
+                              "cache",        "cache-refresh", "prompt-len",  "gen-length",
+                              "steps",        "block-length",  "infill-span", "sampler",
+                              "eb-max-steps", "eb-t-min",      "eb-t-max",    "eb-entropy-bound",
+                              "eb-stability", "eb-confidence"},
                  {"infill", "divergence"});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kEvalUsage);

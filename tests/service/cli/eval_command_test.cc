@@ -4,12 +4,16 @@
 // and the KL divergence of a quantized file from the F32 one.
 #include "service/cli/eval_command.h"
 
+#include <tbb/task_arena.h>
+
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
 
+#include "engine/session/denoise_session.h"
 #include "gtest/gtest.h"
 #include "service/cli/cache_divergence.h"
+#include "service/cli/sampler_divergence.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -162,6 +166,68 @@ TEST(EvalCommandTest, CacheDivergenceIsZeroAtRefreshOneAndCountsTheCachedRun) {
 
   caching.cache = CacheMode::kNone;
   EXPECT_EQ(MeasureCacheDivergence(model, config, caching, prompts, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// The stand-in's divergence counts what the two samplers' own runs give:
+// each answer as its session leaves it, compared position by position
+// with a finished answer padded past its end; and it refuses what it
+// cannot measure.
+TEST(EvalCommandTest, SamplerDivergenceComparesTheTwoSamplersAnswers) {
+  auto model = Load(testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf");
+  const int canvas = model->config().canvas_length;
+  absl::StatusOr<EntropyBoundConfig> real = EntropyBoundConfigFromGguf(model->file());
+  ASSERT_TRUE(real.ok()) << real.status();
+  real->seed = 5;
+  SamplerConfig stand_in = DefaultSamplerConfig(model->config().arch, canvas);
+  std::vector<std::vector<int32_t>> prompts = {
+      {2, 76, 77, 78, 117, 81}, {2, 40, 41, 42}, {2, 90, 91, 17, 34, 35, 36, 12}};
+  auto d = MeasureSamplerDivergence(model, *real, stand_in, prompts, 2);
+  ASSERT_TRUE(d.ok()) << d.status();
+
+  // The same runs by hand.
+  int64_t agree = 0;
+  double first = 0, real_len = 0, stand_in_len = 0;
+  int identical = 0;
+  tbb::task_arena arena(2);
+  arena.execute([&] {
+    for (const auto& prompt : prompts) {
+      auto a = DenoiseSession::Create(model, *real, prompt, CanvasRun{},
+                                      CachingOptions{CacheMode::kExact, 0});
+      auto b = DenoiseSession::Create(model, stand_in, prompt);
+      ASSERT_TRUE(a.ok() && b.ok());
+      while (!(*a)->done()) ASSERT_TRUE((*a)->Advance().ok());
+      while (!(*b)->done()) ASSERT_TRUE((*b)->Advance().ok());
+      const auto x = (*a)->OutputTokens(), y = (*b)->OutputTokens();
+      int f = canvas;
+      for (int i = 0; i < canvas; ++i) {
+        const int32_t u = i < static_cast<int>(x.size()) ? x[i] : -1;
+        const int32_t v = i < static_cast<int>(y.size()) ? y[i] : -1;
+        agree += u == v;
+        if (u != v && f == canvas) f = i;
+      }
+      first += f;
+      real_len += static_cast<double>(x.size());
+      stand_in_len += static_cast<double>(y.size());
+      identical += std::equal(x.begin(), x.end(), y.begin(), y.end());
+    }
+  });
+  EXPECT_EQ(d->runs, 3);
+  EXPECT_EQ(d->canvas_length, canvas);
+  EXPECT_DOUBLE_EQ(d->identical_tokens, static_cast<double>(agree) / (3.0 * canvas));
+  EXPECT_DOUBLE_EQ(d->first_difference_mean, first / 3);
+  EXPECT_DOUBLE_EQ(d->real_length_mean, real_len / 3);
+  EXPECT_DOUBLE_EQ(d->stand_in_length_mean, stand_in_len / 3);
+  EXPECT_EQ(d->identical_answers, identical);
+  EXPECT_GT(d->real_steps, 0);
+  EXPECT_GT(d->stand_in_steps, 0);
+
+  // Not one canvas, and not a canvas model: refused.
+  stand_in.gen_length = canvas + 1;
+  EXPECT_EQ(MeasureSamplerDivergence(model, *real, stand_in, prompts, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto llada = Load(testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf");
+  EXPECT_EQ(MeasureSamplerDivergence(llada, *real, stand_in, prompts, 2).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
 
