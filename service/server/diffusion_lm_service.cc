@@ -301,8 +301,8 @@ absl::Status DiffusionLmService::ModelInfo(v1::ModelInfo* info) const {
   info->set_n_layer(static_cast<uint32_t>(c.n_layer));
   info->set_n_embd(static_cast<uint32_t>(c.n_embd));
   info->set_chat_template(model_->chat_template().name);
-  *info->mutable_default_diffusion() = DefaultDiffusionParams(c);
-  *info->mutable_default_sampling() = DefaultSamplingParams(c);
+  *info->mutable_default_diffusion() = DefaultDiffusionParams(*model_);
+  *info->mutable_default_sampling() = DefaultSamplingParams(*model_);
   return absl::OkStatus();
 }
 

@@ -579,9 +579,32 @@ v1::Algorithm AlgorithmToProto(Algorithm algorithm) {
   return static_cast<v1::Algorithm>(static_cast<int>(algorithm) + 1);
 }
 
-v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config) {
-  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
+v1::EntropyBoundParams EntropyBoundParamsToProto(const EntropyBoundConfig& c) {
+  v1::EntropyBoundParams e;
+  e.set_max_steps(c.max_steps);
+  e.set_t_min(c.t_min);
+  e.set_t_max(c.t_max);
+  e.set_entropy_bound(c.entropy_bound);
+  e.set_stability_threshold(c.stability_threshold);
+  e.set_confidence_threshold(c.confidence_threshold);
+  return e;
+}
+
+v1::DiffusionParams DefaultDiffusionParams(const Model& model) {
+  const ModelConfig& config = model.config();
   v1::DiffusionParams d;
+  if (config.canvas_length > 0) {
+    // The entropy-bound sampler's: one canvas, the exact cache, the file's
+    // settings (the server checked them at start).
+    d.set_sampler(v1::SAMPLER_ENTROPY_BOUND);
+    d.set_gen_length(config.canvas_length);
+    d.set_cache(v1::CACHE_EXACT);
+    *d.mutable_entropy_bound() = EntropyBoundParamsToProto(
+        EntropyBoundConfigFromGguf(model.file()).value_or(EntropyBoundConfig{}));
+    return d;
+  }
+  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
+  d.set_sampler(v1::SAMPLER_MASKED);
   d.set_gen_length(c.gen_length);
   d.set_steps(c.steps);
   d.set_block_length(c.EffectiveBlockLength());
@@ -591,8 +614,10 @@ v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config) {
   return d;
 }
 
-v1::SamplingParams DefaultSamplingParams(const ModelConfig& config) {
-  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
+v1::SamplingParams DefaultSamplingParams(const Model& model) {
+  // The entropy-bound sampler takes only a seed (the server draws one).
+  if (model.config().canvas_length > 0) return v1::SamplingParams();
+  const SamplerConfig c = DefaultSamplerConfig(model.config().arch, kDefaultGenLength);
   v1::SamplingParams s;
   s.set_temperature(c.temperature);
   s.set_top_p(c.top_p);

@@ -138,9 +138,12 @@ absl::StatusOr<GenerationSpec> ValidateOpen(const v1::Open& open, const Model& m
 
 // The proto enum of an engine algorithm and back.
 v1::Algorithm AlgorithmToProto(Algorithm algorithm);
-// The settings a request with empty DiffusionParams / SamplingParams gets.
-v1::DiffusionParams DefaultDiffusionParams(const ModelConfig& config);
-v1::SamplingParams DefaultSamplingParams(const ModelConfig& config);
+// The settings a request with empty DiffusionParams / SamplingParams gets
+// (a canvas model's: the entropy-bound sampler's); sent back, they validate.
+v1::DiffusionParams DefaultDiffusionParams(const Model& model);
+v1::SamplingParams DefaultSamplingParams(const Model& model);
+// The proto of the entropy-bound sampler's settings (Started, the defaults).
+v1::EntropyBoundParams EntropyBoundParamsToProto(const EntropyBoundConfig& config);
 
 }  // namespace dllm
 

@@ -111,13 +111,7 @@ v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double q
     started.set_sampler(v1::SAMPLER_ENTROPY_BOUND);
     started.set_block_length(c.canvas_length);
     started.set_canvas_length(c.canvas_length);
-    v1::EntropyBoundParams* e = started.mutable_entropy_bound();
-    e->set_max_steps(c.max_steps);
-    e->set_t_min(c.t_min);
-    e->set_t_max(c.t_max);
-    e->set_entropy_bound(c.entropy_bound);
-    e->set_stability_threshold(c.stability_threshold);
-    e->set_confidence_threshold(c.confidence_threshold);
+    *started.mutable_entropy_bound() = EntropyBoundParamsToProto(c);
   } else {
     started.set_sampler(v1::SAMPLER_MASKED);
     started.set_block_length(spec.sampler.EffectiveBlockLength());

@@ -501,6 +501,22 @@ TEST(DiffusionGemmaServingTest, CachesStandInAndRefusals) {
        },
        "diffusion.cache"},
   };
+  {
+    // The model's advertised defaults, sent back as they are, run.
+    grpc::ClientContext ctx;
+    v1::ModelInfo info;
+    ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+    EXPECT_EQ(info.default_diffusion().sampler(), v1::SAMPLER_ENTROPY_BOUND);
+    v1::GenerateRequest defaults;
+    defaults.mutable_prompt()->set_text("def main():");
+    *defaults.mutable_diffusion() = info.default_diffusion();
+    *defaults.mutable_sampling() = info.default_sampling();
+    defaults.mutable_sampling()->set_seed(7);
+    const CallResult r = Generate(*stub, defaults);
+    ExpectWellFormed(r);
+    EXPECT_EQ(r.events.front().started().entropy_bound().max_steps(),
+              info.default_diffusion().entropy_bound().max_steps());
+  }
   for (const auto& [edit, field] : refusals) {
     v1::GenerateRequest bad = req;
     bad.mutable_diffusion()->clear_cache();
