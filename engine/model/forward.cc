@@ -306,13 +306,19 @@ void RunExperts(const LayerContext& ctx, const LayerConfig& config, const MoeWei
     const int32_t* slots_e = act.groups.slot.data() + act.groups.offset[e];
     GatedFfn(ctx, w.experts[static_cast<size_t>(e)], gating, config.n_ff_expert, rows_e, count,
              act.expert_out, act);
-    const float scale = w.down_scale != nullptr ? w.down_scale[e] : 1.0f;
+    const float* down_scale = w.down_scale != nullptr ? w.down_scale + e : nullptr;
     tbb::parallel_for(int64_t{0}, count, [&](int64_t i) {
       const int64_t r = rows_e[i];
       const float weight = act.route_weights[r * k + slots_e[i]];
       const float* src = act.expert_out + i * n_embd;
       float* dst = act.moe_sum + r * n_embd;
-      for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * (src[j] * scale);
+      if (down_scale == nullptr) {
+        for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
+      } else {
+        // DiffusionGemma scales the expert's output before its routing weight.
+        const float scale = *down_scale;
+        for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * (src[j] * scale);
+      }
     });
   }
 }

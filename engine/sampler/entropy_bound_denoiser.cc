@@ -8,6 +8,10 @@
 
 namespace dllm {
 
+int CanvasesFor(int64_t tokens, int canvas_length) {
+  return static_cast<int>(std::max<int64_t>(1, (tokens + canvas_length - 1) / canvas_length));
+}
+
 size_t TrimCanvas(std::span<const int32_t> canvas, std::span<const int32_t> stop_ids) {
   const size_t n = canvas.size();
   size_t cut = n;

@@ -34,6 +34,10 @@ struct CanvasRun {
   std::vector<int32_t> stop_ids;
 };
 
+// The canvases an answer of up to `tokens` tokens may take (the reference
+// CLI's ceil(n_predict / canvas_length)); at least one.
+int CanvasesFor(int64_t tokens, int canvas_length);
+
 // How much of a finished canvas's argmax tokens the response keeps: up to
 // the first stop token, and then up to where a repetition loop begins (a
 // token that repeats at stride 1 or 2 at least six times in a row, the

@@ -37,7 +37,7 @@ absl::StatusOr<CanvasRun> CanvasRunFromFlags(const ParsedFlags& f, int canvas_le
   CanvasRun run;
   if (f.Has("gen-length")) {
     DLLM_ASSIGN_OR_RETURN(const int64_t n, f.GetIntInRange("gen-length", 0, 1, 1 << 20));
-    run.max_canvases = static_cast<int>((n + canvas_length - 1) / canvas_length);
+    run.max_canvases = CanvasesFor(n, canvas_length);
   } else {
     DLLM_ASSIGN_OR_RETURN(const int64_t n, f.GetIntInRange("canvases", 1, 1, 1 << 16));
     run.max_canvases = static_cast<int>(n);

@@ -416,10 +416,7 @@ int RunEntropyBound(const ParsedFlags& flags, const std::shared_ptr<const Model>
   const std::span<const int32_t> output = (*session)->OutputTokens();
   const std::string text = OutputText(*model, output);
   const int steps = (*session)->steps();
-  const int canvases =
-      static_cast<int>(((*session)->prompt_len() - static_cast<int>(prompt.size())) /
-                       config->canvas_length) +
-      1;
+  const int canvases = (*session)->entropy_bound()->canvases();
   if (json) {
     Json out = Json::object();
     out["arch"] = std::string(ArchName(mc.arch));

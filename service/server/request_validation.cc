@@ -141,8 +141,7 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
     DLLM_ASSIGN_OR_RETURN(spec.entropy_bound,
                           EntropyBoundFromProto(diffusion, sampling, model, &spec.caching));
     const int canvas = spec.entropy_bound->config.canvas_length;
-    spec.sampler.gen_length =
-        diffusion.gen_length() == 0 ? canvas : static_cast<int>(diffusion.gen_length());
+    spec.sampler.gen_length = spec.entropy_bound->max_tokens;
     if (const int64_t end = static_cast<int64_t>(spec.prompt.size()) + canvas; end > n_ctx) {
       return Invalid("prompt",
                      absl::StrCat("prompt of ", spec.prompt.size(), " tokens and a canvas of ",
@@ -409,8 +408,7 @@ absl::StatusOr<EntropyBoundRequest> EntropyBoundFromProto(const v1::DiffusionPar
                                                           CachingOptions* caching) {
   // What the masked samplers take and this one has no use for: refused,
   // rather than ignored, so that a client learns its setting did nothing.
-  constexpr absl::string_view kWhy = "does not apply to the entropy-bound sampler";
-  const std::pair<const char*, bool> kMaskedOnly[] = {
+  const std::pair<const char*, bool> masked_only[] = {
       {"diffusion.steps", d.steps() != 0},
       {"diffusion.block_length", d.block_length() != 0},
       {"diffusion.algorithm", d.algorithm() != v1::ALGORITHM_UNSPECIFIED},
@@ -426,12 +424,14 @@ absl::StatusOr<EntropyBoundRequest> EntropyBoundFromProto(const v1::DiffusionPar
       {"sampling.top_k", s.top_k() != 0},
       {"sampling.alg_temp", s.alg_temp() != 0},
   };
-  for (const auto& [field, set] : kMaskedOnly) {
-    if (set) {
-      return Invalid(field, absl::StrCat(kWhy,
-                                         " (its temperatures run from entropy_bound.t_max "
-                                         "down toward t_min)"));
-    }
+  for (const auto& [field, set] : masked_only) {
+    if (!set) continue;
+    // The sampling settings have their counterparts in entropy_bound.
+    const bool sampling = absl::StartsWith(field, "sampling.");
+    return Invalid(field, absl::StrCat("does not apply to the entropy-bound sampler",
+                                       sampling ? " (its temperatures run from "
+                                                  "entropy_bound.t_max down toward t_min)"
+                                                : ""));
   }
   if (!v1::Cache_IsValid(d.cache())) {
     return Invalid("diffusion.cache", absl::StrCat("unknown value ", d.cache()));
@@ -475,8 +475,8 @@ absl::StatusOr<EntropyBoundRequest> EntropyBoundFromProto(const v1::DiffusionPar
     absl::ConsumePrefix(&message, "entropy-bound sampler: ");
     return absl::InvalidArgumentError(absl::StrCat("diffusion.entropy_bound.", message));
   }
-  const int64_t gen = d.gen_length() == 0 ? c.canvas_length : d.gen_length();
-  out.run.max_canvases = static_cast<int>((gen + c.canvas_length - 1) / c.canvas_length);
+  out.max_tokens = d.gen_length() == 0 ? c.canvas_length : static_cast<int>(d.gen_length());
+  out.run.max_canvases = CanvasesFor(out.max_tokens, c.canvas_length);
   out.run.context = model.config().n_ctx_train;
   out.run.stop_ids = model.config().tokens.StopIds();
   return out;

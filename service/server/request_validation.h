@@ -43,7 +43,8 @@ struct StreamSettings {
 // DiffusionGemma's entropy-bound sampler as a request runs it.
 struct EntropyBoundRequest {
   EntropyBoundConfig config;  // the file's settings under the request's
-  CanvasRun run;              // canvases: ceil(gen_length / canvas_length)
+  CanvasRun run;              // canvases: ceil(max_tokens / canvas_length)
+  int max_tokens = 0;         // the answer's cap: gen_length, else one canvas
 };
 
 // One validated generation: everything the engine needs, no proto left.

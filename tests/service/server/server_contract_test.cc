@@ -109,19 +109,26 @@ struct Reference {
   std::string text;
 };
 
-// The same generation through DenoiseSession directly, as the CLI runs it.
+// The same generation through DenoiseSession directly, as the CLI runs it
+// (its own forward pass, not the server's; an entropy-bound answer capped
+// at gen_length as the server caps it).
 Reference RunReference(const std::shared_ptr<const Model>& model, const char* name,
                        const v1::GenerateRequest& request) {
   auto spec = ValidateGenerateRequest(request, *model, TestModelPath(name));
   EXPECT_TRUE(spec.ok()) << spec.status();
   Reference ref;
+  if (!spec.ok()) return ref;
   tbb::task_arena arena(1);
   arena.execute([&] {
-    auto session = DenoiseSession::Create(model, spec->sampler, spec->prompt);
+    auto session = spec->entropy_bound
+                       ? DenoiseSession::Create(model, spec->entropy_bound->config, spec->prompt,
+                                                spec->entropy_bound->run, spec->caching)
+                       : DenoiseSession::Create(model, spec->sampler, spec->prompt);
     ASSERT_TRUE(session.ok()) << session.status();
     while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
     const auto out = (*session)->OutputTokens();
-    ref.tokens.assign(out.begin(), out.end());
+    ref.tokens.assign(out.begin(),
+                      out.begin() + std::min<ptrdiff_t>(out.size(), spec->sampler.gen_length));
   });
   DecodeOptions plain;
   plain.render_special = false;
@@ -327,33 +334,6 @@ TEST_F(ServerContractTest, DreamMatchesDenoiseSession) {
 // DiffusionGemma's file (tests/data/logits-dg), as the server's model name.
 constexpr const char* kGemma = "../logits-dg/tiny-diffusion-gemma-q8_0.gguf";
 
-// The entropy-bound run of a request through DenoiseSession directly (the
-// CLI's path), its answer capped at gen_length as the server caps it.
-Reference RunEntropyBoundReference(const std::shared_ptr<const Model>& model,
-                                   const v1::GenerateRequest& request) {
-  auto spec = ValidateGenerateRequest(request, *model, TestModelPath(kGemma));
-  EXPECT_TRUE(spec.ok()) << spec.status();
-  Reference ref;
-  if (!spec.ok() || !spec->entropy_bound) {
-    ADD_FAILURE() << "not an entropy-bound request";
-    return ref;
-  }
-  tbb::task_arena arena(1);
-  arena.execute([&] {
-    auto session = DenoiseSession::Create(model, spec->entropy_bound->config, spec->prompt,
-                                          spec->entropy_bound->run, spec->caching);
-    ASSERT_TRUE(session.ok()) << session.status();
-    while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
-    const auto out = (*session)->OutputTokens();
-    ref.tokens.assign(out.begin(),
-                      out.begin() + std::min<ptrdiff_t>(out.size(), spec->sampler.gen_length));
-  });
-  DecodeOptions plain;
-  plain.render_special = false;
-  ref.text = SanitizeUtf8(model->tokenizer().Decode(ref.tokens, plain).value_or(""));
-  return ref;
-}
-
 // A DiffusionGemma file is served with its own sampler by default: the
 // same tokens as the CLI's session for the seed, canvas after canvas,
 // whatever the detail; Started says what ran; canvas events show the
@@ -380,7 +360,7 @@ TEST(DiffusionGemmaServingTest, GenerateRunsTheEntropyBoundSampler) {
       ExpectWellFormed(r);
       const v1::Final* f = r.final();
       ASSERT_NE(f, nullptr);
-      const Reference ref = RunEntropyBoundReference(gemma, req);
+      const Reference ref = RunReference(gemma, kGemma, req);
       EXPECT_EQ(Ids(f->token_ids()), ref.tokens);
       EXPECT_EQ(f->text(), ref.text);
       EXPECT_EQ(r.Deltas(), f->text());
