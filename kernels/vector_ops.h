@@ -1,7 +1,7 @@
 // Elementwise and row kernels of the forward pass: RMSNorm, SwiGLU, GeGLU and add,
 // one table per ISA like gemm.h. (RoPE is table-driven in the forward pass,
 // forward.cc; attention keeps its own online softmax, attention_impl.h.) Scalar
-// and AVX2 paths; AVX-512 levels use the AVX2 table. No alignment needed;
+// and AVX2 paths; AVX-512 levels use the AVX2 table but for add_weighted_rows. No alignment needed;
 // tails are finished by a scalar loop continuing the SIMD index.
 #ifndef DLLM_KERNELS_VECTOR_OPS_H_
 #define DLLM_KERNELS_VECTOR_OPS_H_

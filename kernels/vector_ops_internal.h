@@ -12,6 +12,8 @@ inline constexpr float kGeluCubic = 0.044715f;
 
 void FillScalarVectorKernels(VectorKernels* k);
 void FillAvx2VectorKernels(VectorKernels* k);
+// The AVX2 table with AVX-512 versions where they pay (vector_ops_avx512.cc).
+void FillAvx512VectorKernels(VectorKernels* k);
 
 }  // namespace dllm::vector_internal
 

@@ -61,7 +61,12 @@ const VectorKernels& SelectVectorKernels(IsaLevel level) {
       vector_internal::FillScalarVectorKernels(&scalar);
       for (int l = 0; l < 3; ++l) {
         avx2[l].isa = static_cast<IsaLevel>(l + 1);
-        vector_internal::FillAvx2VectorKernels(&avx2[l]);
+        // AVX-512 VNNI and AMX CPUs have AVX-512F.
+        if (avx2[l].isa == IsaLevel::kAvx2) {
+          vector_internal::FillAvx2VectorKernels(&avx2[l]);
+        } else {
+          vector_internal::FillAvx512VectorKernels(&avx2[l]);
+        }
       }
     }
   };

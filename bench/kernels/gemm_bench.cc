@@ -40,6 +40,7 @@
 #include "kernels/peak.h"
 #include "kernels/quantize_act.h"
 #include "kernels/quantized_matrix.h"
+#include "kernels/vector_ops.h"
 
 namespace dllm {
 namespace {
@@ -252,6 +253,35 @@ void BM_QuantizeRows(benchmark::State& state, QuantizeRowFn quantize, int64_t m,
                                               benchmark::Counter::kIs1000);
 }
 
+// DiffusionGemma's soft embedding, one column block of one task: 256
+// canvas rows' probabilities (a row of the 262k vocabulary apart) times 16
+// dequantized embedding rows of 256 columns, added to each row's sums; the
+// kernel runs V / 16 times per block and step. Against the level's FP32 peak.
+void BM_AddWeightedRows(benchmark::State& state, IsaLevel isa) {
+  constexpr int64_t kRows = 256, kK = 16, kN = 256, kLdw = 4096 + 16, kLdacc = 2816;
+  std::vector<float> w(static_cast<size_t>(kRows * kLdw)), e(static_cast<size_t>(kK * kN));
+  std::vector<float> acc(static_cast<size_t>(kRows * kLdacc));
+  FillUniform(&w, 31);
+  FillUniform(&e, 32);
+  const VectorKernels& vk = SelectVectorKernels(isa);
+  int64_t v0 = 0;
+  for (auto _ : state) {
+    // March along the vocabulary as the forward does, so the weights come
+    // from L2 and beyond rather than one hot line.
+    vk.add_weighted_rows(w.data() + v0, kLdw, kRows, e.data(), kN, kK, kN, acc.data(), kLdacc);
+    v0 = (v0 + kK) % (kLdw - kK);
+    benchmark::DoNotOptimize(acc.data());
+  }
+  const double flops = 2.0 * kRows * kK * kN;
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  const double peak = Fp32PeakPerThread()[static_cast<int>(isa)];
+  if (peak > 0) {
+    state.counters["%peak"] =
+        benchmark::Counter(100.0 * flops / peak, benchmark::Counter::kIsIterationInvariantRate);
+  }
+}
+
 void BM_Peak(benchmark::State& state, PeakLoop loop) {
   double v = 0;
   for (auto _ : state) v = MeasurePeak(loop, 0.2);
@@ -425,6 +455,13 @@ int main(int argc, char** argv) {
             ->MinTime(0.2);
       }
     }
+  }
+  for (IsaLevel l : isas) {
+    benchmark::RegisterBenchmark(
+        (std::string("add_weighted_rows/isa:") + IsaLevelName(l) + "/rows:256/k:16/n:256").c_str(),
+        BM_AddWeightedRows, l)
+        ->Unit(benchmark::kMicrosecond)
+        ->MinTime(0.2);
   }
   for (const auto& [name, fn] :
        {std::pair{"scalar", &QuantizeRowScalar}, std::pair{"avx2", &QuantizeRowAvx2}}) {
