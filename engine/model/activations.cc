@@ -1,5 +1,6 @@
 #include "engine/model/activations.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -47,14 +48,14 @@ void ForEachView(const ModelConfig& c, int64_t rows, Activations* a, Visit visit
     floats(&a->expert_out, c.n_embd);
     floats(&a->moe_sum, c.n_embd);
     ints(&a->route_experts, rows * k);
-    visit(reinterpret_cast<void**>(&a->route_probs), static_cast<size_t>(ne) * sizeof(float));
+    visit(reinterpret_cast<void**>(&a->route_probs), static_cast<size_t>(3 * ne) * sizeof(float));
     ints(&a->route_order, ne);
     ints(&a->group_ints, 2 * rows * k + 2 * ne + 1);
   }
-  if (c.traits().gemma) {
-    floats(&a->ffn_out, c.n_embd);
-    ints(&a->selected_rows, rows);
-  }
+  const bool shared_expert = std::any_of(c.layers.begin(), c.layers.end(),
+                                         [](const LayerConfig& l) { return l.n_ff_shared > 0; });
+  if (c.traits().gemma || shared_expert) floats(&a->ffn_out, c.n_embd);
+  if (c.traits().gemma) ints(&a->selected_rows, rows);
   for (int slot = 0; slot < kNumXq; ++slot) {
     void* base = nullptr;
     visit(&base, QuantizedRowsBytes(rows, XqCols(c, slot)));

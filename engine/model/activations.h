@@ -61,11 +61,11 @@ class Activations {
   int32_t* route_experts = nullptr;  // (max_rows, n_expert_used)
   ExpertGroups groups;               // spans of `group_ints`
   int32_t* group_ints = nullptr;     // (2 x max_rows x n_expert_used + 2 x n_expert + 1)
-  float* route_probs = nullptr;      // (n_expert) scratch for RouteRow
+  float* route_probs = nullptr;      // (3 n_expert) scratch for RouteRow
   int32_t* route_order = nullptr;    // (n_expert) scratch for RouteRow
-  // Gemma 4 only: a second FFN output (the dense branch beside the experts;
-  // the self-conditioning MLP's), and a list of computed rows (those taking
-  // self-conditioning).
+  // A second FFN output (Gemma 4's dense branch beside the experts and its
+  // self-conditioning MLP; LLaDA2's shared expert), and (Gemma 4) a list of
+  // computed rows (those taking self-conditioning).
   float* ffn_out = nullptr;          // (n_embd)
   int32_t* selected_rows = nullptr;  // (max_rows)
   // The batch's rows: per computed row its token and RoPE position, and

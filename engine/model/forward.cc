@@ -282,9 +282,10 @@ void Route(const LayerContext& ctx, const LayerConfig& config, const MoeWeights&
   const int64_t ne = config.n_expert, k = config.n_expert_used;
   w.router->Apply(input, ctx.config->n_embd, nullptr, m, act.router_logits, ne,
                   Scratch(ctx, act, kXqRows));
+  const RoutingRule rule = RoutingRuleOf(config, w.expert_bias);
   for (int64_t r = 0; r < m; ++r) {
-    RouteRow(act.router_logits + r * ne, ne, k, config.moe_norm_weights, act.route_probs,
-             act.route_order, act.route_experts + r * k, act.route_weights + r * k);
+    RouteRow(act.router_logits + r * ne, ne, rule, act.route_probs, act.route_order,
+             act.route_experts + r * k, act.route_weights + r * k);
   }
   GroupByExpert(act.route_experts, m, k, ne, &act.groups);
 }
@@ -334,11 +335,20 @@ float* DenseFfn(const LayerContext& ctx, const LayerConfig& config, const LayerW
   return act.h;
 }
 
-// Softmax routing of h to SwiGLU experts.
+// Routing of h to SwiGLU experts (RoutingRuleOf(config)), plus the shared
+// expert's SwiGLU of h where the layer has one (LLaDA2).
 float* MoeFfn(const LayerContext& ctx, const LayerConfig& config, const LayerWeights& w, int64_t m,
               Activations& act) {
   Route(ctx, config, w.moe, act.h, m, act);
   RunExperts(ctx, config, w.moe, Gating::kSilu, m, act);
+  if (config.n_ff_shared > 0) {
+    const int64_t n_embd = ctx.config->n_embd;
+    GatedFfn(ctx, w.moe.shared, Gating::kSilu, config.n_ff_shared, nullptr, m, act.ffn_out, act);
+    tbb::parallel_for(int64_t{0}, m, [&](int64_t r) {
+      float* sum = act.moe_sum + r * n_embd;
+      ctx.vk->add(sum, act.ffn_out + r * n_embd, n_embd, sum);
+    });
+  }
   return act.moe_sum;
 }
 

@@ -40,6 +40,11 @@ struct MoeWeights {
   // each expert's output scale (ffn_down_exps.scale, n_expert; optional).
   const float* router_input_scale = nullptr;
   const float* down_scale = nullptr;
+  // LLaDA2: the bias added to the router's scores to choose experts
+  // (exp_probs_b.bias, n_expert; optional), and the shared expert every row
+  // runs (ffn_{gate,up,down}_shexp; LayerConfig::n_ff_shared wide).
+  const float* expert_bias = nullptr;
+  GatedFfnWeights shared;
 };
 
 struct LayerWeights {

@@ -25,14 +25,15 @@ GgufTensor ExpertSlice(const GgufTensor& t, int64_t e) {
   return slice;
 }
 
-// Half `half` (0 or 1) of a 2-D tensor's rows: rows are whole blocks, so
-// each half is a tensor over its own bytes.
-GgufTensor RowHalf(const GgufTensor& t, int half) {
+// Rows [begin, begin + count) of a 2-D tensor: rows are whole blocks, so
+// each run of rows is a tensor over its own bytes.
+GgufTensor RowRun(const GgufTensor& t, int64_t begin, int64_t count) {
+  const uint64_t row_bytes = t.n_bytes / static_cast<uint64_t>(t.ne[1]);
   GgufTensor part = t;
-  part.ne[1] = t.ne[1] / 2;
-  part.n_bytes = t.n_bytes / 2;
-  part.offset = t.offset + part.n_bytes * static_cast<uint64_t>(half);
-  part.data = t.data + part.n_bytes * static_cast<uint64_t>(half);
+  part.ne[1] = count;
+  part.n_bytes = row_bytes * static_cast<uint64_t>(count);
+  part.offset = t.offset + row_bytes * static_cast<uint64_t>(begin);
+  part.data = t.data + row_bytes * static_cast<uint64_t>(begin);
   return part;
 }
 
@@ -108,6 +109,12 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
         *t.vector(w) = reinterpret_cast<const float*>(tensor->data);
       } else if (t.matrix != nullptr) {
         DLLM_ASSIGN_OR_RETURN(*t.matrix(w), linear(*tensor));
+      } else if (!t.cuts.empty()) {
+        int64_t begin = 0;
+        for (const RowCut& cut : t.cuts) {
+          DLLM_ASSIGN_OR_RETURN(*cut.matrix(w), linear(RowRun(*tensor, begin, cut.rows)));
+          begin += cut.rows;
+        }
       } else {
         for (int64_t e = 0; e < layer.n_expert; ++e) {
           GatedFfnWeights& expert = w.moe.experts[static_cast<size_t>(e)];
@@ -115,8 +122,9 @@ absl::StatusOr<std::shared_ptr<const Model>> Model::Load(const std::string& path
           if (t.expert_second == nullptr) {
             DLLM_ASSIGN_OR_RETURN(expert.*t.expert, linear(slice));
           } else {
-            DLLM_ASSIGN_OR_RETURN(expert.*t.expert, linear(RowHalf(slice, 0)));
-            DLLM_ASSIGN_OR_RETURN(expert.*t.expert_second, linear(RowHalf(slice, 1)));
+            const int64_t half = slice.ne[1] / 2;
+            DLLM_ASSIGN_OR_RETURN(expert.*t.expert, linear(RowRun(slice, 0, half)));
+            DLLM_ASSIGN_OR_RETURN(expert.*t.expert_second, linear(RowRun(slice, half, half)));
           }
         }
       }

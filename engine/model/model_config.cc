@@ -92,8 +92,9 @@ absl::Status ReadExperts(const GgufFile& f, const std::string& a, ModelConfig* c
                                      " / expert_used_count ", c->n_expert_used, " is 0"));
     }
   }
-  // llama.cpp switches on group-limited routing past one group; not here.
-  if (f.HasKey(a + ".expert_group_count")) {
+  // llama.cpp switches on group-limited routing past one group; dllm
+  // reads the groups for LLaDA2 only (ReadLingMoe).
+  if (!c->traits().ling_moe && f.HasKey(a + ".expert_group_count")) {
     DLLM_ASSIGN_OR_RETURN(uint64_t groups, f.GetUint(a + ".expert_group_count"));
     if (groups > 1) {
       return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": key '", a,
@@ -132,17 +133,21 @@ std::vector<LayerConfig> UniformLayers(const ModelConfig& c) {
 // One row per architecture; the order is that of `Arch`.
 constexpr ArchTraits kArchTraits[] = {
     // arch, name, rope, qkv_bias, qk_norm, moe, moe_norm_weights, output_required, q_is_n_embd,
-    // sliding_window, gemma
-    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false, false,
+    // sliding_window, gemma, ling_moe
+    {Arch::kLlada, "llada", RopeType::kNorm, false, false, false, false, false, false, false, false,
      false},
-    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true, false, false},
+    {Arch::kDream, "dream", RopeType::kNeox, true, false, false, false, false, true, false, false,
+     false},
     {Arch::kLladaMoe, "llada-moe", RopeType::kNeox, true, true, true, false, true, true, false,
+     false, false},
+    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false, false, false,
      false},
-    {Arch::kRnd1, "rnd1", RopeType::kNeox, true, true, true, true, false, false, false, false},
     {Arch::kDiffusionGemma, "diffusion-gemma", RopeType::kNeox, false, true, true, true, false,
-     false, true, true},
+     false, true, true, false},
+    // moe_norm_weights is the file's expert_weights_norm (ReadLingMoe).
+    {Arch::kLlada2, "llada2", RopeType::kNeox, false, true, true, true, true, true, false, false,
+     true},
 };
-
 const ArchTraits& TraitsOf(Arch arch) { return kArchTraits[static_cast<int>(arch)]; }
 
 absl::string_view ArchName(Arch arch) { return TraitsOf(arch).name; }
@@ -154,7 +159,9 @@ std::optional<Arch> ParseArch(absl::string_view name) {
   return std::nullopt;
 }
 
-const char* SupportedArchNames() { return "llada, dream, llada-moe, rnd1, diffusion-gemma"; }
+const char* SupportedArchNames() {
+  return "llada, dream, llada-moe, rnd1, diffusion-gemma, llada2";
+}
 
 absl::string_view AttentionKindName(AttentionKind kind) {
   return kind == AttentionKind::kGlobal ? "global" : "sliding";
@@ -186,8 +193,9 @@ int64_t MaxOver(const std::vector<LayerConfig>& layers, Width width) {
 int64_t LayerParams(const LayerConfig& l, int64_t n_embd, int64_t experts) {
   const int64_t attention =
       n_embd * (l.q_dim() + (l.value_is_key ? 1 : 2) * l.kv_dim()) + l.q_dim() * n_embd;
-  // The dense FFN (n_ff 0 where there is none), the router and the experts.
-  const int64_t dense = 3 * n_embd * l.n_ff;
+  // The dense FFN (n_ff 0 where there is none) and the shared expert, the
+  // router and the experts.
+  const int64_t dense = 3 * n_embd * (l.n_ff + l.n_ff_shared);
   const int64_t routed =
       l.n_expert > 0 ? n_embd * l.n_expert + 3 * n_embd * l.n_ff_expert * experts : 0;
   return attention + dense + routed;
@@ -205,7 +213,9 @@ int64_t ModelConfig::max_head_dim() const {
   return MaxOver(layers, [](const LayerConfig& l) { return l.head_dim; });
 }
 int64_t ModelConfig::max_ffn_width() const {
-  return MaxOver(layers, [](const LayerConfig& l) { return std::max(l.n_ff, l.n_ff_expert); });
+  return MaxOver(layers, [](const LayerConfig& l) {
+    return std::max({l.n_ff, l.n_ff_expert, l.n_ff_shared});
+  });
 }
 
 int64_t ModelConfig::kv_floats_per_position() const {
@@ -279,11 +289,11 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
     }
   }
   if (c.head_dim % 2 != 0) return Invalid(f, absl::StrCat("head dim ", c.head_dim, " is odd"));
-  DLLM_ASSIGN_OR_RETURN(int64_t n_rot, ReadDim(f, a + ".rope.dimension_count", c.head_dim));
-  if (n_rot != c.head_dim) {
-    return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": rope.dimension_count ",
-                                                 n_rot, " != head dim ", c.head_dim,
-                                                 " (partial RoPE is not supported)"));
+  // Partial RoPE (LLaDA2 turns half of each head) rotates the first n_rot.
+  DLLM_ASSIGN_OR_RETURN(const int64_t n_rot, ReadDim(f, a + ".rope.dimension_count", c.head_dim));
+  if (n_rot % 2 != 0 || n_rot > c.head_dim) {
+    return Invalid(f, absl::StrCat("rope.dimension_count ", n_rot,
+                                   " is odd or exceeds the head dim ", c.head_dim));
   }
   c.rope_type = c.traits().rope;
   DLLM_ASSIGN_OR_RETURN(c.rope_theta, f.GetFloatOr(a + ".rope.freq_base", 10000.0));
@@ -326,15 +336,21 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufFile& f) {
   // ids against its token list.
   DLLM_ASSIGN_OR_RETURN(c.tokens, ReadSpecialTokens(f, c.n_vocab));
   if (c.traits().gemma) {
+    // Its layers' RoPE comes from their own keys (ReadGemmaLayers).
+    if (n_rot != c.head_dim) {
+      return absl::UnimplementedError(absl::StrCat("gguf: ", f.path(), ": rope.dimension_count ",
+                                                   n_rot, " != head dim ", c.head_dim));
+    }
     DLLM_RETURN_IF_ERROR(ReadGemmaLayers(f, head_count_kv, &c));
     return c;
   }
   // The other architectures have one kind of layer; head_count_kv may
   // still vary per layer.
-  c.ropes = {RopeSpec{c.rope_type, c.rope_theta, c.head_dim, {}}};
+  c.ropes = {RopeSpec{c.rope_type, c.rope_theta, n_rot, {}}};
   c.layers = UniformLayers(c);
   for (size_t l = 0; l < c.layers.size(); ++l) c.layers[l].n_head_kv = head_count_kv[l];
   if (c.traits().sliding_window) DLLM_RETURN_IF_ERROR(ReadSlidingLayers(f, &c));
+  if (c.traits().ling_moe) DLLM_RETURN_IF_ERROR(ReadLingMoe(f, &c));
   return c;
 }
 
@@ -518,6 +534,87 @@ absl::Status ReadSlidingLayers(const GgufFile& f, ModelConfig* c) {
     c->layers[l].attention = AttentionKind::kSliding;
     c->layers[l].window = static_cast<int32_t>(window);
   }
+  return absl::OkStatus();
+}
+
+void ShapeLingLayers(const LingMoe& moe, ModelConfig* c) {
+  for (int64_t l = 0; l < c->n_layer; ++l) {
+    LayerConfig& layer = c->layers[static_cast<size_t>(l)];
+    layer.fused_qkv = true;
+    if (l < moe.dense_layers) {
+      layer.ffn = FfnKind::kSwiGlu;
+      layer.n_ff = c->n_ff;
+      layer.n_ff_expert = layer.n_expert = layer.n_expert_used = 0;
+      continue;
+    }
+    layer.router_score = moe.router_score;
+    layer.n_expert_groups = moe.groups;
+    layer.n_expert_groups_used = moe.groups_used;
+    layer.moe_norm_weights = moe.norm_weights;
+    layer.moe_weights_scale = moe.weights_scale;
+    layer.n_ff_shared = moe.n_ff_shared;
+  }
+}
+
+absl::Status ReadLingMoe(const GgufFile& f, ModelConfig* c) {
+  const std::string a(ArchName(c->arch));
+  DLLM_ASSIGN_OR_RETURN(const uint64_t gating, f.GetUint(a + ".expert_gating_func"));
+  // llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE: 1 softmax, 2 sigmoid.
+  if (gating != 1 && gating != 2) {
+    return Invalid(f, absl::StrCat("key '", a, ".expert_gating_func' = ", gating,
+                                   " (1: softmax, 2: sigmoid)"));
+  }
+  DLLM_ASSIGN_OR_RETURN(const uint64_t dense, f.GetUint(a + ".leading_dense_block_count"));
+  if (dense > static_cast<uint64_t>(c->n_layer)) {
+    return Invalid(f, absl::StrCat("key '", a, ".leading_dense_block_count' = ", dense,
+                                   " exceeds block_count ", c->n_layer));
+  }
+  DLLM_ASSIGN_OR_RETURN(const uint64_t groups, f.GetUintOr(a + ".expert_group_count", 1));
+  DLLM_ASSIGN_OR_RETURN(const uint64_t groups_used,
+                        f.GetUintOr(a + ".expert_group_used_count", groups));
+  if (groups < 1 || static_cast<int64_t>(groups) > c->n_expert ||
+      c->n_expert % static_cast<int64_t>(groups) != 0) {
+    return Invalid(f, absl::StrCat("key '", a, ".expert_group_count' = ", groups,
+                                   " does not divide expert_count ", c->n_expert, " into groups"));
+  }
+  if (groups_used < 1 || groups_used > groups) {
+    return Invalid(f, absl::StrCat("key '", a, ".expert_group_used_count' = ", groups_used,
+                                   " is outside [1, expert_group_count ", groups, "]"));
+  }
+  // Each kept group offers its experts; together they must cover top-k (and
+  // a group is scored by its two best, so it needs two).
+  const int64_t per_group = c->n_expert / static_cast<int64_t>(groups);
+  if (groups > 1 &&
+      (per_group < 2 || static_cast<int64_t>(groups_used) * per_group < c->n_expert_used)) {
+    return Invalid(
+        f, absl::StrCat("expert groups of ", per_group, " (", a, ".expert_group_count ", groups,
+                        ", ", groups_used, " used) cannot offer expert_used_count ",
+                        c->n_expert_used, " experts"));
+  }
+  DLLM_ASSIGN_OR_RETURN(const double scale, f.GetFloatOr(a + ".expert_weights_scale", 1.0));
+  if (!(scale > 0) || !std::isfinite(scale)) {
+    return Invalid(
+        f, absl::StrCat("key '", a, ".expert_weights_scale' = ", scale, " is not positive"));
+  }
+  DLLM_ASSIGN_OR_RETURN(const bool norm, f.GetBoolOr(a + ".expert_weights_norm", false));
+  DLLM_ASSIGN_OR_RETURN(const uint64_t shared, f.GetUintOr(a + ".expert_shared_count", 0));
+  int64_t n_ff_shared = 0;
+  if (shared > 0) {
+    DLLM_ASSIGN_OR_RETURN(n_ff_shared, ReadDim(f, a + ".expert_shared_feed_forward_length",
+                                               c->n_ff_exp * static_cast<int64_t>(shared)));
+  }
+  ShapeLingLayers(
+      {static_cast<int64_t>(dense), gating == 2 ? RouterScore::kSigmoid : RouterScore::kSoftmax,
+       static_cast<int64_t>(groups), static_cast<int64_t>(groups_used), norm,
+       static_cast<float>(scale), n_ff_shared},
+      c);
+  // Not a key of the fork's converter; a file may carry its own.
+  DLLM_ASSIGN_OR_RETURN(const uint64_t block, f.GetUintOr("diffusion.block_length", 32));
+  if (block < 1 || block >= static_cast<uint64_t>(c->n_ctx_train)) {
+    return Invalid(f, absl::StrCat("diffusion.block_length ", block, " is outside [1, ",
+                                   c->n_ctx_train, ") (context_length)"));
+  }
+  c->block_length = static_cast<int64_t>(block);
   return absl::OkStatus();
 }
 

@@ -1,5 +1,5 @@
 // Hyperparameters and special tokens of a diffusion LM (LLaDA, Dream, the
-// MoE models LLaDA-MoE and RND1, and DiffusionGemma), read from GGUF keys (`{arch}.*`,
+// MoE models LLaDA-MoE and RND1, DiffusionGemma and LLaDA2), read from GGUF keys (`{arch}.*`,
 // `tokenizer.ggml.*`). Plain structs; `ModelConfigFromGguf` is the only
 // builder and validates what it reads. What differs between architectures
 // lives in one table, `TraitsOf(Arch)`; what differs between the layers of
@@ -22,11 +22,11 @@
 
 namespace dllm {
 
-enum class Arch { kLlada, kDream, kLladaMoe, kRnd1, kDiffusionGemma };
-// "llada", "dream", "llada-moe", "rnd1", "diffusion-gemma"
+enum class Arch { kLlada, kDream, kLladaMoe, kRnd1, kDiffusionGemma, kLlada2 };
+// "llada", "dream", "llada-moe", "rnd1", "diffusion-gemma", "llada2"
 absl::string_view ArchName(Arch arch);
 std::optional<Arch> ParseArch(absl::string_view name);
-// "llada, dream, llada-moe, rnd1, diffusion-gemma", for error messages.
+// "llada, dream, llada-moe, rnd1, diffusion-gemma, llada2", for error messages.
 const char* SupportedArchNames();
 
 // How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]) (LLaDA),
@@ -36,7 +36,8 @@ absl::string_view RopeTypeName(RopeType type);
 
 // What an architecture's graph is made of, as the reference llama.cpp
 // (src/models/{llada,dream,llada-moe,rnd1}.cpp; diffusion-gemma.cpp at the
-// DiffusionGemma pin, docs/diffusion-gemma.md) builds it.
+// DiffusionGemma pin, docs/diffusion-gemma.md; llada2.cpp in the fork of
+// llama.cpp PR #17454) builds it.
 struct ArchTraits {
   Arch arch;
   const char* name;       // general.architecture
@@ -53,6 +54,10 @@ struct ArchTraits {
   // dense GeGLU beside GeGLU experts, per-row-kind layer scalars, the
   // scaled embedding, self-conditioning and the logit softcap.
   bool gemma;
+  // Ling 2.0's MoE (ReadLingMoe): leading dense layers, a fused attn_qkv,
+  // sigmoid routing with an expert bias and expert groups, the routed
+  // scale and a shared expert; the model is block-causal (LLaDA2).
+  bool ling_moe;
 };
 const ArchTraits& TraitsOf(Arch arch);
 
@@ -79,6 +84,10 @@ enum class AttentionKind { kGlobal, kSliding };
 // beside routed GeGLU experts, each branch normed in and out, their sum
 // normed again (forward.cc has a function for each).
 enum class FfnKind { kSwiGlu, kMoe, kGeGluMoe };
+// How a MoE router turns its logits into expert scores: a softmax over the
+// experts (llada-moe, rnd1, DiffusionGemma), or each logit's sigmoid
+// (LLaDA2; {arch}.expert_gating_func 2).
+enum class RouterScore { kSoftmax, kSigmoid };
 absl::string_view AttentionKindName(AttentionKind kind);  // "global", "sliding"
 absl::string_view FfnKindName(FfnKind kind);              // "swiglu", "moe", "geglu-moe"
 
@@ -107,6 +116,21 @@ struct LayerConfig {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   bool moe_norm_weights = false;  // top-k router weights renormalised to sum 1
+  // LLaDA2's routing (defaults: softmax, one group, no scale, no shared
+  // expert). The experts' scores choose them; an expert bias
+  // (exp_probs_b.bias, optional) is added for the choice only. With groups,
+  // experts split into n_expert_groups runs of consecutive experts, each
+  // scored by the sum of its two best, and only the best
+  // n_expert_groups_used groups' experts are eligible. The chosen scores
+  // (renormalised when moe_norm_weights) times moe_weights_scale weight
+  // the experts' outputs; a shared expert of n_ff_shared adds its own.
+  RouterScore router_score = RouterScore::kSoftmax;
+  int64_t n_expert_groups = 1;
+  int64_t n_expert_groups_used = 1;
+  float moe_weights_scale = 1.0f;
+  int64_t n_ff_shared = 0;
+  // The fused attn_qkv holds q, k and v's rows in that order (cut apart at load).
+  bool fused_qkv = false;
 
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
@@ -154,6 +178,11 @@ struct ModelConfig {
   // diffusion.canvas_length: the positions one entropy-bound canvas holds
   // (0: a masked-diffusion model, whose canvas is what a request asks).
   int64_t canvas_length = 0;
+  // A block-diffusion model (LLaDA2): attention is bidirectional within
+  // blocks of this many positions, counted from position 0, and causal
+  // across them (MaskKind::kBlockCausal). diffusion.block_length, else 32
+  // (the official samplers' block_size); 0 for the other families.
+  int64_t block_length = 0;
 
   // Every layer, built from the keys above and the per-layer arrays
   // (head_count_kv, feed_forward_length); `n_layer` of them.
@@ -206,6 +235,30 @@ absl::Status ReadGemmaLayers(const GgufFile& file, std::vector<int64_t> head_cou
 LayerConfig GemmaBaseLayer(const ModelConfig& config);
 void ShapeGemmaLayers(int64_t swa_head_dim, std::span<const int64_t> head_count_kv,
                       const std::vector<bool>& value_is_key, ModelConfig* config);
+
+// LLaDA2's layers (traits().ling_moe) over the model-wide keys already in
+// `config`: the first {arch}.leading_dense_block_count are dense SwiGLU
+// (feed_forward_length), the rest routed as expert_gating_func,
+// expert_group_count / expert_group_used_count, expert_weights_norm and
+// expert_weights_scale say, beside expert_shared_count shared experts of
+// expert_shared_feed_forward_length. Also reads the block length. Errors
+// name the key.
+absl::Status ReadLingMoe(const GgufFile& file, ModelConfig* config);
+
+// The routing of LLaDA2's MoE layers, as ReadLingMoe reads it (and a writer
+// of such files, dllm synth, writes it).
+struct LingMoe {
+  int64_t dense_layers = 0;  // leading_dense_block_count
+  RouterScore router_score = RouterScore::kSigmoid;
+  int64_t groups = 1, groups_used = 1;
+  bool norm_weights = true;
+  float weights_scale = 1.0f;
+  int64_t n_ff_shared = 0;
+};
+// Shapes the layers of `config` (built by UniformLayers): every layer's
+// fused attn_qkv, the leading dense layers (feed_forward_length) and the
+// routed ones.
+void ShapeLingLayers(const LingMoe& moe, ModelConfig* config);
 
 // Marks the sliding layers of `config` (its `layers` built) from
 // {arch}.attention.sliding_window_pattern, as llama.cpp reads it: a

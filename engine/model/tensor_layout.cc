@@ -20,13 +20,21 @@ void AttentionTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) 
   const int64_t q_dim = l.q_dim(), kv_dim = l.kv_dim();
   out.push_back(
       {"attn_norm.weight", {c.n_embd}, true, [](LayerWeights& w) { return &w.attention.norm; }});
-  out.push_back({"attn_q.weight", {c.n_embd, q_dim}, true, nullptr, [](LayerWeights& w) {
-                   return &w.attention.wq;
-                 }});
-  out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
-                   return &w.attention.wk;
-                 }});
-  if (!l.value_is_key) {
+  if (l.fused_qkv) {
+    LayerTensor qkv{"attn_qkv.weight", {c.n_embd, q_dim + 2 * kv_dim}};
+    qkv.cuts = {{[](LayerWeights& w) { return &w.attention.wq; }, q_dim},
+                {[](LayerWeights& w) { return &w.attention.wk; }, kv_dim},
+                {[](LayerWeights& w) { return &w.attention.wv; }, kv_dim}};
+    out.push_back(std::move(qkv));
+  } else {
+    out.push_back({"attn_q.weight", {c.n_embd, q_dim}, true, nullptr, [](LayerWeights& w) {
+                     return &w.attention.wq;
+                   }});
+    out.push_back({"attn_k.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
+                     return &w.attention.wk;
+                   }});
+  }
+  if (!l.value_is_key && !l.fused_qkv) {
     out.push_back({"attn_v.weight", {c.n_embd, kv_dim}, true, nullptr, [](LayerWeights& w) {
                      return &w.attention.wv;
                    }});
@@ -85,6 +93,11 @@ void DownExpertsTensor(const ModelConfig& c, const LayerConfig& l, Tensors& out)
 
 void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
   RouterTensor(c, l, out);
+  if (l.router_score == RouterScore::kSigmoid) {
+    out.push_back({"exp_probs_b.bias", {l.n_expert}, false, [](LayerWeights& w) {
+                     return &w.moe.expert_bias;
+                   }});
+  }
   out.push_back({"ffn_gate_exps.weight",
                  {c.n_embd, l.n_ff_expert, l.n_expert},
                  true,
@@ -98,6 +111,20 @@ void MoeTensors(const ModelConfig& c, const LayerConfig& l, Tensors& out) {
                  nullptr,
                  &GatedFfnWeights::up});
   DownExpertsTensor(c, l, out);
+  if (l.n_ff_shared > 0) {
+    out.push_back(
+        {"ffn_gate_shexp.weight", {c.n_embd, l.n_ff_shared}, true, nullptr, [](LayerWeights& w) {
+           return &w.moe.shared.gate;
+         }});
+    out.push_back(
+        {"ffn_up_shexp.weight", {c.n_embd, l.n_ff_shared}, true, nullptr, [](LayerWeights& w) {
+           return &w.moe.shared.up;
+         }});
+    out.push_back(
+        {"ffn_down_shexp.weight", {l.n_ff_shared, c.n_embd}, true, nullptr, [](LayerWeights& w) {
+           return &w.moe.shared.down;
+         }});
+  }
 }
 
 // DiffusionGemma's FFN: the dense GeGLU (SwiGluTensors' names), the router
@@ -218,7 +245,7 @@ std::vector<CompatibilityProblem> CompatibilityProblems(const GgufFile& file,
     }
   }
   const ArchTraits& arch = c.traits();
-  if (file.FindTensor("blk.0.attn_qkv.weight") != nullptr) {
+  if (!arch.ling_moe && file.FindTensor("blk.0.attn_qkv.weight") != nullptr) {
     unsupported(
         "unsupported tensor layout: fused blk.0.attn_qkv.weight (separate "
         "attn_q/attn_k/attn_v are supported)");

@@ -33,10 +33,17 @@ std::string LayerPrefix(int64_t layer);
 
 // One tensor of a layer and the member of LayerWeights it fills: a 1-D
 // float vector read in place (`vector`), a matrix repacked as a Linear
-// (`matrix`), or a 3-D expert tensor cut into one Linear per expert, each
-// going to `expert` of MoeWeights::experts[e] (with `expert_second` set,
-// each expert's rows are cut in two halves: the first to `expert`, the
-// second to `expert_second`; the fused ffn_gate_up_exps).
+// (`matrix`) or cut into several (`cuts`), or a 3-D expert tensor cut into one Linear per expert,
+// each going to `expert` of MoeWeights::experts[e] (with `expert_second` set, each expert's rows
+// are cut in two halves: the first to `expert`, the second to `expert_second`; the fused
+// ffn_gate_up_exps). A run of a fused matrix's rows that becomes a Linear of its own: LLaDA2's
+// attn_qkv is cut into q, k and v, so the forward pass sees the three
+// projections every other model has.
+struct RowCut {
+  std::unique_ptr<Linear>* (*matrix)(LayerWeights&) = nullptr;
+  int64_t rows = 0;
+};
+
 struct LayerTensor {
   std::string suffix;       // after LayerPrefix(l), e.g. "attn_q.weight"
   std::vector<int64_t> ne;  // GGUF order: ne[0] = row length
@@ -45,6 +52,9 @@ struct LayerTensor {
   std::unique_ptr<Linear>* (*matrix)(LayerWeights&) = nullptr;
   std::unique_ptr<Linear> GatedFfnWeights::*expert = nullptr;
   std::unique_ptr<Linear> GatedFfnWeights::*expert_second = nullptr;
+  // Set instead of `matrix`: the matrix's rows, cut in order (their rows add
+  // up to ne[1]).
+  std::vector<RowCut> cuts;
 };
 
 // The tensors of a layer of kind `layer` in a model of `config`: its

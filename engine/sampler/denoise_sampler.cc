@@ -52,9 +52,14 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
   s.special_ = special;
   s.n_vocab_ = n_vocab;
   s.prompt_len_ = static_cast<int>(prompt.size());
-  const int len = s.prompt_len_ + config.gen_length + static_cast<int>(suffix.size());
+  s.output_length_ = config.gen_length;
+  if (config.family == SamplerFamily::kLlada2) {
+    // The canvas runs to the end of the block holding the last position.
+    s.config_.gen_length = config.Llada2CanvasLength(s.prompt_len_) - s.prompt_len_;
+  }
+  const int len = s.prompt_len_ + s.config_.gen_length + static_cast<int>(suffix.size());
   s.canvas_.assign(prompt.begin(), prompt.end());
-  s.canvas_.resize(s.prompt_len_ + config.gen_length, special.mask);
+  s.canvas_.resize(s.prompt_len_ + s.config_.gen_length, special.mask);
   s.canvas_.insert(s.canvas_.end(), suffix.begin(), suffix.end());
   s.initial_canvas_ = s.canvas_;
   if (config.cfg_scale > 0) {
@@ -63,7 +68,14 @@ absl::StatusOr<DenoiseSampler> DenoiseSampler::Create(const SamplerConfig& confi
     for (int32_t& t : s.uncond_canvas_) t = special.mask;
   }
   s.stop_ids_ = special.StopIds();
-  if (config.family == SamplerFamily::kLlada) {
+  if (config.family == SamplerFamily::kLlada2) {
+    // The official `steps = min(steps_per_block, gen_length // minimal_topk)`
+    // (minimal_topk 1), each block's length split evenly over them.
+    s.block_counts_.resize(std::min(config.steps_per_block, config.gen_length));
+    LladaBlockSchedule(config.block_length, static_cast<int>(s.block_counts_.size()),
+                       s.block_counts_);
+    s.block_ = s.prompt_len_ / config.block_length;
+  } else if (config.family == SamplerFamily::kLlada) {
     s.block_counts_.resize(config.StepsPerBlock());
   } else {
     // One block (the official sampler) or Fast-dLLM's blocks: the schedule
@@ -90,6 +102,16 @@ void DenoiseSampler::PlanNext() {
   candidate_row_.clear();
   count_ = 0;
   preselected_ = false;
+  if (config_.family == SamplerFamily::kLlada2) {
+    // Its own block and stop rules: a full block may still take LLaDA2.1's
+    // editing steps.
+    if (PlanLlada2Step()) {
+      AssignRows();
+    } else {
+      done_ = true;
+    }
+    return;
+  }
   const int len = static_cast<int>(canvas_.size());
   int n_masked = 0;
   for (int p = 0; p < len; ++p) n_masked += IsMasked(p) ? 1 : 0;
@@ -136,6 +158,102 @@ bool DenoiseSampler::PlanLladaStep() {
   if (count_ == 0) candidates_.clear();
   if (config_.algorithm == Algorithm::kRandom && count_ > 0) PreselectRandom();
   return true;
+}
+
+bool DenoiseSampler::PlanLlada2Step() {
+  const int bl = config_.block_length;
+  const int n_blocks = static_cast<int>(canvas_.size()) / bl;
+  const bool editing = config_.editing_threshold.has_value();
+  while (true) {
+    if (block_ >= n_blocks) return false;
+    const int lo = block_ * bl, hi = lo + bl;
+    const bool has_mask = RangeHasMask(lo, hi);
+    // 2.0: a block ends when its masks are gone (or its steps, which the
+    // schedule makes the same); 2.1: at a post-fill step that edits
+    // nothing, or after max_post_steps of them.
+    const bool finished =
+        editing ? block_closed_ || (!has_mask && post_steps_ >= config_.max_post_steps)
+                : !has_mask || step_in_block_ >= static_cast<int>(block_counts_.size());
+    if (!finished) {
+      for (int p = std::max(lo, prompt_len_); p < hi; ++p) {
+        if (editing || IsMasked(p)) candidates_.push_back(p);
+      }
+      count_ = editing ? -1 : block_counts_[step_in_block_];
+      return true;
+    }
+    ++block_;
+    step_in_block_ = 0;
+    post_steps_ = 0;
+    block_closed_ = false;
+    // The official generate() stops after a block once the output holds a
+    // stop token (every position before it written).
+    if (config_.early_exit &&
+        EarlyExitReached(std::span<const int32_t>(canvas_).first(static_cast<size_t>(hi)),
+                         prompt_len_, special_.mask, stop_ids_)) {
+      return false;
+    }
+  }
+}
+
+bool DenoiseSampler::RangeHasMask(int lo, int hi) const {
+  for (int p = lo; p < hi; ++p) {
+    if (IsMasked(p)) return true;
+  }
+  return false;
+}
+
+int DenoiseSampler::window_end() const {
+  const int len = static_cast<int>(canvas_.size());
+  if (config_.family != SamplerFamily::kLlada2) return len;
+  return std::min(len, (block_ + 1) * config_.block_length);
+}
+
+size_t DenoiseSampler::ChooseLlada2() {
+  const size_t n = candidates_.size();
+  // Strict >, in float, as the official samplers compare.
+  const auto passes = [&](size_t i, std::optional<float> tau) {
+    return tau.has_value() && static_cast<float>(confidence_[i]) > *tau;
+  };
+  const auto better = [&](int32_t a, int32_t b) {
+    return confidence_[a] > confidence_[b] || (confidence_[a] == confidence_[b] && a < b);
+  };
+  size_t chosen = 0;
+  // Masked candidates above the threshold first, in position order.
+  for (size_t i = 0; i < n; ++i) {
+    if (IsMasked(candidates_[i]) && passes(i, config_.threshold)) {
+      order_[chosen++] = static_cast<int32_t>(i);
+    }
+  }
+  // Too few: the count best masked ones instead (2.0: the schedule's count;
+  // 2.1: num_to_transfer, 1).
+  const size_t want = config_.editing_threshold ? 1 : static_cast<size_t>(count_);
+  if (chosen < want) {
+    chosen = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (IsMasked(candidates_[i])) order_[chosen++] = static_cast<int32_t>(i);
+    }
+    const size_t take = std::min(want, chosen);
+    std::partial_sort(order_.begin(), order_.begin() + take, order_.begin() + chosen, better);
+    chosen = take;
+  }
+  // 2.1's edits: a written position whose drawn token differs, above the
+  // editing threshold.
+  if (config_.editing_threshold) {
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t p = candidates_[i];
+      if (!IsMasked(p) && token_[i] != canvas_[p] && passes(i, config_.editing_threshold)) {
+        order_[chosen++] = static_cast<int32_t>(i);
+      }
+    }
+  }
+  return chosen;
+}
+
+void DenoiseSampler::NoteLlada2Step(std::span<const int32_t> positions) {
+  const int lo = block_ * config_.block_length;
+  step_had_mask_ = RangeHasMask(lo, lo + config_.block_length);
+  step_edited_ =
+      std::any_of(positions.begin(), positions.end(), [&](int32_t p) { return !IsMasked(p); });
 }
 
 void DenoiseSampler::PreselectRandom() {
@@ -249,6 +367,8 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
     const RowKey key{config_.seed, step_, candidates_[i]};
     const RowScore score = config_.family == SamplerFamily::kLlada
                                ? ScoreLladaRow(row, config_, special_.eos, special_.eot, key)
+                           : config_.family == SamplerFamily::kLlada2
+                               ? ScoreLlada2Row(row, config_, key, &scratch.row)
                                : ScoreDreamRow(row, config_, key, &scratch.row);
     confidence_[i] = score.confidence;
     token_[i] = score.token;
@@ -258,7 +378,9 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
   order_.resize(n);
   for (size_t i = 0; i < n; ++i) order_[i] = static_cast<int32_t>(i);
   size_t chosen = 0;
-  if (preselected_) {
+  if (config_.family == SamplerFamily::kLlada2) {
+    chosen = ChooseLlada2();
+  } else if (preselected_) {
     chosen = n;
   } else if (n > 0) {
     const double* key = confidence_.data();
@@ -294,6 +416,7 @@ StepCommits DenoiseSampler::Step(std::span<const float> logits, std::span<const 
     commit_positions_.push_back(candidates_[i]);
     commit_tokens_.push_back(token_[i]);
   }
+  if (config_.family == SamplerFamily::kLlada2) NoteLlada2Step(commit_positions_);
   Write(commit_positions_, commit_tokens_);
   EndStep();
   return StepCommits{commit_positions_, commit_tokens_};
@@ -309,7 +432,13 @@ void DenoiseSampler::Write(std::span<const int32_t> positions, std::span<const i
 
 void DenoiseSampler::EndStep() {
   ++step_;
-  if (config_.family == SamplerFamily::kLlada || config_.NumBlocks() > 1) {
+  if (config_.family == SamplerFamily::kLlada2) {
+    ++step_in_block_;
+    if (config_.editing_threshold && !step_had_mask_) {
+      ++post_steps_;
+      block_closed_ = !step_edited_;
+    }
+  } else if (config_.family == SamplerFamily::kLlada || config_.NumBlocks() > 1) {
     ++step_in_block_;
     const bool block_finished = config_.threshold.has_value()
                                     ? !BlockHasMask(block_)
@@ -325,6 +454,7 @@ void DenoiseSampler::EndStep() {
 void DenoiseSampler::ApplyStep(std::span<const int32_t> positions,
                                std::span<const int32_t> tokens) {
   DLLM_CHECK(!done_);
+  if (config_.family == SamplerFamily::kLlada2) NoteLlada2Step(positions);
   Write(positions, tokens);
   EndStep();
 }
@@ -348,22 +478,35 @@ void DenoiseSampler::Restart() {
   }
   done_ = false;
   step_ = 0;
-  block_ = 0;
+  block_ = config_.family == SamplerFamily::kLlada2 ? prompt_len_ / config_.block_length : 0;
   step_in_block_ = 0;
+  post_steps_ = 0;
+  block_closed_ = false;
   PlanNext();
 }
 
 DenoiserPlan DenoiseSampler::Plan() const {
   DenoiserPlan plan;
-  plan.canvas = canvas_;
+  plan.canvas = std::span<const int32_t>(canvas_).first(static_cast<size_t>(window_end()));
   plan.logit_rows = rows_;
   if (needs_unconditional()) plan.uncond_canvas = uncond_canvas_;
   return plan;
 }
 
+std::span<const int32_t> DenoiseSampler::Stable() const {
+  const std::span<const int32_t> gen = generated();
+  size_t n = static_cast<size_t>(std::find(gen.begin(), gen.end(), special_.mask) - gen.begin());
+  if (config_.editing_threshold && !done_) {
+    const int block_begin = block_ * config_.block_length;
+    n = std::min(n, static_cast<size_t>(std::max(0, block_begin - prompt_len_)));
+  }
+  return gen.first(n);
+}
+
 std::span<const int32_t> DenoiseSampler::Output() const {
-  return OutputTokens(std::span<const int32_t>(canvas_).first(static_cast<size_t>(gen_end())),
-                      prompt_len_, stop_ids_);
+  return OutputTokens(
+      std::span<const int32_t>(canvas_).first(static_cast<size_t>(prompt_len_ + output_length_)),
+      prompt_len_, stop_ids_);
 }
 
 }  // namespace dllm

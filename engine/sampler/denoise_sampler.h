@@ -77,11 +77,15 @@ class DenoiseSampler : public Denoiser {
   // remain after the first stop token).
   bool exited_early() const;
   int step() const override { return step_; }  // Step() calls so far
-  // Current block (0 for Dream's official one-block run).
+  // Current block (0 for Dream's official one-block run). LLaDA2 counts
+  // blocks from canvas position 0 (block b is [b, b + 1) x block_length).
   int block() const override { return block_; }
+  int window_end() const override;
   int block_length() const override { return config_.EffectiveBlockLength(); }
   int prompt_len() const override { return prompt_len_; }
-  // The canvas's end of the generated region: the suffix (infill) starts here.
+  // The canvas's end of the generated region: the suffix (infill) starts
+  // here. LLaDA2 generates to the end of the last block, past gen_length
+  // (Output() keeps the first gen_length).
   int gen_end() const override { return prompt_len_ + config_.gen_length; }
   int suffix_len() const { return static_cast<int>(canvas_.size()) - gen_end(); }
   // The generated region of the canvas (the suffix excluded).
@@ -109,6 +113,10 @@ class DenoiseSampler : public Denoiser {
   DenoiserPlan Plan() const override;
   // The generated tokens up to the first stop token (OutputTokens).
   std::span<const int32_t> Output() const override;
+  // The leading generated tokens no later step can change: the run before
+  // the first mask, and under LLaDA2.1's editing only the blocks before the
+  // current one (a written position of the current block may be edited).
+  std::span<const int32_t> Stable() const;
 
   // Commits this step's tokens. `logits` (and `uncond` under CFG) hold
   // rows().size() x n_vocab floats, row i for canvas row rows()[i]; empty
@@ -144,6 +152,14 @@ class DenoiseSampler : public Denoiser {
   // The family's candidates and count for step_; false when the run is over.
   bool PlanLladaStep();
   bool PlanDreamStep();
+  bool PlanLlada2Step();
+  // LLaDA2: which of the candidates (rows already scored) this step writes:
+  // order_'s first entries, returned count.
+  size_t ChooseLlada2();
+  // LLaDA2.1: what a step that writes `positions` does to the block's
+  // post-fill phase (noted before the write).
+  void NoteLlada2Step(std::span<const int32_t> positions);
+  bool RangeHasMask(int lo, int hi) const;
   void PreselectRandom();  // LLaDA's `random`: the count_ chosen by keyed uniforms
   void AssignRows();       // rows_ and candidate_row_ from candidates_
   void Write(std::span<const int32_t> positions, std::span<const int32_t> tokens);
@@ -163,8 +179,16 @@ class DenoiseSampler : public Denoiser {
   int step_ = 0;
   int block_ = 0;                  // LLaDA, and Dream with blocks
   int step_in_block_ = 0;          // LLaDA, and Dream with blocks
-  std::vector<int> block_counts_;  // LLaDA: (steps per block)
-  std::vector<float> timesteps_;   // Dream: (steps per block + 1)
+  std::vector<int> block_counts_;  // LLaDA: (steps per block); LLaDA2: its even schedule
+  // LLaDA2: the gen_length asked for (config_.gen_length runs to the end of
+  // the last block); LLaDA2.1: post-fill steps taken in this block, and
+  // whether the block is over (a post-fill step edited nothing).
+  int output_length_ = 0;
+  int post_steps_ = 0;
+  bool block_closed_ = false;
+  bool step_had_mask_ = false;
+  bool step_edited_ = false;
+  std::vector<float> timesteps_;  // Dream: (steps per block + 1)
 
   // The plan for step_: candidate positions, the row each reads, how many
   // to commit (-1: threshold rule), and whether the candidates are already

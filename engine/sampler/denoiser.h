@@ -65,6 +65,10 @@ class Denoiser {
   // policies; a sampler without blocks has one, the generated region.
   virtual int block() const { return 0; }
   virtual int block_length() const { return gen_end() - prompt_len(); }
+  // The canvas positions the next forward reads, [0, window_end()): all of
+  // it, except for a block-causal sampler (LLaDA2), whose blocks after the
+  // current one are invisible to it and are not computed.
+  virtual int window_end() const { return static_cast<int>(canvas().size()); }
 };
 
 }  // namespace dllm

@@ -162,6 +162,40 @@ void TopKFilter(std::span<float> row, int top_k, std::span<int32_t> order) {
   }
 }
 
+RowScore ScoreLlada2Row(std::span<const float> logits, const SamplerConfig& config,
+                        const RowKey& key, RowScratch* scratch) {
+  const size_t n = logits.size();
+  DLLM_CHECK(scratch->work.size() >= n && scratch->order.size() >= n);
+  std::span<float> work(scratch->work.data(), n);
+  std::span<int32_t> order(scratch->order.data(), n);
+  const bool draw = config.temperature > 0;
+  if (draw) {
+    for (size_t v = 0; v < n; ++v) work[v] = logits[v] / config.temperature;
+    TopKFilter(work, config.top_k, order);
+    TopPFilter(work, config.top_p, order);
+  } else {
+    std::copy(logits.begin(), logits.end(), work.begin());
+  }
+  const float m = RowMax(work);
+  const double z = ExpSum(work, m);
+  RowScore score;
+  if (draw) {
+    // Inverse-CDF draw over token ids in order, as ScoreDreamRow.
+    const double u = RngUniform(key.seed, RngStream::kToken, key.step, key.position);
+    double cum = 0;
+    for (size_t v = 0; v < n; ++v) {
+      if (work[v] == kNegInf) continue;
+      score.token = static_cast<int32_t>(v);
+      cum += static_cast<double>(std::exp(work[v] - m)) / z;
+      if (cum > u) break;
+    }
+  } else {
+    score.token = ArgmaxRow(work);
+  }
+  score.confidence = static_cast<float>(static_cast<double>(std::exp(work[score.token] - m)) / z);
+  return score;
+}
+
 RowScore ScoreDreamRow(std::span<const float> logits, const SamplerConfig& config,
                        const RowKey& key, RowScratch* scratch) {
   const size_t n = logits.size();

@@ -71,6 +71,15 @@ RowScore ScoreLladaRow(std::span<const float> logits, const SamplerConfig& confi
 RowScore ScoreDreamRow(std::span<const float> logits, const SamplerConfig& config,
                        const RowKey& key, RowScratch* scratch);
 
+// LLaDA2's sample_tokens() (the 2.0 and 2.1 samplers alike): at T = 0 the
+// argmax of the logits, confidence its softmax probability (no filter);
+// at T > 0 logits / T, top_k then top_p filtering, a categorical draw from
+// the softmax, confidence the drawn token's filtered probability. The
+// confidence is rounded to float, as the official code compares it with
+// its thresholds in float32.
+RowScore ScoreLlada2Row(std::span<const float> logits, const SamplerConfig& config,
+                        const RowKey& key, RowScratch* scratch);
+
 // Dream's top-p filter on `row` in place (official order: sort descending,
 // cumulative softmax, drop tokens after the one whose cumulative probability
 // first exceeds top_p; the first token is always kept). Dropped tokens get

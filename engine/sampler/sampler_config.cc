@@ -51,7 +51,15 @@ absl::StatusOr<CacheMode> ParseCacheMode(absl::string_view name) {
 }
 
 absl::string_view SamplerFamilyName(SamplerFamily family) {
-  return family == SamplerFamily::kLlada ? "llada" : "dream";
+  switch (family) {
+    case SamplerFamily::kLlada:
+      return "llada";
+    case SamplerFamily::kDream:
+      return "dream";
+    case SamplerFamily::kLlada2:
+      return "llada2";
+  }
+  return "unknown";
 }
 
 SamplerFamily SamplerFamilyOf(Arch arch) {
@@ -65,6 +73,8 @@ SamplerFamily SamplerFamilyOf(Arch arch) {
     // stand-in schedules by timestep as Dream's does.
     case Arch::kDiffusionGemma:
       return SamplerFamily::kDream;
+    case Arch::kLlada2:
+      return SamplerFamily::kLlada2;
   }
   return SamplerFamily::kLlada;
 }
@@ -72,6 +82,7 @@ SamplerFamily SamplerFamilyOf(Arch arch) {
 bool AlgorithmFitsFamily(Algorithm algorithm, SamplerFamily family) {
   switch (algorithm) {
     case Algorithm::kLowConfidence:
+      return family != SamplerFamily::kDream;
     case Algorithm::kRandom:
       return family == SamplerFamily::kLlada;
     case Algorithm::kOrigin:
@@ -85,8 +96,15 @@ bool AlgorithmFitsFamily(Algorithm algorithm, SamplerFamily family) {
 }
 
 const char* FamilyAlgorithmNames(SamplerFamily family) {
-  return family == SamplerFamily::kLlada ? "low_confidence, random"
-                                         : "origin, maskgit_plus, topk_margin, entropy";
+  switch (family) {
+    case SamplerFamily::kLlada:
+      return "low_confidence, random";
+    case SamplerFamily::kDream:
+      return "origin, maskgit_plus, topk_margin, entropy";
+    case SamplerFamily::kLlada2:
+      break;
+  }
+  return "low_confidence";
 }
 
 int DefaultBlockLength(SamplerFamily family, int gen_length, int preferred) {
@@ -104,19 +122,73 @@ int InfillBlockLength(int span, int steps) {
 SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length) {
   SamplerConfig c;
   c.family = SamplerFamilyOf(arch);
-  const bool llada = c.family == SamplerFamily::kLlada;
-  c.algorithm = llada ? Algorithm::kLowConfidence : Algorithm::kEntropy;
+  c.algorithm = c.family == SamplerFamily::kDream ? Algorithm::kEntropy : Algorithm::kLowConfidence;
   c.gen_length = gen_length;
   c.steps = gen_length;
   c.block_length = DefaultBlockLength(c.family, gen_length);
   c.early_exit = true;
+  if (c.family == SamplerFamily::kLlada2) {
+    c.block_length = kDefaultBlockLength;
+    c.threshold = kLlada2Threshold;
+  }
   return c;
 }
 
+SamplerConfig DefaultSamplerConfig(const ModelConfig& model, int gen_length) {
+  SamplerConfig c = DefaultSamplerConfig(model.arch, gen_length);
+  if (c.family == SamplerFamily::kLlada2 && model.block_length > 0) {
+    c.block_length = static_cast<int>(model.block_length);
+  }
+  return c;
+}
+
+namespace {
+
+// LLaDA2's settings (see SamplerConfig): the masked samplers' step and
+// block rules and their other knobs do not apply.
+absl::Status ValidateLlada2(const SamplerConfig& c) {
+  if (c.gen_length <= 0) return Invalid("gen_length", absl::StrCat(c.gen_length, " must be > 0"));
+  if (c.block_length <= 0) {
+    return Invalid("block_length", absl::StrCat(c.block_length, " must be >= 1 (LLaDA2's blocks)"));
+  }
+  if (c.steps_per_block <= 0) {
+    return Invalid("steps_per_block", absl::StrCat(c.steps_per_block, " must be > 0"));
+  }
+  if (c.algorithm != Algorithm::kLowConfidence) {
+    return Invalid("algorithm", absl::StrCat("'", AlgorithmName(c.algorithm),
+                                             "' is not a llada2 algorithm (low_confidence)"));
+  }
+  if (!std::isfinite(c.temperature) || c.temperature < 0) {
+    return Invalid("temperature", absl::StrCat(c.temperature, " must be finite and >= 0"));
+  }
+  if (!std::isfinite(c.top_p) || c.top_p <= 0 || c.top_p > 1) {
+    return Invalid("top_p", absl::StrCat(c.top_p, " must be in (0, 1]"));
+  }
+  if (c.top_k < 0) return Invalid("top_k", absl::StrCat(c.top_k, " must be >= 0"));
+  if (c.alg_temp != 0) return Invalid("alg_temp", "Dream only");
+  if (c.cfg_scale != 0) return Invalid("cfg_scale", "LLaDA only");
+  if (c.logits_eos_inf) return Invalid("logits_eos_inf", "LLaDA only");
+  if (c.confidence_eos_eot_inf) return Invalid("confidence_eos_eot_inf", "LLaDA only");
+  for (const auto& [name, value] :
+       {std::pair{"threshold", c.threshold}, std::pair{"editing_threshold", c.editing_threshold}}) {
+    if (value && (!std::isfinite(*value) || *value < 0 || *value > 1)) {
+      return Invalid(name, absl::StrCat(*value, " must be in [0, 1]"));
+    }
+  }
+  if (c.max_post_steps < 0) {
+    return Invalid("max_post_steps", absl::StrCat(c.max_post_steps, " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status SamplerConfig::Validate() const {
+  if (family == SamplerFamily::kLlada2) return ValidateLlada2(*this);
   if (family != SamplerFamily::kLlada && family != SamplerFamily::kDream) {
     return Invalid("family", absl::StrCat("unknown family ", static_cast<int>(family)));
   }
+  if (editing_threshold) return Invalid("editing_threshold", "LLaDA2.1 only");
   const absl::string_view fam = SamplerFamilyName(family);
   if (gen_length <= 0) return Invalid("gen_length", absl::StrCat(gen_length, " must be > 0"));
   if (steps <= 0) return Invalid("steps", absl::StrCat(steps, " must be > 0"));
@@ -202,6 +274,21 @@ absl::Status SamplerConfig::ValidateForCanvas(int prompt_len, int64_t n_ctx, int
   if (absl::Status s = Validate(); !s.ok()) return s;
   if (prompt_len <= 0) {
     return Invalid("prompt", absl::StrCat("length ", prompt_len, " must be > 0"));
+  }
+  if (family == SamplerFamily::kLlada2) {
+    if (suffix_len > 0) {
+      return Invalid("suffix",
+                     "LLaDA2 is block-causal: no block reads the text after it, so it cannot "
+                     "infill before a suffix");
+    }
+    const int64_t canvas = Llada2CanvasLength(prompt_len);
+    if (canvas > n_ctx) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampler: prompt length ", prompt_len, " + gen_length ", gen_length,
+                       " rounded up to whole blocks of ", block_length, " = ", canvas,
+                       " exceeds the model context ", n_ctx));
+    }
+    return absl::OkStatus();
   }
   const int64_t canvas = static_cast<int64_t>(prompt_len) + gen_length + suffix_len;
   if (canvas > n_ctx) {

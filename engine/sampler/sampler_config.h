@@ -32,8 +32,11 @@ absl::StatusOr<Algorithm> ParseAlgorithm(absl::string_view name);
 // low-confidence remasking: LLaDA, LLaDA-1.5, LLaDA-MoE) or Dream's
 // (timestep schedule, entropy and friends: Dream, Dream-Coder, DiffuCoder,
 // RND1).
-enum class SamplerFamily { kLlada, kDream };
-absl::string_view SamplerFamilyName(SamplerFamily family);  // "llada", "dream"
+// LLaDA2's (inclusionAI's LLaDA2.0 sampler: blocks from position 0,
+// threshold commits over an even schedule; LLaDA2.1's adds token editing)
+// is the third.
+enum class SamplerFamily { kLlada, kDream, kLlada2 };
+absl::string_view SamplerFamilyName(SamplerFamily family);  // "llada", "dream", "llada2"
 SamplerFamily SamplerFamilyOf(Arch arch);
 
 // Fast-dLLM's approximate K/V caches: a decoding option (CachingOptions), not
@@ -90,6 +93,25 @@ struct SamplerConfig {
   uint64_t seed = 0;        // keys every random draw (rng.h)
   bool early_exit = false;  // stop once EarlyExitReached() holds (denoise_sampler.h)
 
+  // LLaDA2 (family kLlada2). Blocks of block_length (>= 1) count from canvas
+  // position 0, so the prompt's tail shares the first generated block and
+  // the canvas runs to the end of the block holding prompt + gen_length.
+  // Each block runs at most steps_per_block forwards (the official `steps`)
+  // over the schedule of the block's length split evenly; a step commits
+  // every masked position whose probability is > threshold when at least
+  // the schedule's count pass, else the count most probable. `steps` plays
+  // no part; temperature, top_k then top_p filter the draw (T > 0 only).
+  // early_exit stops after a block once the output ends in a stop token.
+  int steps_per_block = 32;
+  // LLaDA2.1's editing: set, each step also rewrites an already written
+  // (not prompt) position of the block whose drawn token differs and has
+  // probability > editing_threshold; a step commits the masked positions
+  // above `threshold`, or the most probable one, and once a block is full
+  // up to max_post_steps more steps may edit it (it ends at a step that
+  // edits nothing). steps_per_block plays no part.
+  std::optional<float> editing_threshold;
+  int max_post_steps = 16;
+
   // Self-consistency of the settings; errors name the field and its value.
   absl::Status Validate() const;
   // Validate() plus the canvas: a non-empty prompt and prompt_len +
@@ -101,8 +123,14 @@ struct SamplerConfig {
   int NumBlocks() const { return gen_length / EffectiveBlockLength(); }
   int StepsPerBlock() const { return steps / NumBlocks(); }
   // The steps a run is scheduled for: `steps`, or 0 (unknown in advance)
-  // under threshold decoding.
-  int PlannedSteps() const { return threshold ? 0 : steps; }
+  // under threshold decoding and for LLaDA2.
+  int PlannedSteps() const { return threshold || family == SamplerFamily::kLlada2 ? 0 : steps; }
+  // LLaDA2: the canvas of a prompt of `prompt_len`: whole blocks up to the
+  // one holding the last generated position.
+  int Llada2CanvasLength(int prompt_len) const {
+    const int b = block_length;
+    return (prompt_len + gen_length + b - 1) / b * b;
+  }
 };
 
 // How a session computes its steps' logits, beside the sampler's settings
@@ -138,11 +166,25 @@ inline constexpr int kMinInfillBlock = 8;
 inline constexpr int kMaxInfillBlock = 16;
 int InfillBlockLength(int span, int steps);
 
+// LLaDA2.0's official thresholds (generate(), the model card), and the
+// LLaDA2.1 model card's two presets: S (speed) and Q (quality).
+inline constexpr float kLlada2Threshold = 0.95f;
+struct Llada21Preset {
+  const char* name;
+  float threshold;
+  float editing_threshold;
+};
+inline constexpr Llada21Preset kLlada21Presets[] = {{"S", 0.5f, 0.0f}, {"Q", 0.7f, 0.5f}};
+
 // The settings every front end (CLI, server, bench, the proto's documented
 // defaults) starts from for a model of `arch`: its family's algorithm
 // (low_confidence / entropy), steps = gen_length, LLaDA blocks of 32 where
-// they divide gen_length, greedy, early exit on.
+// they divide gen_length, greedy, early exit on; LLaDA2: blocks of 32,
+// 32 steps a block, threshold 0.95.
 SamplerConfig DefaultSamplerConfig(Arch arch, int gen_length);
+// The same with the model's own defaults where it has them (LLaDA2's
+// block length, ModelConfig::block_length).
+SamplerConfig DefaultSamplerConfig(const ModelConfig& model, int gen_length);
 
 }  // namespace dllm
 

@@ -87,7 +87,7 @@ class FastDllmCache : public CachePolicy {
  private:
   // The canvas rows a cached step of the current block computes.
   RowRange CachedRows(const CanvasView& view) const {
-    const int32_t begin = view.prompt_len + view.block * view.block_length;
+    const int32_t begin = view.block_begin;
     const int32_t end = dual_ ? begin + view.block_length : view.length;
     // Under the shift the block's first position is scored by the row before.
     return {std::max(0, PredictingRow(view.shift_logits, begin)), end};
@@ -127,9 +127,38 @@ class PromptCache : public CachePolicy {
   int refreshes_ = 0;
 };
 
+// The exact cache of a block-causal model (LLaDA2): a row reads only its
+// own block and the blocks before it, so a finished block's keys and
+// values never change. Each step computes the current block and any
+// finished block not yet encoded since its tokens became final (the block
+// just finished, whose last step changed it; at the first step the prompt's
+// blocks), reading everything before them from the cache. Same logits as
+// computing the window whole (llada2_forward_test).
+class BlockCache : public CachePolicy {
+ public:
+  CachePlan Plan(const CanvasView& view, std::span<const int32_t>) const override {
+    const int32_t begin = std::min(encoded_, view.block_begin);
+    return {{begin, view.length}, true, begin == 0 ? CacheUse::kRefill : CacheUse::kRead};
+  }
+  void OnForward(const CanvasView& view, const CachePlan& plan) override {
+    if (plan.use == CacheUse::kRefill) ++refreshes_;
+    // The blocks before the current one went through with final tokens.
+    encoded_ = view.block_begin;
+  }
+  // Commits land on masked positions: the current block, always computed,
+  // or a later one, not yet encoded.
+  void OnCommit(const CanvasView&, std::span<const int32_t>) override {}
+  void OnRewind() override { encoded_ = 0; }
+  int refreshes() const override { return refreshes_; }
+
+ private:
+  int32_t encoded_ = 0;  // rows [0, encoded_) hold final tokens' keys and values
+  int refreshes_ = 0;
+};
+
 }  // namespace
 
-std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps) {
+std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps, bool block_causal) {
   switch (mode) {
     case CacheMode::kNone:
     case CacheMode::kSentinel:
@@ -139,6 +168,7 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps) 
     case CacheMode::kDual:
       return std::make_unique<FastDllmCache>(/*dual=*/true, refresh_steps);
     case CacheMode::kExact:
+      if (block_causal) return std::make_unique<BlockCache>();
       return std::make_unique<PromptCache>();
   }
   return std::make_unique<NoCache>();

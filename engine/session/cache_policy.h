@@ -8,10 +8,9 @@
 //
 // Today's policies: none (exact decoding: every step computes the whole
 // canvas), Fast-dLLM's prefix / dual caches with refresh (approximate,
-// opt-in) and the exact prompt cache of a prompt-causal model
-// (DiffusionGemma: the prompt, and each finished canvas, encoded once). A
-// block-causal model's exact block cache (plan the current block only,
-// always reading the cache) fits the same interface.
+// opt-in) and the exact caches: a prompt-causal model's (DiffusionGemma:
+// the prompt, and each finished canvas, encoded once) and a block-causal
+// model's (LLaDA2: each block encoded once its tokens are final).
 #ifndef DLLM_ENGINE_SESSION_CACHE_POLICY_H_
 #define DLLM_ENGINE_SESSION_CACHE_POLICY_H_
 
@@ -38,10 +37,13 @@ struct RowRange {
 
 // Where the session is, as a policy plans from it.
 struct CanvasView {
-  int32_t length = 0;  // canvas positions
+  int32_t length = 0;  // canvas positions the step reads (Denoiser::window_end)
   int32_t prompt_len = 0;
-  int block = 0;              // the sampler's current block
-  int block_length = 0;       // its effective block length
+  int block = 0;         // the sampler's current block
+  int block_length = 0;  // its effective block length
+  // Where the current block starts: prompt_len + block x block_length, or
+  // (block-causal, LLaDA2) block x block_length.
+  int32_t block_begin = 0;
   bool shift_logits = false;  // position p is predicted by row p - 1
 };
 
@@ -68,8 +70,11 @@ class CachePolicy {
   virtual int refreshes() const = 0;
 };
 
-// The policy `mode` asks for; `refresh_steps` as SamplerConfig says.
-std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps);
+// The policy `mode` asks for; `refresh_steps` as SamplerConfig says. The
+// exact cache is the prompt cache, or for a block-causal model
+// (`block_causal`) the block cache.
+std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps,
+                                             bool block_causal = false);
 
 }  // namespace dllm
 

@@ -36,7 +36,9 @@ SessionModel SessionModel::Of(const ModelConfig& c) {
                       static_cast<int>(c.n_vocab),
                       c.n_ctx_train,
                       KvCache::LayerWidths(c),
-                      c.traits().gemma ? MaskKind::kPromptCausal : MaskKind::kBidirectional};
+                      c.traits().gemma     ? MaskKind::kPromptCausal
+                      : c.block_length > 0 ? MaskKind::kBlockCausal
+                                           : MaskKind::kBidirectional};
 }
 
 ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
@@ -44,6 +46,8 @@ ForwardLimits DenoiseSession::Limits(const SamplerConfig& config, int canvas) {
 }
 
 int DenoiseSession::LogitRows(const SamplerConfig& config) {
+  // LLaDA2 scores one block at a time.
+  if (config.family == SamplerFamily::kLlada2) return config.block_length;
   return (config.cfg_scale > 0 ? 2 : 1) * config.gen_length;
 }
 
@@ -235,7 +239,14 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
     const std::function<absl::StatusOr<std::unique_ptr<LogitsSource>>(ForwardLimits)>&
         make_source) {
   DLLM_RETURN_IF_ERROR(caching.Validate());
-  if (caching.cache == CacheMode::kExact) {
+  const bool block_causal = model.mask == MaskKind::kBlockCausal;
+  if (block_causal && (caching.cache == CacheMode::kPrefix || caching.cache == CacheMode::kDual)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cache: '", CacheModeName(caching.cache),
+                     "' approximates a bidirectional model; a block-causal model's finished "
+                     "blocks are cached exactly (exact, its default; none recomputes them)"));
+  }
+  if (caching.cache == CacheMode::kExact && !block_causal) {
     return absl::InvalidArgumentError(
         "cache: 'exact' is the exact cache of a model whose prompt or finished blocks never "
         "read the canvas after them; a bidirectional masked model's every row reads the whole "
@@ -255,9 +266,9 @@ absl::StatusOr<std::unique_ptr<DenoiseSession>> DenoiseSession::Build(
   const ForwardLimits limits = Limits(config, canvas);
   DLLM_ASSIGN_OR_RETURN(std::unique_ptr<LogitsSource> source, make_source(limits));
   DenoiseSampler* masked = sampler.get();
-  auto session = std::unique_ptr<DenoiseSession>(
-      new DenoiseSession(model, std::move(sampler), masked, std::move(source),
-                         MakeCachePolicy(caching.cache, caching.cache_refresh_steps)));
+  auto session = std::unique_ptr<DenoiseSession>(new DenoiseSession(
+      model, std::move(sampler), masked, std::move(source),
+      MakeCachePolicy(caching.cache, caching.cache_refresh_steps, block_causal)));
   // Logits only for rows that score generated positions (at most one each),
   // not the whole canvas: an infill canvas of 1,024 tokens around a span of
   // 128 would otherwise page in eight times the memory at every request.
@@ -290,8 +301,11 @@ DenoiseSession::DenoiseSession(const SessionModel& model, std::unique_ptr<Denois
       cache_policy_(std::move(cache_policy)) {}
 
 CanvasView DenoiseSession::View() const {
-  return CanvasView{static_cast<int32_t>(canvas().size()), prompt_len(), denoiser_->block(),
-                    denoiser_->block_length(), model_.shift_logits};
+  const int block = denoiser_->block(), block_length = denoiser_->block_length();
+  // Block-causal blocks count from position 0, the others' from the prompt's end.
+  const int origin = model_.mask == MaskKind::kBlockCausal ? 0 : prompt_len();
+  return CanvasView{denoiser_->window_end(),       prompt_len(),       block, block_length,
+                    origin + block * block_length, model_.shift_logits};
 }
 
 absl::Status DenoiseSession::RequireMasked(const char* what) const {
@@ -402,6 +416,10 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
   }
   const Clock::time_point sample_start = Clock::now();
   last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
+  report.block = denoiser_->block();
+  // The canvas before the step, to say what each write replaced (LLaDA2.1
+  // rewrites written positions).
+  before_.assign(denoiser_->canvas().begin(), denoiser_->canvas().end());
   if (forced == nullptr) {
     const StepCommits commits = denoiser_->Step(logits, uncond);
     positions_.assign(commits.positions.begin(), commits.positions.end());
@@ -412,8 +430,11 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
     sampler_->ApplyStep(positions_, tokens_);  // AdvanceWith: masked sessions only
   }
   report.sample_seconds = SecondsSince(sample_start);
+  replaced_.clear();
+  for (int32_t p : positions_) replaced_.push_back(before_[static_cast<size_t>(p)]);
   report.positions = positions_;
   report.tokens = tokens_;
+  report.replaced = replaced_;
   report.masked_remaining = masked_remaining();
   forward_passes_ += report.forward_passes;
   Record(/*scheduled=*/true, positions_, tokens_);
@@ -451,7 +472,8 @@ void DenoiseSession::PlanBatch(const DenoiserPlan& plan, RowRange range, bool us
   SequenceInput& in = batch_.sequences.emplace_back(
       SequenceInput{plan.canvas, range.begin, range.end, rows, use_cache ? cache_.get() : nullptr,
                     logits_.data(), stop});
-  const AttentionMask mask{model_.mask, 0,
+  const AttentionMask mask{model_.mask,
+                           model_.mask == MaskKind::kBlockCausal ? denoiser_->block_length() : 0,
                            model_.mask == MaskKind::kPromptCausal ? prompt_len() : 0};
   in.mask = mask;
   in.self_conditioning = plan.self_conditioning;
@@ -709,9 +731,7 @@ std::span<const int32_t> DenoiseSession::OutputTokens() const { return denoiser_
 
 std::span<const int32_t> DenoiseSession::StableTokens() const {
   if (entropy_bound_ != nullptr) return entropy_bound_->response();
-  const std::span<const int32_t> gen = generated();
-  const auto first_mask = std::find(gen.begin(), gen.end(), model_.tokens.mask);
-  return gen.first(static_cast<size_t>(first_mask - gen.begin()));
+  return sampler_->Stable();
 }
 
 std::span<const int32_t> DenoiseSession::stop_ids() const {

@@ -49,6 +49,10 @@ struct StepReport {
   int step = 0;                        // 0-based
   std::span<const int32_t> positions;  // committed this step, ascending
   std::span<const int32_t> tokens;
+  // What each position held before the step: the mask id, or under
+  // LLaDA2.1's editing the token the step replaced.
+  std::span<const int32_t> replaced;
+  int block = 0;              // the denoiser's block when the step ran (Denoiser::block)
   int masked_remaining = 0;   // in the generated region
   int forward_passes = 0;     // canvases run: 0 (nothing to commit), 1, or 2 (CFG)
   int64_t rows_computed = 0;  // canvas rows the forward computed (CFG: both canvases)
@@ -282,13 +286,14 @@ class DenoiseSession {
     return entropy_bound_ != nullptr ? entropy_bound_->original_prompt_len() : prompt_len();
   }
   int suffix_len() const { return static_cast<int>(canvas().size()) - denoiser_->gen_end(); }
+  const SessionModel& model() const { return model_; }
   // The masked sampler (sessions of masked denoising only).
   const DenoiseSampler& sampler() const { return *sampler_; }
   // The entropy-bound denoiser, or null for masked denoising.
   const EntropyBoundDenoiser* entropy_bound() const { return entropy_bound_; }
   // The generated tokens that can no longer change, in output order: for
   // masked denoising the leading run of committed positions of the
-  // generated region (stop tokens included), for the entropy-bound
+  // generated region (stop tokens included; DenoiseSampler::Stable), for the entropy-bound
   // denoiser the finished canvases as kept (TrimCanvas).
   std::span<const int32_t> StableTokens() const;
   // The tokens that end the output (SpecialTokens::StopIds, as the denoiser has them).
@@ -378,7 +383,8 @@ class DenoiseSession {
   // unconditional canvas's; the policy that plans their use.
   std::unique_ptr<KvCache> cache_, uncond_cache_;
   std::unique_ptr<CachePolicy> cache_policy_;
-  std::vector<int32_t> positions_, tokens_;
+  std::vector<int32_t> positions_, tokens_, replaced_;
+  std::vector<int32_t> before_;  // the canvas before the step being finished
   int forward_passes_ = 0;
 
   std::vector<HistoryEntry> history_;

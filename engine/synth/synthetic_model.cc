@@ -98,7 +98,9 @@ int64_t RowsOf(const std::vector<int64_t>& ne) {
   return rows;
 }
 
-bool SyntheticWritesNoShift(Arch arch) { return arch == Arch::kLlada || arch == Arch::kLladaMoe; }
+bool SyntheticWritesNoShift(Arch arch) {
+  return arch == Arch::kLlada || arch == Arch::kLladaMoe || arch == Arch::kLlada2;
+}
 
 // The pre-tokenizer llama.cpp's converter writes for each family (the
 // synthetic vocabulary has no merges, so the choice only labels the file).
@@ -107,6 +109,7 @@ const char* SyntheticPreTokenizer(Arch arch) {
     case Arch::kLlada:
       return "gpt-2";
     case Arch::kLladaMoe:
+    case Arch::kLlada2:
       return "bailingmoe2";
     case Arch::kDream:
     case Arch::kRnd1:
@@ -145,6 +148,12 @@ void SetVocabulary(Arch arch, SyntheticShape* s) {
       s->n_vocab = 262144, s->bos = 2, s->eos = 1, s->eot = -1, s->mask = 4;
       s->rope_theta = 1e6, s->rope_theta_swa = 1e4, s->rms_eps = 1e-6, s->n_ctx = 262144;
       break;
+    case Arch::kLlada2:
+      // <|endoftext|> is EOS and padding, <|mask|> the mask (the official
+      // generate()'s defaults); no BOS.
+      s->n_vocab = 157184, s->bos = -1, s->eos = 156892, s->eot = -1, s->mask = 156895;
+      s->rope_theta = 600000, s->rms_eps = 1e-6, s->n_ctx = 32768;
+      break;
   }
 }
 
@@ -154,12 +163,22 @@ struct ShapeKey {
   int64_t SyntheticShape::*value;
 };
 constexpr ShapeKey kShapeKeys[] = {
-    {"d", &SyntheticShape::n_embd},    {"l", &SyntheticShape::n_layer},
-    {"h", &SyntheticShape::n_head},    {"kv", &SyntheticShape::n_head_kv},
-    {"ff", &SyntheticShape::n_ff},     {"v", &SyntheticShape::n_vocab},
-    {"ctx", &SyntheticShape::n_ctx},   {"hd", &SyntheticShape::head_dim},
-    {"e", &SyntheticShape::n_expert},  {"eu", &SyntheticShape::n_expert_used},
+    {"d", &SyntheticShape::n_embd},
+    {"l", &SyntheticShape::n_layer},
+    {"h", &SyntheticShape::n_head},
+    {"kv", &SyntheticShape::n_head_kv},
+    {"ff", &SyntheticShape::n_ff},
+    {"v", &SyntheticShape::n_vocab},
+    {"ctx", &SyntheticShape::n_ctx},
+    {"hd", &SyntheticShape::head_dim},
+    {"e", &SyntheticShape::n_expert},
+    {"eu", &SyntheticShape::n_expert_used},
     {"fe", &SyntheticShape::n_ff_exp},
+    // llada2: expert groups and those kept, leading dense layers, the shared expert's width.
+    {"g", &SyntheticShape::n_expert_groups},
+    {"gu", &SyntheticShape::n_expert_groups_used},
+    {"dl", &SyntheticShape::n_dense_lead},
+    {"fs", &SyntheticShape::n_ff_shared},
 };
 
 absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
@@ -172,8 +191,8 @@ absl::Status ParseCustomShape(absl::string_view spec, SyntheticShape* s) {
     const auto field = std::find_if(std::begin(kShapeKeys), std::end(kShapeKeys),
                                     [&](const ShapeKey& k) { return p.first == k.key; });
     if (field == std::end(kShapeKeys)) {
-      return Invalid(
-          absl::StrCat("custom shape: unknown key '", p.first, "' (d l h kv ff v ctx hd e eu fe)"));
+      return Invalid(absl::StrCat("custom shape: unknown key '", p.first,
+                                  "' (d l h kv ff v ctx hd e eu fe; llada2: g gu dl fs)"));
     }
     s->*field->value = v;
   }
@@ -212,6 +231,17 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
     s.n_head_kv_global = 1, s.head_dim_swa = 64, s.window = 16, s.global_every = 3;
     s.n_ff = 512, s.n_expert = 8, s.n_expert_used = 2, s.n_ff_exp = 256, s.canvas = 32;
     s.n_vocab = 8256, s.n_ctx = 2048;
+  } else if (name == "mini" && arch == Arch::kLlada2) {
+    s.n_embd = 2048, s.n_layer = 20, s.n_head = 16, s.n_head_kv = 4, s.head_dim = 128;
+    s.n_ff = 5120, s.n_expert = 256, s.n_expert_used = 8, s.n_ff_exp = 512;
+    s.n_dense_lead = 1, s.n_expert_groups = 8, s.n_expert_groups_used = 4, s.n_ff_shared = 512;
+    s.expert_weights_scale = 2.5;
+  } else if (name == "tiny" && arch == Arch::kLlada2) {
+    s.n_embd = 256, s.n_layer = 2, s.n_head = 4, s.n_head_kv = 2, s.head_dim = 64;
+    s.n_ff = 512, s.n_expert = 16, s.n_expert_used = 4, s.n_ff_exp = 256;
+    s.n_dense_lead = 1, s.n_expert_groups = 4, s.n_expert_groups_used = 2, s.n_ff_shared = 256;
+    s.expert_weights_scale = 2.5;
+    s.n_vocab = 8256, s.eos = 8192, s.mask = 8194, s.n_ctx = 2048;
   } else if (name == "1b" && !moe) {
     s.n_embd = 2048, s.n_layer = 16, s.n_head = 16;
     s.n_head_kv = arch == Arch::kLlada ? 16 : 4, s.n_ff = 5632;
@@ -233,8 +263,8 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
   } else {
     return Invalid(absl::StrCat("unknown shape '", name, "' for ", ArchName(arch),
                                 " (llada: 8b, 1b; dream: 7b, 1b; llada-moe: 7b-a1b; rnd1: "
-                                "30b-a3b; diffusion-gemma: 26b-a4b; all: tiny, custom:... "
-                                "(not diffusion-gemma))"));
+                                "30b-a3b; diffusion-gemma: 26b-a4b; llada2: mini; all: tiny, "
+                                "custom:... (not diffusion-gemma))"));
   }
   if (s.n_embd == 0 || s.n_layer == 0 || s.n_head == 0 || s.n_ff == 0 ||
       (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0 ||
@@ -253,6 +283,11 @@ absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view na
                                s.head_dim_swa < 2 || s.head_dim_swa % 2 != 0 || s.window < 1 ||
                                s.global_every < 1 || s.canvas < 1 || s.canvas >= s.n_ctx)) {
     return Invalid("a diffusion-gemma shape needs its sliding and global layers' shapes");
+  }
+  if (TraitsOf(arch).ling_moe &&
+      (s.n_expert % s.n_expert_groups != 0 || s.n_expert_groups_used > s.n_expert_groups ||
+       s.n_dense_lead > s.n_layer)) {
+    return Invalid("a llada2 shape needs g (groups) dividing e, gu <= g and dl <= l");
   }
   if (TraitsOf(arch).q_is_n_embd && s.n_head * s.HeadDim() != s.n_embd) {
     return Invalid(absl::StrCat(ArchName(arch), " needs h x hd == d"));
@@ -359,7 +394,9 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   } else {
     w.AddUint32(a + ".attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   }
-  w.AddUint32(a + ".rope.dimension_count", static_cast<uint32_t>(head_dim));
+  // LLaDA2 turns half of each head (partial_rotary_factor 0.5).
+  const int64_t rope_dims = traits.ling_moe ? head_dim / 2 : head_dim;
+  w.AddUint32(a + ".rope.dimension_count", static_cast<uint32_t>(rope_dims));
   if (s.head_dim > 0) {
     w.AddUint32(a + ".attention.key_length", static_cast<uint32_t>(head_dim));
     w.AddUint32(a + ".attention.value_length", static_cast<uint32_t>(head_dim));
@@ -368,6 +405,19 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
     w.AddUint32(a + ".expert_count", static_cast<uint32_t>(s.n_expert));
     w.AddUint32(a + ".expert_used_count", static_cast<uint32_t>(s.n_expert_used));
     w.AddUint32(a + ".expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+  }
+  if (traits.ling_moe) {
+    // The keys the fork's converter writes (BailingMoeV2Model, LLaDA2MoeModel).
+    w.AddUint32(a + ".expert_group_count", static_cast<uint32_t>(s.n_expert_groups));
+    w.AddUint32(a + ".expert_group_used_count", static_cast<uint32_t>(s.n_expert_groups_used));
+    w.AddUint32(a + ".expert_gating_func", 2);  // sigmoid
+    w.AddString(a + ".rope.scaling.type", "none");
+    w.AddUint32(a + ".leading_dense_block_count", static_cast<uint32_t>(s.n_dense_lead));
+    w.AddUint32(a + ".vocab_size", static_cast<uint32_t>(s.n_vocab));
+    w.AddUint32(a + ".expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shared));
+    w.AddFloat32(a + ".expert_weights_scale", static_cast<float>(s.expert_weights_scale));
+    w.AddUint32(a + ".expert_shared_count", s.n_ff_shared > 0 ? 1 : 0);
+    w.AddBool(a + ".expert_weights_norm", true);
   }
   w.AddFloat32(a + ".rope.freq_base", static_cast<float>(s.rope_theta));
   w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(s.rms_eps));
@@ -462,6 +512,12 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
     config.ropes = {global, RopeSpec{RopeType::kNeox, s.rope_theta_swa, s.head_dim_swa, {}}};
   } else {
     config.layers = UniformLayers(config);
+    if (traits.ling_moe) {
+      ShapeLingLayers(
+          {s.n_dense_lead, RouterScore::kSigmoid, s.n_expert_groups, s.n_expert_groups_used, true,
+           static_cast<float>(s.expert_weights_scale), s.n_ff_shared},
+          &config);
+    }
   }
   struct Planned {
     std::string name;

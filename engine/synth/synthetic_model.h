@@ -36,6 +36,11 @@ struct SyntheticShape {
   // and the canvas length.
   int64_t n_head_kv_global = 0, head_dim_swa = 0, window = 0, global_every = 0, canvas = 0;
   double rope_theta_swa = 10000;
+  // llada2 only (Ling 2.0's MoE, as the fork's converter writes it): the
+  // leading dense layers (n_ff wide), expert groups, the shared expert's
+  // width and the routed scale; half of each head turns.
+  int64_t n_dense_lead = 0, n_expert_groups = 1, n_expert_groups_used = 1, n_ff_shared = 0;
+  double expert_weights_scale = 1.0;
 
   int64_t HeadDim() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
 };
@@ -48,10 +53,15 @@ struct SyntheticShape {
 // 151936); diffusion-gemma 26b-a4b = DiffusionGemma on Gemma 4 26B-A4B (2816
 // x 30, 16 heads; 25 sliding layers of 8 KV heads of 256 over a window of
 // 1024, 5 global of 2 KV heads of 512; a dense GeGLU of 2112 beside 128
-// experts of 704, 8 active; vocab 262144, canvas 256); 1b = d 2048 x 16
+// experts of 704, 8 active; vocab 262144, canvas 256), llada2 mini =
+// LLaDA2.0-mini / 2.1-mini (2048 x 20, 16/4 heads of 128, the first layer
+// dense of 5120, then 256 experts of 512 in 8 groups (4 kept), 8 active,
+// one shared expert of 512, routed scale 2.5, vocab 157184); 1b = d 2048 x 16
 // layers, ffn 5632 with the family's vocabulary;
 // tiny = d 256 x 2 layers, vocab 8256 (MoE: 8 experts of 256, 2 active for
-// llada-moe and 3 for rnd1, whose heads are 128 wide so q is 512 != d).
+// llada-moe and 3 for rnd1, whose heads are 128 wide so q is 512 != d;
+// llada2: 1 dense layer of 512, 16 experts of 256 in 4 groups (2 kept),
+// 4 active, a shared expert of 256).
 // "custom:d=..,l=..,h=..,kv=..,ff=..,v=..,e=..,eu=..,fe=..,hd=.." sets each
 // field.
 absl::StatusOr<SyntheticShape> SyntheticShapeFor(Arch arch, absl::string_view shape);

@@ -403,5 +403,128 @@ TEST(GemmaConfigTest, BadKeysAndTensorsAreNamed) {
   }
 }
 
+// A llada2 header as the fork's converter writes it: 3 layers, the first
+// dense, 8 experts in 4 groups (2 kept), top-2, a shared expert, half of
+// each head rotated.
+GgufBuilder Llada2ConfigBuilder() {
+  const std::string a = "llada2";
+  GgufBuilder b;
+  b.Str("general.architecture", a)
+      .U32(a + ".block_count", 3)
+      .U32(a + ".context_length", 256)
+      .U32(a + ".embedding_length", 64)
+      .U32(a + ".feed_forward_length", 96)
+      .U32(a + ".attention.head_count", 4)
+      .U32(a + ".attention.head_count_kv", 2)
+      .F32(a + ".rope.freq_base", 600000.0f)
+      .F32(a + ".attention.layer_norm_rms_epsilon", 1e-6f)
+      .U32(a + ".expert_used_count", 2)
+      .U32(a + ".expert_group_count", 4)
+      .U32(a + ".expert_group_used_count", 2)
+      .U32(a + ".expert_gating_func", 2)
+      .U32(a + ".rope.dimension_count", 8)
+      .U32(a + ".leading_dense_block_count", 1)
+      .U32(a + ".expert_feed_forward_length", 32)
+      .U32(a + ".expert_shared_feed_forward_length", 32)
+      .F32(a + ".expert_weights_scale", 2.5f)
+      .U32(a + ".expert_count", 8)
+      .U32(a + ".expert_shared_count", 1)
+      .Bool(a + ".expert_weights_norm", true)
+      .Bool("diffusion.shift_logits", false)
+      .Str("tokenizer.ggml.model", "gpt2")
+      .U32("tokenizer.ggml.eos_token_id", 1)
+      .StrArray("tokenizer.ggml.tokens", {"a", "<|endoftext|>", "<|mask|>", "b"});
+  b.AddTensor("token_embd.weight", 0, {64, 4});
+  for (int l = 0; l < 3; ++l)
+    b.AddTensor("blk." + std::to_string(l) + ".attn_norm.weight", 0, {64});
+  return b;
+}
+
+TEST(Llada2ConfigTest, ReadsTheLingMoeLayers) {
+  auto p = ParseBuilder(Llada2ConfigBuilder());
+  ASSERT_TRUE(p->file.ok()) << p->file.status();
+  absl::StatusOr<ModelConfig> c = ModelConfigFromGguf(*p->file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->block_length, 32);  // no diffusion.block_length: the official 32
+  EXPECT_FALSE(c->shift_logits);
+  ASSERT_EQ(c->ropes.size(), 1u);
+  EXPECT_EQ(c->ropes[0].dims, 8);  // half of the head dim 16
+  EXPECT_EQ(c->ropes[0].type, RopeType::kNeox);
+  ASSERT_EQ(c->layers.size(), 3u);
+  EXPECT_EQ(c->layers[0].ffn, FfnKind::kSwiGlu);
+  EXPECT_EQ(c->layers[0].n_ff, 96);
+  EXPECT_EQ(c->layers[0].n_expert, 0);
+  for (int l = 1; l < 3; ++l) {
+    const LayerConfig& m = c->layers[static_cast<size_t>(l)];
+    EXPECT_EQ(m.ffn, FfnKind::kMoe);
+    EXPECT_EQ(m.router_score, RouterScore::kSigmoid);
+    EXPECT_EQ(m.n_expert_groups, 4);
+    EXPECT_EQ(m.n_expert_groups_used, 2);
+    EXPECT_EQ(m.n_expert_used, 2);
+    EXPECT_TRUE(m.moe_norm_weights);
+    EXPECT_FLOAT_EQ(m.moe_weights_scale, 2.5f);
+    EXPECT_EQ(m.n_ff_shared, 32);
+  }
+  for (const LayerConfig& l : c->layers) EXPECT_TRUE(l.fused_qkv);
+}
+
+TEST(Llada2ConfigTest, HostileKeysAreNamed) {
+  const std::string a = "llada2";
+  struct Case {
+    std::function<void(GgufBuilder&)> edit;
+    std::string message;
+    absl::StatusCode code = absl::StatusCode::kInvalidArgument;
+  };
+  const std::vector<Case> cases = {
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_group_count").U32(a + ".expert_group_count", 3); },
+       "'llada2.expert_group_count' = 3 does not divide expert_count 8"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_group_count").U32(a + ".expert_group_count", 0); },
+       "'llada2.expert_group_count' = 0 does not divide"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".expert_group_used_count").U32(a + ".expert_group_used_count", 5);
+       },
+       "'llada2.expert_group_used_count' = 5 is outside [1, expert_group_count 4]"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".expert_group_used_count").U32(a + ".expert_group_used_count", 0);
+       },
+       "'llada2.expert_group_used_count' = 0 is outside"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_group_count").U32(a + ".expert_group_count", 8); },
+       "expert groups of 1"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_used_count").U32(a + ".expert_used_count", 5); },
+       "cannot offer expert_used_count 5 experts"},
+      {[&](GgufBuilder& b) { b.U32("diffusion.block_length", 0); },
+       "diffusion.block_length 0 is outside [1, 256)"},
+      {[&](GgufBuilder& b) { b.U32("diffusion.block_length", 256); },
+       "diffusion.block_length 256 is outside [1, 256)"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_gating_func").U32(a + ".expert_gating_func", 7); },
+       "'llada2.expert_gating_func' = 7 (1: softmax, 2: sigmoid)"},
+      {[&](GgufBuilder& b) { b.Drop(a + ".expert_gating_func"); }, "llada2.expert_gating_func",
+       absl::StatusCode::kNotFound},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".leading_dense_block_count").U32(a + ".leading_dense_block_count", 9);
+       },
+       "'llada2.leading_dense_block_count' = 9 exceeds block_count 3"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".expert_weights_scale").F32(a + ".expert_weights_scale", -1.0f);
+       },
+       "'llada2.expert_weights_scale' = -1 is not positive"},
+      {[&](GgufBuilder& b) {
+         b.Drop(a + ".rope.dimension_count").U32(a + ".rope.dimension_count", 7);
+       },
+       "rope.dimension_count 7 is odd or exceeds the head dim 16"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.message);
+    GgufBuilder b = Llada2ConfigBuilder();
+    c.edit(b);
+    auto p = ParseBuilder(b);
+    ASSERT_TRUE(p->file.ok()) << p->file.status();
+    const absl::StatusOr<ModelConfig> config = ModelConfigFromGguf(*p->file);
+    ASSERT_FALSE(config.ok());
+    EXPECT_EQ(config.status().code(), c.code) << config.status();
+    EXPECT_NE(config.status().message().find(c.message), std::string::npos) << config.status();
+  }
+}
+
 }  // namespace
 }  // namespace dllm
