@@ -302,10 +302,10 @@ int RunBench(int argc, char** argv) {
   for (int t : *threads) {
     const double bandwidth = bandwidth_by_threads[t];
     for (int gen : *gens) {
-      SamplerConfig sc = DefaultSamplerConfig(c.arch, gen);
+      SamplerConfig sc = DefaultSamplerConfig(c, gen);
       sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
       sc.early_exit = false;
-      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, (*model)->config());
       if (!caching.ok()) return Fail(caching.status());
       if (flags->Has("alg")) {
         absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));

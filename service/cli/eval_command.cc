@@ -312,8 +312,7 @@ int RunSamplerDivergence(const ParsedFlags& flags, const std::shared_ptr<const M
   // The stand-in writes one canvas unless told otherwise.
   ParsedFlags stand_in_flags = flags;
   stand_in_flags.values.emplace("gen-length", std::to_string(real->canvas_length));
-  absl::StatusOr<SamplerConfig> stand_in =
-      SamplerConfigFromFlags(stand_in_flags, model->config().arch);
+  absl::StatusOr<SamplerConfig> stand_in = SamplerConfigFromFlags(stand_in_flags, model->config());
   if (!stand_in.ok()) return Fail(stand_in.status());
   absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
       DivergencePrompts(flags, *model, windows);
@@ -364,9 +363,9 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--sampler ", flags.Get("sampler"), ": --divergence measures the masked stand-in")));
   }
-  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config().arch);
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config());
   if (!config.ok()) return Fail(config.status());
-  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags);
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags, model->config());
   if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<int64_t> prompt_len = flags.GetIntInRange("prompt-len", 32, 1, 1 << 20);
   if (!prompt_len.ok()) return Fail(prompt_len.status());
@@ -477,7 +476,7 @@ int RunEval(int argc, char** argv) {
   }
   result["ratios"] = std::move(by_ratio);
   if (flags->Has("infill")) {
-    SamplerConfig config = DefaultSamplerConfig((*model)->config().arch, kDefaultGenLength);
+    SamplerConfig config = DefaultSamplerConfig((*model)->config(), kDefaultGenLength);
     // Greedy unless asked: the task measures the model, not the draw.
     double temperature = 0, per_token = 1;
     absl::StatusOr<int64_t> seed = flags->GetInt("seed", 0);
@@ -496,7 +495,7 @@ int RunEval(int argc, char** argv) {
       if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
       config.threshold = static_cast<float>(threshold);
     }
-    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, (*model)->config());
     if (!caching.ok()) return Fail(caching.status());
     InfillTask task;
     task.steps_per_token = per_token;

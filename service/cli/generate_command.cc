@@ -51,7 +51,11 @@ const std::set<std::string> kValueFlags = {"model",
                                            "eb-t-max",
                                            "eb-entropy-bound",
                                            "eb-stability",
-                                           "eb-confidence"};
+                                           "eb-confidence",
+                                           "steps-per-block",
+                                           "editing-threshold",
+                                           "max-post-steps",
+                                           "preset"};
 const std::set<std::string> kBoolFlags = {"chat", "show-canvas", "json", "no-early-exit"};
 
 constexpr const char* kUsage =
@@ -78,7 +82,17 @@ constexpr const char* kUsage =
     "  Canvas after canvas (up to N, or ceil(gen-length / canvas_length)) until a\n"
     "  stop token or a repetition loop, as llama-diffusion-cli does; the exact cache\n"
     "  (default) encodes the prompt and each finished canvas once. --sampler masked:\n"
-    "  masked denoising instead, a stand-in that is not the model's sampler.\n";
+    "  masked denoising instead, a stand-in that is not the model's sampler.\n"
+    "Block-diffusion models (LLaDA2.0 / 2.1) run the official LLaDA2 sampler:\n"
+    "         [--block-length N (the file's, else 32)] [--steps-per-block N (32)]\n"
+    "         [--threshold TAU (0.95)] [--editing-threshold E] [--max-post-steps N (16)]\n"
+    "         [--preset S|Q] [--temperature T] [--top-p P] [--top-k K] [--cache exact|none]\n"
+    "  Blocks count from position 0; a step commits every masked position of the\n"
+    "  block above TAU, or the schedule's count. --editing-threshold (LLaDA2.1) also\n"
+    "  rewrites written positions whose new token is above E, and lets a full block\n"
+    "  take up to --max-post-steps editing steps. --preset S is 0.5 / 0.0, Q 0.7 / 0.5\n"
+    "  (threshold / editing threshold, the LLaDA2.1 model card's). The exact cache\n"
+    "  (default) encodes each finished block once; none recomputes the window.\n";
 
 int Fail(const absl::Status& s) { return FailCommand("generate", s); }
 
@@ -133,13 +147,58 @@ Json IdsJson(std::span<const int32_t> ids) {
 
 }  // namespace
 
-absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch arch) {
+namespace {
+
+// LLaDA2's flags over `c`; refused for the other families.
+absl::Status ApplyLlada2Flags(const ParsedFlags& f, SamplerConfig& c) {
+  const bool llada2 = c.family == SamplerFamily::kLlada2;
+  for (const char* name : {"steps-per-block", "editing-threshold", "max-post-steps", "preset"}) {
+    if (f.Has(name) && !llada2) {
+      return absl::InvalidArgumentError(absl::StrCat("--", name,
+                                                     ": LLaDA2 only (the model's sampler is ",
+                                                     SamplerFamilyName(c.family), "'s)"));
+    }
+  }
+  if (!llada2) return absl::OkStatus();
+  if (f.Has("steps")) {
+    return absl::InvalidArgumentError(
+        "--steps: LLaDA2 schedules each block on its own (--steps-per-block)");
+  }
+  if (f.Has("preset")) {
+    const Llada21Preset* preset = nullptr;
+    for (const Llada21Preset& p : kLlada21Presets) {
+      if (f.Get("preset") == p.name) preset = &p;
+    }
+    if (preset == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--preset: unknown preset '", f.Get("preset"), "' (S, Q)"));
+    }
+    c.threshold = preset->threshold;
+    c.editing_threshold = preset->editing_threshold;
+  }
+  DLLM_ASSIGN_OR_RETURN(const int64_t steps,
+                        f.GetIntInRange("steps-per-block", c.steps_per_block, 1, 1 << 20));
+  c.steps_per_block = static_cast<int>(steps);
+  DLLM_ASSIGN_OR_RETURN(const int64_t post,
+                        f.GetIntInRange("max-post-steps", c.max_post_steps, 0, 1 << 20));
+  c.max_post_steps = static_cast<int>(post);
+  if (f.Has("editing-threshold")) {
+    DLLM_ASSIGN_OR_RETURN(const double e, f.GetDouble("editing-threshold", 0.0));
+    c.editing_threshold = static_cast<float>(e);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f,
+                                                     const ModelConfig& model) {
   absl::StatusOr<int64_t> gen = f.GetInt("gen-length", kDefaultGenLength);
   if (!gen.ok()) return gen.status();
   if (*gen < 0 || *gen > (1 << 20)) {
     return absl::InvalidArgumentError(absl::StrCat("--gen-length ", *gen, " is out of range"));
   }
-  SamplerConfig c = DefaultSamplerConfig(arch, static_cast<int>(*gen));
+  SamplerConfig c = DefaultSamplerConfig(model, static_cast<int>(*gen));
   if (f.Has("alg")) {
     absl::StatusOr<Algorithm> alg = ParseAlgorithm(f.Get("alg"));
     if (!alg.ok()) return alg.status();
@@ -183,12 +242,15 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromFlags(const ParsedFlags& f, Arch 
     c.threshold = static_cast<float>(*tau);
   }
   if (f.Has("no-early-exit")) c.early_exit = false;
+  DLLM_RETURN_IF_ERROR(ApplyLlada2Flags(f, c));
   if (absl::Status s = c.Validate(); !s.ok()) return s;
   return c;
 }
 
-absl::StatusOr<CachingOptions> CachingOptionsFromFlags(const ParsedFlags& f) {
+absl::StatusOr<CachingOptions> CachingOptionsFromFlags(const ParsedFlags& f,
+                                                       const ModelConfig& model) {
   CachingOptions caching;
+  if (model.block_length > 0) caching.cache = CacheMode::kExact;
   if (f.Has("cache")) {
     absl::StatusOr<CacheMode> mode = ParseCacheMode(f.Get("cache"));
     if (!mode.ok()) {
@@ -307,8 +369,16 @@ Json ResultJson(const ParsedFlags& flags, const ModelConfig& mc, const SamplerCo
   out["early_exit"] = session.exited_early();
   Json settings = Json::object();
   settings["gen_length"] = config.gen_length;
-  settings["steps"] = config.steps;
   settings["block_length"] = config.EffectiveBlockLength();
+  if (config.family == SamplerFamily::kLlada2) {
+    settings["steps_per_block"] = config.steps_per_block;
+    settings["threshold"] = config.threshold ? Json(*config.threshold) : Json(nullptr);
+    settings["editing_threshold"] =
+        config.editing_threshold ? Json(*config.editing_threshold) : Json(nullptr);
+    settings["max_post_steps"] = config.max_post_steps;
+  } else {
+    settings["steps"] = config.steps;
+  }
   settings["alg"] = std::string(AlgorithmName(config.algorithm));
   settings["temperature"] = static_cast<double>(config.temperature);
   settings["seed"] = static_cast<int64_t>(config.seed);
@@ -502,9 +572,9 @@ int RunGenerate(int argc, char** argv) {
     std::unique_ptr<tbb::task_arena> arena = MakeArena(plan);
     return RunEntropyBound(*flags, *model, *prompt, *arena, plan.threads, *isa, totals);
   }
-  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc.arch);
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(*flags, mc);
   if (!config.ok()) return Fail(config.status());
-  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags);
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, mc);
   if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<std::vector<int32_t>> prompt = PromptIds(*flags, **model);
   if (!prompt.ok()) return Fail(prompt.status());

@@ -3,6 +3,7 @@
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -71,12 +72,15 @@ constexpr char kLogitsUsage[] =
     "  the canvas (default P: all but the last canvas_length tokens, as the reference's\n"
     "  unified pass; default rows: the canvas's); --previous FILE: the previous step's\n"
     "  canvas logits (canvas rows x n_vocab float32) for self-conditioning at temperature 1,\n"
-    "  as llama-diffusion-gemma-eval takes them.\n";
+    "  as llama-diffusion-gemma-eval takes them.\n"
+    "  Block-diffusion models (LLaDA2): the official full-window forward, block-causal\n"
+    "  with --block-length N (default the file's, else 32) from position 0.\n";
 
 int RunLogits(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(
-      argc, argv, {"model", "tokens", "out", "rows", "threads", "isa", "prompt-len", "previous"},
-      {});
+  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv,
+                                                 {"model", "tokens", "out", "rows", "threads",
+                                                  "isa", "prompt-len", "previous", "block-length"},
+                                                 {});
   if (!flags.ok()) return Fail(flags.status());
   if (flags->help) return PrintHelp(kLogitsUsage);
   if (!flags->Has("model") || !flags->Has("tokens") || !flags->Has("out")) {
@@ -100,6 +104,13 @@ int RunLogits(int argc, char** argv) {
   const ModelConfig& c = (*model)->config();
   absl::StatusOr<int32_t> prompt_len = PromptLength(*flags, c, tokens->size());
   if (!prompt_len.ok()) return Fail(prompt_len.status());
+  if (flags->Has("block-length") && c.block_length == 0) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "--block-length: ", ArchName(c.arch), " is not block-causal (its rows read every token)")));
+  }
+  absl::StatusOr<int64_t> block_length =
+      flags->GetIntInRange("block-length", std::max<int64_t>(c.block_length, 1), 1, 1 << 20);
+  if (!block_length.ok()) return Fail(block_length.status());
   std::vector<int32_t> rows;
   if (flags->Has("rows")) {
     absl::StatusOr<std::vector<int32_t>> r = ParseIdList(flags->Get("rows"), "--rows");
@@ -135,6 +146,9 @@ int RunLogits(int argc, char** argv) {
     in.logit_rows = rows;
     in.logits = logits.data();
     if (c.traits().gemma) in.mask = {MaskKind::kPromptCausal, 0, *prompt_len};
+    if (c.block_length > 0) {
+      in.mask = {MaskKind::kBlockCausal, static_cast<int32_t>(*block_length), 0};
+    }
     in.self_conditioning = previous;
     status = (*pass)->Run(batch, nullptr, &stats);
   });
@@ -156,6 +170,7 @@ int RunLogits(int argc, char** argv) {
   meta["model_sha256"] = *sha;
   meta["tokens"] = tok;
   meta["rows"] = row_json;
+  if (c.block_length > 0) meta["block_length"] = *block_length;
   if (c.traits().gemma) {
     meta["prompt_len"] = *prompt_len;
     meta["self_conditioning"] = !previous.empty();

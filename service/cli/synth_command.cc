@@ -18,7 +18,8 @@ int Fail(const absl::Status& s) { return FailCommand("synth", s); }
 constexpr char kSynthUsage[] =
     "usage: dllm synth --arch llada|dream|llada-moe|rnd1 [--shape SHAPE]\n"
     "                  [--type q4_k_m|q5_k_m|q6_k|q8_0|q4_0|f16|f32] [--seed S] --out FILE\n"
-    "  SHAPE: the real model's (llada 8b, dream 7b, llada-moe 7b-a1b, rnd1 30b-a3b; the\n"
+    "  SHAPE: the real model's (llada 8b, dream 7b, llada-moe 7b-a1b, rnd1 30b-a3b,\n"
+    "         llada2 mini; the\n"
     "         default), 1b (dense), tiny, or custom:d=,l=,h=,kv=,ff=,v=[,hd=,e=,eu=,fe=]\n";
 
 // The shape of the checkpoint each architecture stands for.
@@ -32,6 +33,10 @@ const char* RealShapeName(Arch arch) {
       return "7b-a1b";
     case Arch::kRnd1:
       return "30b-a3b";
+    case Arch::kDiffusionGemma:
+      break;
+    case Arch::kLlada2:
+      return "mini";
   }
   return "tiny";
 }

@@ -389,11 +389,14 @@ void OpenAiApi::Models(const HttpRequest& request, HttpResponder& out) {
       {"id", model_id_}, {"object", "model"}, {"created", created_}, {"owned_by", "dllm"}};
   // What a client (the canvas page) needs to know to ask for the right
   // settings: the model's default sampler and, for a canvas model, its
-  // canvas length.
+  // canvas length; for a block-diffusion model its block length.
   const ModelConfig& c = service_->model().config();
   Json dllm = {{"architecture", std::string(ArchName(c.arch))},
-               {"sampler", c.canvas_length > 0 ? "entropy_bound" : "masked"}};
+               {"sampler", c.canvas_length > 0  ? "entropy_bound"
+                           : c.block_length > 0 ? "llada2"
+                                                : "masked"}};
   if (c.canvas_length > 0) dllm["canvas_length"] = c.canvas_length;
+  if (c.block_length > 0) dllm["block_length"] = c.block_length;
   model["dllm"] = std::move(dllm);
   SendJson(out, request.path, 200, {{"object", "list"}, {"data", Json::array({model})}});
 }

@@ -40,7 +40,9 @@ const std::set<std::string, std::less<>>& KnownFields(OpenAiEndpoint endpoint) {
       "cache", "cache_refresh", "dllm_canvas",
       // The entropy-bound sampler (DiffusionGemma), named as its GGUF keys.
       "sampler", "eb_max_steps", "eb_t_min", "eb_t_max", "eb_entropy_bound",
-      "eb_stability_threshold", "eb_confidence_threshold"};
+      "eb_stability_threshold", "eb_confidence_threshold",
+      // LLaDA2.0 / 2.1's sampler, named as the official sampler's settings.
+      "steps_per_block", "editing_threshold", "max_post_steps"};
   static const std::set<std::string, std::less<>> kChat = [] {
     std::set<std::string, std::less<>> s = kCompletions;
     s.erase("prompt");
@@ -332,6 +334,14 @@ absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* gener
   if (x) eb.set_confidence_threshold(static_cast<float>(*x)), x.reset();
   // Unset stays unset: a masked request must not carry an empty message.
   if (eb.ByteSizeLong() == 0) d.clear_entropy_bound();
+  v1::Llada2Params& l2 = *d.mutable_llada2();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "steps_per_block", 1, 1 << 20, &i));
+  if (i) l2.set_steps_per_block(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "max_post_steps", 0, 1 << 20, &i));
+  if (i) l2.set_max_post_steps(static_cast<uint32_t>(*i)), i.reset();
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "editing_threshold", 0, 1, &x));
+  if (x) l2.set_editing_threshold(static_cast<float>(*x)), x.reset();
+  if (l2.ByteSizeLong() == 0) d.clear_llada2();
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "cache_refresh", 0, 1 << 20, &i));
   if (i) d.set_cache_refresh_steps(static_cast<uint32_t>(*i)), i.reset();
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));

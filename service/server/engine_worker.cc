@@ -138,7 +138,7 @@ void EngineWorker::Start(std::function<void(const absl::Status&)> on_ready) {
 absl::Status EngineWorker::WarmUp() {
   // A short generation that fits any context the loader accepts (>= 2).
   const int gen = static_cast<int>(std::min<int64_t>(4, model_->config().n_ctx_train - 1));
-  SamplerConfig c = DefaultSamplerConfig(model_->config().arch, gen);
+  SamplerConfig c = DefaultSamplerConfig(model_->config(), gen);
   const int32_t bos = model_->config().tokens.bos;
   std::vector<int32_t> prompt = {bos >= 0 ? bos : 0};
   absl::Status status;

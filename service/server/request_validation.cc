@@ -54,6 +54,9 @@ absl::Status RenameSamplerField(const absl::Status& s) {
       {"top_p", "sampling.top_p"},
       {"top_k", "sampling.top_k"},
       {"alg_temp", "sampling.alg_temp"},
+      {"steps_per_block", "diffusion.llada2.steps_per_block"},
+      {"editing_threshold", "diffusion.llada2.editing_threshold"},
+      {"max_post_steps", "diffusion.llada2.max_post_steps"},
   };
   absl::string_view message = s.message();
   if (absl::ConsumePrefix(&message, "sampler: ")) {
@@ -161,16 +164,39 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
   if (diffusion.has_entropy_bound()) {
     return Invalid("diffusion.entropy_bound", "applies to the entropy-bound sampler only");
   }
-  if (diffusion.cache() == v1::CACHE_EXACT) {
+  const bool block_causal = model.config().block_length > 0;
+  if (diffusion.cache() == v1::CACHE_EXACT && !block_causal) {
     return Invalid("diffusion.cache",
-                   "CACHE_EXACT is the entropy-bound sampler's cache; a masked sampler's every row "
-                   "reads the whole canvas (CACHE_PREFIX and CACHE_DUAL approximate)");
+                   "CACHE_EXACT is the cache of the entropy-bound sampler and of block-diffusion "
+                   "models; a masked sampler's every row reads the whole canvas (CACHE_PREFIX "
+                   "and CACHE_DUAL approximate)");
+  }
+  if (block_causal &&
+      (diffusion.cache() == v1::CACHE_PREFIX || diffusion.cache() == v1::CACHE_DUAL)) {
+    return Invalid("diffusion.cache",
+                   absl::StrCat(v1::Cache_Name(diffusion.cache()),
+                                " approximates a bidirectional model; a block-diffusion model's "
+                                "finished blocks are cached exactly (CACHE_EXACT, the default, "
+                                "or CACHE_NONE)"));
+  }
+  if (!block_causal && diffusion.has_llada2()) {
+    return Invalid("diffusion.llada2", absl::StrCat("applies to block-diffusion (LLaDA2) models; "
+                                                    "the served model is ",
+                                                    ArchName(model.config().arch)));
+  }
+  if (block_causal && !spec.suffix.empty()) {
+    return Invalid("prompt.suffix",
+                   "a block-diffusion model is block-causal: no block reads the text after it, "
+                   "so it cannot fill a span before a suffix");
   }
   absl::StatusOr<SamplerConfig> config =
       SamplerConfigFromProto(diffusion, sampling, model.config());
   if (!config.ok()) return config.status();
   spec.sampler = *config;
   DLLM_ASSIGN_OR_RETURN(spec.caching, CachingOptionsFromProto(diffusion, spec.sampler.gen_length));
+  if (block_causal && diffusion.cache() == v1::CACHE_UNSPECIFIED) {
+    spec.caching.cache = CacheMode::kExact;
+  }
   const int64_t fixed = static_cast<int64_t>(spec.prompt.size() + spec.suffix.size());
   if (!spec.suffix.empty() && fixed >= n_ctx) {
     return Invalid(
@@ -178,7 +204,10 @@ absl::StatusOr<GenerationSpec> ValidateCommon(absl::string_view request_id,
         absl::StrCat("prompt ", spec.prompt.size(), " + suffix ", spec.suffix.size(),
                      " tokens leave no room for a span in the model's context of ", n_ctx));
   }
-  if (const int64_t canvas = fixed + spec.sampler.gen_length; canvas > n_ctx) {
+  const int64_t canvas_len =
+      block_causal ? spec.sampler.Llada2CanvasLength(static_cast<int>(spec.prompt.size()))
+                   : fixed + spec.sampler.gen_length;
+  if (const int64_t canvas = canvas_len; canvas > n_ctx) {
     return Invalid(
         "diffusion.gen_length",
         absl::StrCat("prompt ", spec.prompt.size(), " + gen_length ", spec.sampler.gen_length,
@@ -350,7 +379,7 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
     }
   }
   SamplerConfig c = DefaultSamplerConfig(
-      config.arch, d.gen_length() == 0 ? kDefaultGenLength : static_cast<int>(d.gen_length()));
+      config, d.gen_length() == 0 ? kDefaultGenLength : static_cast<int>(d.gen_length()));
   if (d.steps() != 0) c.steps = static_cast<int>(d.steps());
   if (d.block_length() != 0) c.block_length = static_cast<int>(d.block_length());
   if (!v1::Algorithm_IsValid(d.algorithm())) {
@@ -366,6 +395,38 @@ absl::StatusOr<SamplerConfig> SamplerConfigFromProto(const v1::DiffusionParams& 
     }
   }
   if (d.has_threshold()) c.threshold = d.threshold();
+  if (c.family == SamplerFamily::kLlada2) {
+    // What the masked samplers take and LLaDA2's has no use for: refused,
+    // so that a client learns its setting did nothing.
+    for (const auto& [field, set] :
+         {std::pair{"diffusion.steps", d.steps() != 0},
+          {"diffusion.eps", d.has_eps()},
+          {"diffusion.cfg_scale", d.cfg_scale() != 0},
+          {"diffusion.logits_eos_inf", d.logits_eos_inf()},
+          {"diffusion.confidence_eos_eot_inf", d.confidence_eos_eot_inf()},
+          {"diffusion.cache_refresh_steps", d.cache_refresh_steps() != 0},
+          {"sampling.alg_temp", s.alg_temp() != 0}}) {
+      if (set) {
+        return Invalid(field,
+                       "does not apply to LLaDA2's sampler (its blocks are scheduled by "
+                       "diffusion.llada2.steps_per_block)");
+      }
+    }
+    const v1::Llada2Params& l = d.llada2();
+    if (l.steps_per_block() > (1u << 20)) {
+      return Invalid("diffusion.llada2.steps_per_block",
+                     absl::StrCat(l.steps_per_block(), " is too large"));
+    }
+    if (l.steps_per_block() != 0) c.steps_per_block = static_cast<int>(l.steps_per_block());
+    if (l.has_editing_threshold()) c.editing_threshold = l.editing_threshold();
+    if (l.has_max_post_steps()) {
+      if (l.max_post_steps() > (1u << 20)) {
+        return Invalid("diffusion.llada2.max_post_steps",
+                       absl::StrCat(l.max_post_steps(), " is too large"));
+      }
+      c.max_post_steps = static_cast<int>(l.max_post_steps());
+    }
+  }
   if (d.has_eps()) c.eps = d.eps();
   c.cfg_scale = d.cfg_scale();
   if (d.has_early_exit()) c.early_exit = d.early_exit();
@@ -538,6 +599,9 @@ int GenerationSpec::canvas_tokens() const {
     return static_cast<int>(prompt.size()) +
            entropy_bound->run.max_canvases * entropy_bound->config.canvas_length;
   }
+  if (sampler.family == SamplerFamily::kLlada2) {
+    return sampler.Llada2CanvasLength(static_cast<int>(prompt.size()));
+  }
   return static_cast<int>(prompt.size() + suffix.size()) + sampler.gen_length;
 }
 
@@ -603,9 +667,21 @@ v1::DiffusionParams DefaultDiffusionParams(const Model& model) {
         EntropyBoundConfigFromGguf(model.file()).value_or(EntropyBoundConfig{}));
     return d;
   }
-  const SamplerConfig c = DefaultSamplerConfig(config.arch, kDefaultGenLength);
+  const SamplerConfig c = DefaultSamplerConfig(config, kDefaultGenLength);
   d.set_sampler(v1::SAMPLER_MASKED);
   d.set_gen_length(c.gen_length);
+  if (c.family == SamplerFamily::kLlada2) {
+    // LLaDA2's: blocks scheduled on their own, the threshold, the exact cache.
+    d.set_block_length(c.block_length);
+    d.set_algorithm(AlgorithmToProto(c.algorithm));
+    d.set_early_exit(c.early_exit);
+    if (c.threshold) d.set_threshold(*c.threshold);
+    d.set_cache(v1::CACHE_EXACT);
+    v1::Llada2Params* l = d.mutable_llada2();
+    l->set_steps_per_block(static_cast<uint32_t>(c.steps_per_block));
+    l->set_max_post_steps(static_cast<uint32_t>(c.max_post_steps));
+    return d;
+  }
   d.set_steps(c.steps);
   d.set_block_length(c.EffectiveBlockLength());
   d.set_algorithm(AlgorithmToProto(c.algorithm));
@@ -617,7 +693,7 @@ v1::DiffusionParams DefaultDiffusionParams(const Model& model) {
 v1::SamplingParams DefaultSamplingParams(const Model& model) {
   // The entropy-bound sampler takes only a seed (the server draws one).
   if (model.config().canvas_length > 0) return v1::SamplingParams();
-  const SamplerConfig c = DefaultSamplerConfig(model.config().arch, kDefaultGenLength);
+  const SamplerConfig c = DefaultSamplerConfig(model.config(), kDefaultGenLength);
   v1::SamplingParams s;
   s.set_temperature(c.temperature);
   s.set_top_p(c.top_p);

@@ -37,9 +37,14 @@ void StableText::Reset() {
   text_.clear();
 }
 
-int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
-                 int prompt_len) {
-  if (!config.threshold) return step / std::max(1, config.StepsPerBlock());
+int BlockIndexOf(const SamplerConfig& config, const StepReport& report, int prompt_len) {
+  const std::span<const int32_t> positions = report.positions;
+  // LLaDA2's blocks count from position 0: the first is the one holding
+  // the first generated position.
+  if (config.family == SamplerFamily::kLlada2) {
+    return report.block - prompt_len / std::max(1, config.block_length);
+  }
+  if (!config.threshold) return report.step / std::max(1, config.StepsPerBlock());
   return positions.empty()
              ? 0
              : (positions.back() - prompt_len) / std::max(1, config.EffectiveBlockLength());
@@ -61,18 +66,23 @@ void AddStepReport(const BpeTokenizer& tokenizer, const GenerationSpec& spec,
       for (int32_t id : last.argmax) c->add_argmax(id);
     }
   } else {
-    event->set_block_index(BlockIndexOf(spec.sampler, report.step, report.positions, offset));
+    event->set_block_index(BlockIndexOf(spec.sampler, report, offset));
   }
-  if (with_tokens) AddCommitted(tokenizer, report.positions, report.tokens, offset, event);
+  if (with_tokens) {
+    AddCommitted(tokenizer, report.positions, report.tokens, offset, event, report.replaced,
+                 session.model().tokens.mask);
+  }
 }
 
 void AddCommitted(const BpeTokenizer& tokenizer, std::span<const int32_t> positions,
-                  std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event) {
+                  std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event,
+                  std::span<const int32_t> replaced, int32_t mask_id) {
   for (size_t i = 0; i < positions.size() && i < tokens.size(); ++i) {
     v1::CommittedToken* t = event->add_committed();
     t->set_position(positions[i] - position_offset);
     t->set_token_id(tokens[i]);
     t->set_piece(PieceOf(tokenizer, tokens[i]));
+    if (i < replaced.size() && replaced[i] != mask_id) t->set_replaced_token_id(replaced[i]);
   }
 }
 
@@ -116,6 +126,13 @@ v1::Started MakeStarted(const GenerationSpec& spec, const Model& model, double q
     started.set_sampler(v1::SAMPLER_MASKED);
     started.set_block_length(spec.sampler.EffectiveBlockLength());
     started.set_algorithm(AlgorithmToProto(spec.sampler.algorithm));
+    if (spec.sampler.family == SamplerFamily::kLlada2) {
+      v1::Llada2Params* l = started.mutable_llada2();
+      l->set_steps_per_block(static_cast<uint32_t>(spec.sampler.steps_per_block));
+      if (spec.sampler.editing_threshold) l->set_editing_threshold(*spec.sampler.editing_threshold);
+      l->set_max_post_steps(static_cast<uint32_t>(spec.sampler.max_post_steps));
+      if (spec.sampler.threshold) started.set_threshold(*spec.sampler.threshold);
+    }
   }
   return started;
 }

@@ -50,10 +50,10 @@ class StableText {
   std::string text_;
 };
 
-// The LLaDA block a step worked on: by schedule, or under threshold
-// decoding where its last commit landed (`positions` are canvas positions).
-int BlockIndexOf(const SamplerConfig& config, int step, std::span<const int32_t> positions,
-                 int prompt_len);
+// The block a step worked on: by schedule, or under threshold decoding
+// where its last commit landed; LLaDA2's, counted from the block holding
+// the first generated position.
+int BlockIndexOf(const SamplerConfig& config, const StepReport& report, int prompt_len);
 
 // What both RPCs say of one step of `session`: block_index (the canvas's
 // under the entropy-bound sampler, which also fills canvas_step, with the
@@ -63,9 +63,12 @@ void AddStepReport(const BpeTokenizer& tokenizer, const GenerationSpec& spec,
                    const DenoiseSession& session, const StepReport& report, bool with_tokens,
                    bool with_canvas, v1::StepEvent* event);
 
-// Appends one CommittedToken per (positions[i] - position_offset, tokens[i]).
+// Appends one CommittedToken per (positions[i] - position_offset, tokens[i]),
+// with replaced_token_id where `replaced[i]` (the position's token before,
+// when given) is not the mask.
 void AddCommitted(const BpeTokenizer& tokenizer, std::span<const int32_t> positions,
-                  std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event);
+                  std::span<const int32_t> tokens, int position_offset, v1::StepEvent* event,
+                  std::span<const int32_t> replaced = {}, int32_t mask_id = -1);
 // Appends `candidates` as proto, pieces included.
 void AddCandidates(const BpeTokenizer& tokenizer, const std::vector<PositionCandidates>& candidates,
                    google::protobuf::RepeatedPtrField<v1::PositionCandidates>* out);

@@ -142,8 +142,9 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
   std::vector<RequestCase> out;
   const auto add = [&](std::string name, int prompt_len, int gen, auto tweak) {
     CaseSettings s;
-    static_cast<SamplerConfig&>(s) = DefaultSamplerConfig(c.arch, gen);
+    static_cast<SamplerConfig&>(s) = DefaultSamplerConfig(c, gen);
     s.early_exit = false;
+    if (c.block_length > 0) s.cache = CacheMode::kExact;  // LLaDA2's default
     tweak(s);
     out.push_back({std::move(name), s, CachingOptions{s.cache, s.cache_refresh_steps},
                    Prompt(prompt_len, static_cast<int>(out.size()), c)});
@@ -181,7 +182,32 @@ std::vector<RequestCase> Cases(const ModelConfig& c) {
     });
     return out;
   }
-  if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
+  if (c.block_length > 0) {
+    // LLaDA2: 2.0's threshold-or-schedule and 2.1's editing requests, with
+    // the exact block cache and without, blocks of 32 and 8, prompts
+    // inside and across a block, greedy and sampled.
+    add("2.0-exact", 5, 40, [](CaseSettings&) {});
+    add("2.0-uncached-b8", 12, 24, [](CaseSettings& s) {
+      s.block_length = 8, s.steps_per_block = 4, s.threshold = 0.5f, s.cache = CacheMode::kNone;
+    });
+    add("2.1-Q", 9, 32, [](CaseSettings& s) {
+      s.threshold = 0.7f, s.editing_threshold = 0.5f, s.max_post_steps = 3;
+    });
+    add("2.0-sampled", 40, 16, [](CaseSettings& s) {
+      s.threshold = 0.5f, s.temperature = 0.8f, s.top_k = 20, s.top_p = 0.9f, s.seed = 3;
+    });
+    add("2.1-S-uncached", 3, 24, [](CaseSettings& s) {
+      s.threshold = 0.5f, s.editing_threshold = 0.0f, s.max_post_steps = 2,
+      s.cache = CacheMode::kNone;
+    });
+    add("2.0-schedule", 20, 32,
+        [](CaseSettings& s) { s.threshold.reset(), s.steps_per_block = 8; });
+    add("2.1-sampled-b8", 7, 16, [](CaseSettings& s) {
+      s.block_length = 8, s.threshold = 0.6f, s.editing_threshold = 0.3f, s.temperature = 0.7f,
+      s.seed = 5;
+    });
+    add("2.0-long", 33, 48, [](CaseSettings& s) { s.threshold = 0.5f, s.steps_per_block = 16; });
+  } else if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
     add("exact", 5, 16, [](CaseSettings& s) { s.steps = 16, s.block_length = 8; });
     add("dual-gumbel", 12, 32, [](CaseSettings& s) {
       s.steps = 16, s.block_length = 16, s.cache = CacheMode::kDual, s.temperature = 0.7f,
@@ -366,6 +392,7 @@ class BatchInvarianceTest : public ::testing::TestWithParam<const char*> {
     if (name == "diffusion-gemma") {
       return testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf";
     }
+    if (name == "llada2") return testing::TestDataDir() + "/llada2/tiny-llada2-q8_0.gguf";
     return testing::TestDataDir() + "/models/" + name + ".gguf";
   }
 };
@@ -433,7 +460,7 @@ TEST_P(BatchInvarianceTest, CancellingOneRequestLeavesTheOthersUnchanged) {
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchInvarianceTest,
                          ::testing::Values("tiny-llada-k-q4_k_m", "tiny-dream-k-q4_k_m",
-                                           "llada-moe", "diffusion-gemma"),
+                                           "llada-moe", "diffusion-gemma", "llada2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

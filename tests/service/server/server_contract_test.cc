@@ -123,7 +123,7 @@ Reference RunReference(const std::shared_ptr<const Model>& model, const char* na
     auto session = spec->entropy_bound
                        ? DenoiseSession::Create(model, spec->entropy_bound->config, spec->prompt,
                                                 spec->entropy_bound->run, spec->caching)
-                       : DenoiseSession::Create(model, spec->sampler, spec->prompt);
+                       : DenoiseSession::Create(model, spec->sampler, spec->prompt, spec->caching);
     ASSERT_TRUE(session.ok()) << session.status();
     while (!(*session)->done()) ASSERT_TRUE((*session)->Advance().ok());
     const auto out = (*session)->OutputTokens();
@@ -507,6 +507,128 @@ TEST(DiffusionGemmaServingTest, CachesStandInAndRefusals) {
         << field << ": " << r.status.error_message();
     EXPECT_TRUE(r.events.empty()) << field;
   }
+}
+
+// LLaDA2's file (tests/data/llada2), as the server's model name.
+constexpr const char* kLlada2 = "../llada2/tiny-llada2-q8_0.gguf";
+
+// A LLaDA2 file is served with the official LLaDA2 sampler and its exact
+// block cache: the session's tokens at every detail, for 2.0 (threshold
+// or schedule) and 2.1 (editing) settings; Started says what ran; step
+// events name the block (from the one holding the first generated
+// position) and, for an edit, the token it replaced; the stable text
+// waits for a block to finish under editing.
+TEST(Llada2ServingTest, GenerateRunsTheLlada2Sampler) {
+  auto model = LoadTestModel(kLlada2);
+  ASSERT_NE(model, nullptr);
+  auto server = StartTestServer(model, kLlada2);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
+  int edits = 0;
+  for (const bool editing : {false, true}) {
+    for (const v1::Detail detail : {v1::DETAIL_TEXT, v1::DETAIL_STEPS, v1::DETAIL_CANVAS}) {
+      SCOPED_TRACE(::testing::Message() << "editing " << editing << " detail " << detail);
+      v1::GenerateRequest req;
+      req.mutable_prompt()->set_text("def f(x):\n");
+      req.mutable_diffusion()->set_gen_length(40);
+      req.mutable_diffusion()->set_threshold(editing ? 0.7f : 0.5f);
+      if (editing) {
+        req.mutable_diffusion()->mutable_llada2()->set_editing_threshold(0.5f);
+        req.mutable_diffusion()->mutable_llada2()->set_max_post_steps(3);
+      }
+      req.mutable_stream()->set_detail(detail);
+      const CallResult r = Generate(*stub, req);
+      ExpectWellFormed(r);
+      const v1::Final* f = r.final();
+      ASSERT_NE(f, nullptr);
+      const Reference ref = RunReference(model, kLlada2, req);
+      EXPECT_EQ(Ids(f->token_ids()), ref.tokens);
+      EXPECT_EQ(f->text(), ref.text);
+      EXPECT_EQ(r.Deltas(), f->text());
+      const v1::Started& started = r.events.front().started();
+      EXPECT_EQ(started.block_length(), 32u);
+      EXPECT_EQ(started.planned_steps(), 0u);  // threshold and blocks: not known in advance
+      EXPECT_EQ(started.llada2().steps_per_block(), 32u);
+      EXPECT_EQ(started.llada2().has_editing_threshold(), editing);
+      EXPECT_FLOAT_EQ(started.threshold(), editing ? 0.7f : 0.5f);
+      EXPECT_EQ(f->usage().canvas_tokens(), 64u);  // the prompt's 7 + 40, to whole blocks
+      for (const auto& e : r.events) {
+        if (!e.has_step()) continue;
+        const v1::StepEvent& step = e.step();
+        EXPECT_LE(step.block_index(), 1u);
+        for (const v1::CommittedToken& t : step.committed()) {
+          if (!t.has_replaced_token_id()) continue;
+          EXPECT_TRUE(editing) << "2.0 never rewrites a written token";
+          EXPECT_NE(t.replaced_token_id(), t.token_id());
+          ++edits;
+        }
+        if (detail == v1::DETAIL_CANVAS) EXPECT_EQ(step.canvas_size(), 64 - 7);
+      }
+    }
+  }
+  EXPECT_GT(edits, 0) << "no LLaDA2.1 edit was streamed";
+}
+
+// The block cache is exact: CACHE_NONE gives the default's tokens. What
+// does not apply is refused by name, and the advertised defaults run.
+TEST(Llada2ServingTest, CacheRefusalsAndDefaults) {
+  auto model = LoadTestModel(kLlada2);
+  ASSERT_NE(model, nullptr);
+  auto server = StartTestServer(model, kLlada2);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(ConnectLocal(server->port()));
+  v1::GenerateRequest req;
+  req.mutable_prompt()->set_text("Hello");
+  req.mutable_diffusion()->set_gen_length(48);
+  req.mutable_diffusion()->set_threshold(0.6f);
+  req.mutable_diffusion()->mutable_llada2()->set_editing_threshold(0.3f);
+  const CallResult exact = Generate(*stub, req);
+  ExpectWellFormed(exact);
+  req.mutable_diffusion()->set_cache(v1::CACHE_NONE);
+  const CallResult none = Generate(*stub, req);
+  ExpectWellFormed(none);
+  EXPECT_EQ(Ids(none.final()->token_ids()), Ids(exact.final()->token_ids()));
+  EXPECT_LT(exact.final()->usage().forward_passes(), 1000u);
+  const std::pair<std::function<void(v1::GenerateRequest*)>, const char*> refusals[] = {
+      {[](auto* r) { r->mutable_diffusion()->set_steps(8); }, "diffusion.steps"},
+      {[](auto* r) { r->mutable_diffusion()->set_eps(0.01f); }, "diffusion.eps"},
+      {[](auto* r) { r->mutable_diffusion()->set_cfg_scale(1.0f); }, "diffusion.cfg_scale"},
+      {[](auto* r) { r->mutable_diffusion()->set_cache(v1::CACHE_DUAL); }, "diffusion.cache"},
+      {[](auto* r) { r->mutable_diffusion()->set_algorithm(v1::ALGORITHM_ENTROPY); },
+       "diffusion.algorithm"},
+      {[](auto* r) { r->mutable_sampling()->set_alg_temp(0.5f); }, "sampling.alg_temp"},
+      {[](auto* r) { r->mutable_prompt()->mutable_suffix()->set_text("x"); }, "prompt.suffix"},
+      {[](auto* r) { r->mutable_diffusion()->mutable_llada2()->set_editing_threshold(1.5f); },
+       "diffusion.llada2.editing_threshold"},
+      {[](auto* r) {
+         r->mutable_diffusion()->set_block_length(0), r->mutable_diffusion()->set_threshold(2.0f);
+       },
+       "diffusion.threshold"},
+      {[](auto* r) { r->mutable_diffusion()->set_sampler(v1::SAMPLER_ENTROPY_BOUND); },
+       "diffusion.sampler"},
+  };
+  for (const auto& [edit, field] : refusals) {
+    v1::GenerateRequest bad = req;
+    bad.mutable_diffusion()->clear_cache();
+    edit(&bad);
+    const CallResult r = Generate(*stub, bad);
+    EXPECT_EQ(r.status.error_code(), grpc::INVALID_ARGUMENT) << field;
+    EXPECT_TRUE(absl::StartsWith(r.status.error_message(), field))
+        << field << ": " << r.status.error_message();
+    EXPECT_TRUE(r.events.empty()) << field;
+  }
+  grpc::ClientContext ctx;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&ctx, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.default_diffusion().cache(), v1::CACHE_EXACT);
+  EXPECT_FLOAT_EQ(info.default_diffusion().threshold(), 0.95f);
+  v1::GenerateRequest defaults;
+  defaults.mutable_prompt()->set_text("Hello");
+  *defaults.mutable_diffusion() = info.default_diffusion();
+  *defaults.mutable_sampling() = info.default_sampling();
+  const CallResult r = Generate(*stub, defaults);
+  ExpectWellFormed(r);
+  EXPECT_EQ(r.events.front().started().llada2().steps_per_block(), 32u);
 }
 
 TEST_F(ServerContractTest, InvalidFieldsAreRejectedBeforeCompute) {
