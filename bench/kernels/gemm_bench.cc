@@ -50,10 +50,21 @@ struct Shape {
   int64_t k, n;
 };
 const Shape kShapes[] = {
-    {"llada-8b", 4096, 4096},  {"llada-8b", 4096, 12288},       {"llada-8b", 12288, 4096},
-    {"dream-7b", 3584, 3584},  {"dream-7b", 3584, 512},         {"dream-7b", 3584, 18944},
-    {"dream-7b", 18944, 3584}, {"llada-8b-head", 4096, 126464},
+    {"llada-8b", 4096, 4096},
+    {"llada-8b", 4096, 12288},
+    {"llada-8b", 12288, 4096},
+    {"dream-7b", 3584, 3584},
+    {"dream-7b", 3584, 512},
+    {"dream-7b", 3584, 18944},
+    {"dream-7b", 18944, 3584},
+    {"llada-8b-head", 4096, 126464},
+    // One expert of LLaDA2.0-mini (256 experts of 512 over d 2048): gate/up,
+    // then down. A 32-row block step spreads its rows over most experts, one
+    // to four each: run at m 1, 2, 4 (and 32) against the read bandwidth.
+    {"llada2-mini-expert", 2048, 512},
+    {"llada2-mini-expert", 512, 2048},
 };
+bool IsExpertShape(const Shape& s) { return std::string(s.model) == "llada2-mini-expert"; }
 const GgmlType kTypes[] = {GgmlType::kQ4_K, GgmlType::kQ6_K, GgmlType::kQ8_0, GgmlType::kQ4_0};
 
 // Random but valid weight bytes: codes random, block scales a fixed 0.01.
@@ -89,7 +100,9 @@ const std::vector<std::unique_ptr<PackedMatrix>>& PackedRingFor(GgmlType type, i
     ring.clear();
     const std::vector<uint8_t> bytes = RandomWeightBytes(type, n, k);
     constexpr size_t kRingBytes = size_t{128} << 20;
-    const size_t copies = std::clamp<size_t>(kRingBytes / PackedBytes(type, n, k) + 1, 1, 64);
+    // Up to 256 copies: a MoE layer's experts (LLaDA2-mini's 256 experts of
+    // 0.6 MB at Q4_K are 150 MB, past any L3).
+    const size_t copies = std::clamp<size_t>(kRingBytes / PackedBytes(type, n, k) + 1, 1, 256);
     for (size_t i = 0; i < copies; ++i) {
       ring.push_back(std::make_unique<PackedMatrix>(type, bytes.data(), n, k));
     }
@@ -491,7 +504,9 @@ int main(int argc, char** argv) {
         const bool plain_avx2 = std::string(table.name) == "avx2";
         const double peak = MeasuredPeak(plain_avx2 ? std::optional(PeakLoop::kAvx2Int8)
                                                     : Int8PeakLoopOf(table.kernels->isa));
-        for (int64_t m : ms) {
+        const std::vector<int64_t> shape_ms =
+            IsExpertShape(shape) ? std::vector<int64_t>{1, 2, 4, 32} : ms;
+        for (int64_t m : shape_ms) {
           for (int threads : {1, 2}) {
             Record rec{std::string("gemm/isa:") + table.name + "/type:" + GgmlTypeName(type) +
                            "/m:" + std::to_string(m) + "/k:" + std::to_string(shape.k) +

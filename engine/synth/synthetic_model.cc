@@ -484,6 +484,14 @@ absl::Status WriteSyntheticModel(Arch arch, const SyntheticShape& s, QuantPreset
   if (s.eot >= 0) w.AddUint32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(s.eot));
   w.AddUint32("tokenizer.ggml.mask_token_id", static_cast<uint32_t>(s.mask));
   w.AddBool("tokenizer.ggml.add_bos_token", (arch == Arch::kLlada || gemma) && s.bos >= 0);
+  if (traits.ling_moe) {
+    // The user's text as it is: llama-diffusion-cli always renders a chat
+    // template (ChatML without one), and the fork's block mode aborts once
+    // the rendered prompt reaches a block, which the synthetic byte
+    // vocabulary's Ling turn markers alone would (scripts/bench-llada2-vs-fork).
+    w.AddString("tokenizer.chat_template",
+                "{% for message in messages %}{{ message['content'] }}{% endfor %}");
+  }
 
   ModelConfig config;
   config.arch = arch;

@@ -6,7 +6,12 @@
 // - Qwen2.5 / Dream: a leading system message is the system turn, otherwise
 //   the template's default one; every later message is a ChatML turn;
 // - Ling 2.0 (LLaDA-MoE): llama.cpp's "bailing2": a default system turn
-//   "detailed thinking off", roles upper-cased with user as HUMAN.
+//   "detailed thinking off", roles upper-cased with user as HUMAN;
+// - Ling 2.0's own template (inclusionAI's Ling-1T; the family of LLaDA2):
+//   the system turn always opens, the first system message's text (and a
+//   newline) before "detailed thinking off"; a later system message is a
+//   turn of its own; an answer's <think> block is dropped unless it comes
+//   after the last question, where it is re-spaced.
 #include "engine/tokenizer/chat_template.h"
 
 #include <optional>
@@ -100,6 +105,29 @@ std::string StripThinking(absl::string_view text) {
   return std::string(PythonStrip(out));
 }
 
+// Python's str.strip(chars) / lstrip / rstrip for a set of characters.
+absl::string_view StripChars(absl::string_view s, absl::string_view chars, bool left, bool right) {
+  while (left && !s.empty() && chars.find(s.front()) != absl::string_view::npos) s.remove_prefix(1);
+  while (right && !s.empty() && chars.find(s.back()) != absl::string_view::npos) s.remove_suffix(1);
+  return s;
+}
+
+// An answer turn of Ling 2.0's template: <think> text split off at the last
+// </think>; kept (re-spaced) only for answers after the last question.
+std::string Ling2Answer(absl::string_view content, bool after_last_question) {
+  const size_t close = content.find("</think>");
+  if (close == absl::string_view::npos) return std::string(content);
+  const absl::string_view before = content.substr(0, close);
+  const size_t open = before.rfind("<think>");
+  absl::string_view reasoning = open == absl::string_view::npos ? before : before.substr(open + 7);
+  reasoning = StripChars(StripChars(reasoning, "\n", false, true), "\n", true, false);
+  const absl::string_view answer =
+      StripChars(content.substr(content.rfind("</think>") + 8), "\n", true, false);
+  if (!after_last_question || reasoning.empty()) return std::string(answer);
+  return absl::StrCat("\n<think>\n", StripChars(reasoning, "\n", true, true), "\n</think>\n\n",
+                      answer);
+}
+
 void AppendChatMl(absl::string_view role, absl::string_view content, std::string* out) {
   absl::StrAppend(out, "<|im_start|>", role, "\n", content, "<|im_end|>\n");
 }
@@ -107,7 +135,7 @@ void AppendChatMl(absl::string_view role, absl::string_view content, std::string
 }  // namespace
 
 const char* ChatTemplateNames() {
-  return "plain, llada, dream, qwen2.5, chatml, llada-moe, gemma4";
+  return "plain, llada, dream, qwen2.5, chatml, llada-moe, ling2, gemma4";
 }
 
 absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name) {
@@ -117,6 +145,7 @@ absl::StatusOr<ChatTemplate> ParseChatTemplate(absl::string_view name) {
   if (name == "qwen2.5") return QwenStyle(std::string(kQwenSystem));
   if (name == "chatml") return Make(ChatFormat::kChatMl, "chatml");
   if (name == "llada-moe") return Make(ChatFormat::kLing, "llada-moe");
+  if (name == "ling2") return Make(ChatFormat::kLing2, "ling2");
   if (name == "gemma4") return Make(ChatFormat::kGemma4, "gemma4");
   return absl::InvalidArgumentError(absl::StrCat("chat template '", PrintableText(name),
                                                  "' is not one of ", ChatTemplateNames()));
@@ -134,6 +163,10 @@ ChatTemplate DetectChatTemplate(absl::string_view jinja) {
   } else if (absl::StrContains(jinja, "<role>HUMAN</role>") &&
              absl::StrContains(jinja, "<role>ASSISTANT</role>") &&
              absl::StrContains(jinja, "<|role_end|>")) {
+    // Ling 2.0's own text builds its system turn from a thinking option.
+    if (absl::StrContains(jinja, "'detailed thinking ' + thinking_option")) {
+      return Make(ChatFormat::kLing2, "ling2");
+    }
     return Make(ChatFormat::kLing, "llada-moe");
   } else if (absl::StrContains(jinja, "<|turn>") && absl::StrContains(jinja, "<turn|>")) {
     return Make(ChatFormat::kGemma4, "gemma4");
@@ -190,6 +223,33 @@ ChatPrompt ApplyChatTemplate(const ChatTemplate& t, const std::vector<ChatMessag
       }
       p.text += "<role>ASSISTANT</role>";
       break;
+    case ChatFormat::kLing2: {
+      p.text = "<role>SYSTEM</role>";
+      if (leading_system) absl::StrAppend(&p.text, messages[0].content, "\n");
+      absl::StrAppend(&p.text, kLingSystem, "<|role_end|>");
+      size_t last_question = messages.size() - 1;
+      for (size_t i = messages.size(); i-- > 0;) {
+        const std::string& c = messages[i].content;
+        if (messages[i].role == "user" &&
+            !(absl::StartsWith(c, "<tool_response>") && absl::EndsWith(c, "</tool_response>"))) {
+          last_question = i;
+          break;
+        }
+      }
+      for (size_t i = 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        if (m.role == "user") {
+          absl::StrAppend(&p.text, "<role>HUMAN</role>", m.content, "<|role_end|>");
+        } else if (m.role == "system" && i > 0) {
+          absl::StrAppend(&p.text, "<role>SYSTEM</role>", m.content, "<|role_end|>");
+        } else if (m.role == "assistant") {
+          absl::StrAppend(&p.text, "<role>ASSISTANT</role>",
+                          Ling2Answer(m.content, i > last_question), "<|role_end|>");
+        }
+      }
+      p.text += "<role>ASSISTANT</role>";
+      break;
+    }
     case ChatFormat::kGemma4: {
       p.text = std::string(bos_text);
       p.add_special = bos_text.empty();

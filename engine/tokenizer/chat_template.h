@@ -38,6 +38,10 @@ enum class ChatFormat {
   kQwen,    // ChatML after a default system turn (`default_system`)
   kChatMl,  // <|im_start|>user\n...<|im_end|>\n<|im_start|>assistant\n
   kLing,    // <role>HUMAN</role>...<|role_end|><role>ASSISTANT</role>
+  // Ling 2.0's own template (LLaDA2's family): always a system turn, the
+  // first system message's text before "detailed thinking off", answers'
+  // <think> blocks dropped before the last question.
+  kLing2,
   kGemma4,  // <bos><|turn>user\n...<turn|>\n<|turn>model\n<|channel>thought\n<channel|>
 };
 

@@ -108,8 +108,8 @@ class CompletionRun {
 };
 
 // `event: canvas` for dllm_canvas: the canvas after the step, its masked
-// positions and what the step committed; under the entropy-bound sampler
-// (no masks) its canvas_step too.
+// positions and what the step committed (an edit with the token it
+// replaced); under the entropy-bound sampler (no masks) its canvas_step too.
 std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
   Json canvas = Json::object();
   canvas["step"] = step.step();
@@ -132,8 +132,10 @@ std::string CanvasEvent(const v1::StepEvent& step, int32_t mask) {
   }
   Json committed = Json::array();
   for (const v1::CommittedToken& t : step.committed()) {
-    committed.push_back(
-        {{"position", t.position()}, {"token_id", t.token_id()}, {"text", t.piece()}});
+    Json entry = {{"position", t.position()}, {"token_id", t.token_id()}, {"text", t.piece()}};
+    // LLaDA2.1's edit of a written token: what it replaced.
+    if (t.has_replaced_token_id()) entry["replaced"] = t.replaced_token_id();
+    committed.push_back(std::move(entry));
   }
   canvas["committed"] = std::move(committed);
   canvas["canvas"] = Json(std::vector<uint32_t>(step.canvas().begin(), step.canvas().end()));

@@ -88,7 +88,10 @@ class Stubs:
         return pb.GenerateRequest(
             request_id=request_id,
             prompt=pb.Prompt(text=prompt),
-            diffusion=pb.DiffusionParams(gen_length=gen_length, steps=steps or gen_length,
+            # steps None: gen_length; 0: unset (a sampler that schedules its
+            # own steps, LLaDA2's, refuses the field).
+            diffusion=pb.DiffusionParams(gen_length=gen_length,
+                                         steps=gen_length if steps is None else steps,
                                          early_exit=early_exit, **diffusion),
             sampling=pb.SamplingParams(temperature=0.0, seed=seed),
             stream=pb.StreamOptions(detail=pb.Detail.Value(detail)))

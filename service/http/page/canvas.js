@@ -10,9 +10,11 @@ const MASK_GLYPH = "░";
 
 let controller = null;  // the running request's AbortController
 let run = null;         // the running request's state
-// The served model's sampler (GET /v1/models): "masked", or "entropy_bound"
+// The served model's sampler (GET /v1/models): "masked", "entropy_bound"
 // (DiffusionGemma: every step rewrites the canvas; no steps, algorithm,
-// threshold, temperature or suffix to choose).
+// threshold, temperature or suffix to choose) or "llada2" (blocks it
+// schedules itself: no steps, algorithm or suffix; a threshold, and
+// LLaDA2.1's editing threshold, whose edits rewrite written cells).
 let sampler = "masked";
 
 function setStatus(text) {
@@ -31,13 +33,15 @@ function readForm() {
     const v = $(id).value.trim();
     return v === "" ? undefined : Number(v);
   };
-  const masked = sampler === "masked";
+  const llada2 = sampler === "llada2";
+  const masked = sampler === "masked" || llada2;
   const body = {
     prompt: $("prompt").value,
     max_tokens: num("max-tokens"),
-    steps: masked ? num("steps") : undefined,
+    steps: masked && !llada2 ? num("steps") : undefined,
     threshold: masked ? num("threshold") : undefined,
-    algorithm: (masked && $("algorithm").value) || undefined,
+    editing_threshold: llada2 ? num("editing-threshold") : undefined,
+    algorithm: (masked && !llada2 && $("algorithm").value) || undefined,
     cache: $("cache").value,
     temperature: masked ? num("temperature") : undefined,
     seed: num("seed"),
@@ -46,7 +50,7 @@ function readForm() {
     dllm_canvas: true,
   };
   const suffix = $("suffix").value;
-  if (masked && suffix !== "") body.suffix = suffix;
+  if (masked && !llada2 && suffix !== "") body.suffix = suffix;
   for (const k of Object.keys(body)) if (body[k] === undefined) delete body[k];
   return body;
 }
@@ -104,6 +108,12 @@ function onCanvas(ev) {
     if (!c) continue;
     cellText(c, t.text);
     c.classList.remove("masked");
+    // An edit (LLaDA2.1) rewrote a written token: it stays marked.
+    if (t.replaced !== undefined) {
+      c.classList.add("edited");
+      c.title = `edited: was token ${t.replaced}`;
+      run.edits += 1;
+    }
     c.classList.add("new");
     run.fresh.push(c);
   }
@@ -142,7 +152,10 @@ function onCanvas(ev) {
   run.committed += ev.committed.length;
   // planned_steps is 0 when a threshold makes the count unknown in advance.
   $("step").textContent = ev.planned_steps ? `${ev.step} / ${ev.planned_steps}` : String(ev.step);
-  if (!ev.canvas_step) $("masked").textContent = String(ev.masked_remaining);
+  if (!ev.canvas_step) {
+    $("masked").textContent =
+        String(ev.masked_remaining) + (run.edits > 0 ? ` (${run.edits} edits)` : "");
+  }
   const elapsed = (now - run.startAt) / 1000;
   $("step-ms").textContent =
     `${((dt * 1000) / merged).toFixed(1)} ms (mean ${((elapsed * 1000) / ev.step).toFixed(1)} ms)`;
@@ -220,7 +233,7 @@ async function start() {
   const body = readForm();
   run = {
     prompt: body.prompt, suffix: body.suffix || "", cells: [], fresh: [], texts: new Map(),
-    events: 0, committed: 0, text: "", finished: false,
+    events: 0, committed: 0, edits: 0, text: "", finished: false,
     startAt: performance.now(), lastAt: performance.now(),
   };
   for (const id of ["step", "masked", "step-ms", "tps", "elapsed"]) $(id).textContent = "–";
@@ -228,7 +241,7 @@ async function start() {
   $("final-text").textContent = "";
   $("server-stats").textContent = "";
   // The entropy-bound canvas grows a canvas at a time: drawn as events come.
-  drawSkeleton(body.prompt, sampler === "masked" ? body.max_tokens || 0 : 0, run.suffix);
+  drawSkeleton(body.prompt, sampler !== "entropy_bound" ? body.max_tokens || 0 : 0, run.suffix);
 
   controller = new AbortController();
   setRunning(true);
@@ -276,8 +289,13 @@ async function loadModel() {
     sampler = (model.dllm && model.dllm.sampler) || "masked";
   } catch { return; }
   const eb = sampler === "entropy_bound";
+  const llada2 = sampler === "llada2";
   document.body.classList.toggle("entropy-bound", eb);
-  $("cache").replaceChildren(...(eb ? ["exact", "none"] : ["none", "prefix", "dual"]).map((v) => {
+  document.body.classList.toggle("llada2", llada2);
+  // LLaDA2's threshold is on by default (0.95): blank keeps the server's.
+  if (llada2) $("threshold").placeholder = "0.95";
+  const caches = eb || llada2 ? ["exact", "none"] : ["none", "prefix", "dual"];
+  $("cache").replaceChildren(...caches.map((v) => {
     const o = document.createElement("option");
     o.value = o.textContent = v;
     return o;

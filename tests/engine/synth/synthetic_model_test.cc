@@ -3,6 +3,9 @@
 // llama-quantize), tensor for tensor, for every preset those files cover.
 #include "engine/synth/synthetic_model.h"
 
+#include <map>
+#include <set>
+
 #include "engine/gguf/gguf_reader.h"
 #include "engine/model/model_config.h"
 #include "engine/model/tensor_layout.h"
@@ -133,6 +136,63 @@ TEST(SyntheticModelTest, DiffusionGemmaShapes) {
   EXPECT_EQ(FallbackType(GgmlType::kQ5_K, 704), GgmlType::kQ5_1);
   EXPECT_EQ(FallbackType(GgmlType::kQ4_K, 2816), GgmlType::kQ4_K);
   EXPECT_EQ(FallbackType(GgmlType::kQ4_K, 100), GgmlType::kF16);
+}
+
+// dllm synth's llada2 files have the layout of the fork's converter: the
+// same keys (but the file's name and the tokenizer's optional ones) and
+// the same tensor names and ranks as the tiny file written by the fork's
+// gguf-py (tests/data/llada2), the same layer kinds, and they load.
+TEST(SyntheticModelTest, Llada2HasTheForksLayout) {
+  auto mini = SyntheticShapeFor(Arch::kLlada2, "mini");
+  ASSERT_TRUE(mini.ok()) << mini.status();
+  EXPECT_EQ(mini->n_embd, 2048);
+  EXPECT_EQ(mini->n_layer, 20);
+  EXPECT_EQ(mini->n_expert, 256);
+  EXPECT_EQ(mini->n_expert_groups, 8);
+  EXPECT_EQ(mini->n_vocab, 157184);
+  EXPECT_FALSE(SyntheticShapeFor(Arch::kLlada2, "custom:d=64,l=2,h=4,ff=96,e=6,eu=2,fe=32,g=4")
+                   .ok());  // 4 groups do not divide 6 experts
+
+  auto tiny = SyntheticShapeFor(Arch::kLlada2,
+                                "custom:d=64,l=3,h=4,kv=2,ff=96,v=315,e=16,eu=4,"
+                                "fe=32,g=4,gu=2,dl=1,fs=32");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  const std::string path = testing::TempDir() + "/synth-llada2.gguf";
+  ASSERT_TRUE(WriteSyntheticModel(Arch::kLlada2, *tiny, QuantPreset::kF32, 1, path).ok());
+  auto ours = GgufFile::Open(path);
+  ASSERT_TRUE(ours.ok()) << ours.status();
+  auto fork = GgufFile::Open(testing::TestDataDir() + "/llada2/tiny-llada2-f32.gguf");
+  ASSERT_TRUE(fork.ok()) << fork.status();
+  std::set<std::string> our_keys, fork_keys;
+  for (const auto& [key, value] : ours->metadata()) our_keys.insert(std::string(key));
+  for (const auto& [key, value] : fork->metadata()) fork_keys.insert(std::string(key));
+  // What only one writer adds: general metadata, the tokenizer's merges,
+  // padding and BOS flags, and the model-independent facts.
+  for (const char* optional :
+       {"general.name", "general.alignment", "general.quantization_version", "general.type",
+        "general.size_label", "tokenizer.ggml.padding_token_id", "tokenizer.ggml.add_eos_token",
+        "tokenizer.ggml.add_bos_token", "tokenizer.ggml.merges", "tokenizer.chat_template",
+        "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eot_token_id", "llada2.attention.key_length",
+        "llada2.attention.value_length"}) {
+    our_keys.erase(optional);
+    fork_keys.erase(optional);
+  }
+  EXPECT_EQ(our_keys, fork_keys);
+  std::map<std::string, int> our_tensors, fork_tensors;
+  for (const GgufTensor& t : ours->tensors()) our_tensors[std::string(t.name)] = t.n_dims;
+  for (const GgufTensor& t : fork->tensors()) fork_tensors[std::string(t.name)] = t.n_dims;
+  EXPECT_EQ(our_tensors, fork_tensors);
+  auto a = ModelConfigFromGguf(*ours);
+  auto b = ModelConfigFromGguf(*fork);
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->layers.size(), b->layers.size());
+  for (size_t l = 0; l < a->layers.size(); ++l) {
+    EXPECT_EQ(a->layers[l].ffn, b->layers[l].ffn) << l;
+    EXPECT_EQ(a->layers[l].n_expert_groups, b->layers[l].n_expert_groups) << l;
+    EXPECT_EQ(a->layers[l].n_ff_shared, b->layers[l].n_ff_shared) << l;
+  }
+  EXPECT_EQ(a->ropes[0].dims, b->ropes[0].dims);
+  EXPECT_TRUE(CompatibilityProblems(*ours, *a).empty());
 }
 
 }  // namespace

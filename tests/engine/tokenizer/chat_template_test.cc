@@ -140,6 +140,31 @@ TEST(ChatTemplateTest, LladaMoeRendersAsLlamaCppsBailing2) {
   }
 }
 
+// Ling 2.0's own template (the family of LLaDA2; inclusionai-ling-2.0.jinja,
+// README there) is told from llama.cpp's bailing2 form by its thinking
+// option, and renders every conversation exactly as jinja2 does, answers
+// with <think> blocks included.
+TEST(ChatTemplateJinjaTest, Ling2RendersExactlyAsJinja2) {
+  if (std::system("/usr/bin/python3 -c 'import jinja2' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "needs Debian's python3-jinja2 (scripts/setup-deps installs it)";
+  }
+  const ChatTemplate t =
+      DetectChatTemplate(testing::ReadFileOrDie(TemplateDir() + "/inclusionai-ling-2.0.jinja"));
+  EXPECT_EQ(t.name, "ling2");
+  EXPECT_EQ(t.format, ChatFormat::kLing2);
+  for (const char* file : {"conversations.json", "ling2-conversations.json"}) {
+    const std::vector<std::vector<ChatMessage>> conversations = Conversations(file);
+    const std::vector<std::string> want =
+        RenderWithJinja2("inclusionai-ling-2.0.jinja", "", "", file);
+    ASSERT_EQ(want.size(), conversations.size());
+    for (size_t i = 0; i < conversations.size(); ++i) {
+      SCOPED_TRACE(absl::StrCat(file, " ", i));
+      EXPECT_EQ(absl::CHexEscape(ApplyChatTemplate(t, conversations[i], "").text),
+                absl::CHexEscape(want[i]));
+    }
+  }
+}
+
 TEST(ChatTemplateTest, UnknownTemplatesFallBackToChatMlAndSaySo) {
   const std::string llama31 =
       testing::ReadFileOrDie(TemplateDir() + "/llama-3.1-8b-instruct.jinja");

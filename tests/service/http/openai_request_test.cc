@@ -167,6 +167,58 @@ TEST_F(OpenAiRequestTest, EntropyBoundSettingsMapAndNameTheirFields) {
   EXPECT_EQ(spec->caching.cache, CacheMode::kExact);
 }
 
+// LLaDA2's fields (the official sampler's names) map to DiffusionParams.llada2,
+// validate on a llada2 model, and a refusal names the body field.
+TEST_F(OpenAiRequestTest, Llada2SettingsMapAndNameTheirFields) {
+  const std::string path = testing::TestDataDir() + "/llada2/tiny-llada2-q8_0.gguf";
+  auto llada2 = Model::Load(path, {IsaLevel::kScalar});
+  ASSERT_TRUE(llada2.ok()) << llada2.status();
+  const auto parse = [&](const std::string& body) {
+    absl::StatusOr<Json> json = ParseJson(body);
+    EXPECT_TRUE(json.ok()) << body;
+    return ParseOpenAiRequest(OpenAiEndpoint::kCompletions, *json, **llada2, path);
+  };
+  absl::StatusOr<OpenAiRequest> r = parse(R"({
+      "prompt": "x", "max_tokens": 40, "threshold": 0.7, "editing_threshold": 0.5,
+      "max_post_steps": 3, "steps_per_block": 16, "block_length": 8, "temperature": 0.6,
+      "top_k": 20, "seed": 5})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::DiffusionParams& d = r->generate.diffusion();
+  EXPECT_FLOAT_EQ(d.llada2().editing_threshold(), 0.5f);
+  EXPECT_EQ(d.llada2().max_post_steps(), 3u);
+  EXPECT_EQ(d.llada2().steps_per_block(), 16u);
+  absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r->generate, **llada2, path);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->sampler.family, SamplerFamily::kLlada2);
+  EXPECT_EQ(spec->sampler.steps_per_block, 16);
+  EXPECT_EQ(spec->sampler.block_length, 8);
+  EXPECT_FLOAT_EQ(*spec->sampler.editing_threshold, 0.5f);
+  EXPECT_EQ(spec->sampler.max_post_steps, 3);
+  EXPECT_EQ(spec->caching.cache, CacheMode::kExact);  // the family's default
+  // Without a LLaDA2 field: no llada2 message.
+  r = parse(R"({"prompt": "x"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.diffusion().has_llada2());
+  for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"prompt": "x", "steps": 8})", "steps"},
+           {R"({"prompt": "x", "cache": "dual"})", "cache"},
+           {R"({"prompt": "x", "suffix": "y"})", "suffix"},
+           {R"({"prompt": "x", "steps_per_block": 0})", "steps_per_block"},
+           {R"({"prompt": "x", "editing_threshold": 2})", "editing_threshold"}}) {
+    r = parse(body);
+    absl::Status status = r.status();
+    if (r.ok()) status = ValidateGenerateRequest(r->generate, **llada2, path).status();
+    ASSERT_FALSE(status.ok()) << body;
+    const ApiError e = ApiErrorFromStatus(status, OpenAiEndpoint::kCompletions);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body << ": " << e.message;
+  }
+  // On another family the field is refused, not ignored.
+  r = Completion(R"({"prompt": "x", "editing_threshold": 0.5})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(ValidateGenerateRequest(r->generate, model(), *path_).ok());
+}
+
 TEST_F(OpenAiRequestTest, TokenIdPromptsAndAlgorithmSpellings) {
   absl::StatusOr<OpenAiRequest> r =
       Completion(R"({"prompt": [1, 2, 3], "algorithm": "ALGORITHM_LOW_CONFIDENCE"})");

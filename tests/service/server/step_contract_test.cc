@@ -280,6 +280,76 @@ TEST(DiffusionGemmaStepTest, AdvancesCanvasByCanvasAsGenerateDoes) {
   EXPECT_TRUE(s.Close().ok());
 }
 
+// A LLaDA2.1 session (editing on): steps one at a time give Generate's
+// answer; a rewind into the middle replays the edits and the block cache
+// (encoded again from the start) to the same end; candidates and a
+// client's commit into the current block work as for the other families.
+TEST(Llada2StepTest, StepsAndRewindsReproduceGenerate) {
+  constexpr const char* kLlada2 = "../llada2/tiny-llada2-q8_0.gguf";
+  auto model = Model::Load(TestModelPath(kLlada2), {BestIsaLevel()});
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto server = StartTestServer(*model, kLlada2);
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::DiffusionLM::NewStub(grpc::CreateChannel(
+      "127.0.0.1:" + std::to_string(server->port()), grpc::InsecureChannelCredentials()));
+  v1::Open open;
+  open.mutable_prompt()->set_text("def f(x):\n");
+  open.mutable_diffusion()->set_gen_length(40);
+  open.mutable_diffusion()->set_threshold(0.7f);
+  open.mutable_diffusion()->mutable_llada2()->set_editing_threshold(0.5f);
+  open.mutable_diffusion()->mutable_llada2()->set_max_post_steps(3);
+
+  v1::GenerateRequest generate;
+  *generate.mutable_prompt() = open.prompt();
+  *generate.mutable_diffusion() = open.diffusion();
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, generate);
+  v1::GenerateEvent event;
+  v1::Final expected;
+  while (reader->Read(&event)) {
+    if (event.has_final()) expected = event.final();
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  const int total = static_cast<int>(expected.usage().steps());
+  ASSERT_GT(total, 10);
+
+  Session s(*stub);
+  const v1::StepResponse opened = s.Open(open);
+  ASSERT_TRUE(opened.has_opened()) << opened.DebugString();
+  EXPECT_EQ(opened.opened().started().llada2().editing_threshold(), 0.5f);
+  int edits = 0;
+  for (int i = 0; i < 10; ++i) {
+    const std::vector<v1::StepResponse> rs = s.Advance(1, /*canvas=*/true);
+    ASSERT_EQ(rs.size(), 1u);
+    ASSERT_TRUE(rs[0].has_step()) << rs[0].DebugString();
+    for (const v1::CommittedToken& t : rs[0].step().committed()) {
+      edits += t.has_replaced_token_id() ? 1 : 0;
+    }
+  }
+  EXPECT_GT(edits, 0) << "no edit in the first ten steps";
+  const v1::StepResponse mid = s.Rewind(4);
+  ASSERT_TRUE(mid.has_rewound()) << mid.DebugString();
+  EXPECT_EQ(mid.rewound().step(), 4u);
+  const RunResult tail = AdvanceToEnd(s, 4);
+  EXPECT_EQ(tail.steps + 4, total);
+  EXPECT_EQ(std::vector<uint32_t>(tail.final.token_ids().begin(), tail.final.token_ids().end()),
+            std::vector<uint32_t>(expected.token_ids().begin(), expected.token_ids().end()));
+  EXPECT_EQ(tail.final.text(), expected.text());
+
+  // Back to the start: candidates for the first block's masked positions,
+  // then a client's token there, then the sampler carries on.
+  ASSERT_TRUE(s.Rewind(0).has_rewound());
+  const v1::StepResponse fwd = s.Forward(2, {3});
+  ASSERT_TRUE(fwd.has_forward()) << fwd.DebugString();
+  ASSERT_EQ(fwd.forward().candidates_size(), 1);
+  const uint32_t choice = fwd.forward().candidates(0).candidates(1).token_id();
+  const std::vector<v1::StepResponse> committed = s.Commit({{3, choice}});
+  ASSERT_TRUE(committed.back().has_step()) << committed.back().DebugString();
+  const RunResult after = AdvanceToEnd(s, 1);
+  EXPECT_GT(after.steps, 0);
+  EXPECT_TRUE(s.Close().ok());
+}
+
 TEST_F(StepContractTest, FullSessionRewindReproducesTheUninterruptedRun) {
   // The same generation straight through DenoiseSession.
   auto spec = ValidateOpen(OpenOp(), **model_, TestModelPath(kLlada));
