@@ -1,5 +1,6 @@
 #include "service/cli/inspect_command.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string_view>
@@ -48,6 +49,21 @@ Json HyperparametersJson(const ModelConfig& c) {
     h["n_expert_used"] = c.n_expert_used;
     h["n_ff_exp"] = c.n_ff_exp;
     h["expert_weights_norm"] = c.traits().moe_norm_weights;
+  }
+  if (c.traits().ling_moe) {
+    // LLaDA2's routing, as its first routed layer has it, and its blocks.
+    int64_t dense = 0;
+    while (dense < c.n_layer && c.layers[static_cast<size_t>(dense)].ffn != FfnKind::kMoe) ++dense;
+    const LayerConfig& moe = c.layers[static_cast<size_t>(std::min(dense, c.n_layer - 1))];
+    h["expert_weights_norm"] = moe.moe_norm_weights;
+    h["routing"] = {{"score", moe.router_score == RouterScore::kSigmoid ? "sigmoid" : "softmax"},
+                    {"groups", moe.n_expert_groups},
+                    {"groups_used", moe.n_expert_groups_used},
+                    {"weights_scale", moe.moe_weights_scale},
+                    {"shared_ff", moe.n_ff_shared},
+                    {"dense_layers", dense}};
+    h["rope_dims"] = c.ropes.empty() ? c.head_dim : c.ropes[0].dims;
+    h["block_length"] = c.block_length;
   }
   h["active_layer_params"] = c.active_layer_params();
   return h;
@@ -176,6 +192,18 @@ std::string RenderInspectReport(const Json& r) {
                             hp["n_ff_exp"].get<int64_t>(),
                             hp["expert_weights_norm"].get<bool>() ? "renormalised" : "as routed",
                             hp["active_layer_params"].get<int64_t>() / 1e9);
+    }
+    if (const Json* routing = FindMember(hp, "routing")) {
+      const Json& g = *routing;
+      absl::StrAppendFormat(
+          &out,
+          "routing       %s, %d groups (%d kept), x%g, shared expert of %d, %d dense "
+          "layer(s); RoPE on %d of %d dims; blocks of %d\n",
+          g["score"].get<std::string>(), g["groups"].get<int64_t>(),
+          g["groups_used"].get<int64_t>(), g["weights_scale"].get<double>(),
+          g["shared_ff"].get<int64_t>(), g["dense_layers"].get<int64_t>(),
+          hp["rope_dims"].get<int64_t>(), hp["head_dim"].get<int64_t>(),
+          hp["block_length"].get<int64_t>());
     }
     absl::StrAppendFormat(&out,
                           "              rope %s theta %g  rms_eps %g  context %d  "

@@ -301,6 +301,20 @@ TEST(InspectCommandTest, MoeFilesShowTheirExperts) {
       << text.out;
 }
 
+// LLaDA2's routing and blocks (the fork-written tiny file).
+TEST(InspectCommandTest, Llada2FilesShowTheirRouting) {
+  const std::string path = testing::TestDataDir() + "/llada2/tiny-llada2-q8_0.gguf";
+  const RunResult r = RunDllm("inspect " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("experts       16, 4 active per token, FFN width 32, weights renormalised"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("routing       sigmoid, 4 groups (2 kept), x2.5, shared expert of 32, 1 "
+                       "dense layer(s); RoPE on 8 of 16 dims; blocks of 32"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(InspectCommandTest, EveryCommandAnswersHelp) {
   for (const char* command :
        {"inspect", "doctor", "logits", "generate", "synth", "bench", "tokenize"}) {
