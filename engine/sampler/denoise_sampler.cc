@@ -333,11 +333,7 @@ void DenoiseSampler::AssignRows() {
 
 bool DenoiseSampler::BlockHasMask(int block) const {
   const int lo = prompt_len_ + block * config_.EffectiveBlockLength();
-  const int hi = lo + config_.EffectiveBlockLength();
-  for (int p = lo; p < hi; ++p) {
-    if (IsMasked(p)) return true;
-  }
-  return false;
+  return RangeHasMask(lo, lo + config_.EffectiveBlockLength());
 }
 
 bool DenoiseSampler::exited_early() const {

@@ -101,58 +101,42 @@ class FastDllmCache : public CachePolicy {
   int refreshes_ = 0;
 };
 
-// The exact cache of a prompt-causal model (DiffusionGemma): prompt rows
-// read only the prompt before them, so once computed into the cache they
-// never change. The first step computes the whole canvas through the cache;
-// each later one computes the rows from the first prompt row not yet
-// encoded (after a canvas joins the prompt, that canvas) to the end. Same
-// bits as computing everything (mask_forward_test,
-// diffusion_gemma_forward_test).
-class PromptCache : public CachePolicy {
+// The exact caches: a row's keys and values are final once no row it
+// reads can change. Prompt-causal (DiffusionGemma): prompt rows read only
+// the prompt before them, so the prompt (and each finished canvas, as it
+// joins the prompt) is final. Block-causal (LLaDA2): a row reads its own
+// block and those before it, so every block before the current one is
+// final once its last step has run. The first step computes the whole
+// canvas through the cache; each later one computes from the first final
+// row not yet encoded (a canvas just joined, the block just finished) to
+// the end, reading the rest from the cache. Same bits as computing
+// everything (mask_forward_test, diffusion_gemma_forward_test,
+// llada2_forward_test).
+class ExactCache : public CachePolicy {
  public:
+  explicit ExactCache(bool block_causal) : block_causal_(block_causal) {}
   CachePlan Plan(const CanvasView& view, std::span<const int32_t>) const override {
-    return {{encoded_, view.length}, true, encoded_ == 0 ? CacheUse::kRefill : CacheUse::kRead};
-  }
-  void OnForward(const CanvasView& view, const CachePlan& plan) override {
-    if (plan.use == CacheUse::kRefill) ++refreshes_;
-    encoded_ = view.prompt_len;
-  }
-  // A committed prompt row cannot change; canvas rows are always computed.
-  void OnCommit(const CanvasView&, std::span<const int32_t>) override {}
-  void OnRewind() override { encoded_ = 0; }
-  int refreshes() const override { return refreshes_; }
-
- private:
-  int32_t encoded_ = 0;  // prompt rows [0, encoded_) are in the cache
-  int refreshes_ = 0;
-};
-
-// The exact cache of a block-causal model (LLaDA2): a row reads only its
-// own block and the blocks before it, so a finished block's keys and
-// values never change. Each step computes the current block and any
-// finished block not yet encoded since its tokens became final (the block
-// just finished, whose last step changed it; at the first step the prompt's
-// blocks), reading everything before them from the cache. Same logits as
-// computing the window whole (llada2_forward_test).
-class BlockCache : public CachePolicy {
- public:
-  CachePlan Plan(const CanvasView& view, std::span<const int32_t>) const override {
-    const int32_t begin = std::min(encoded_, view.block_begin);
+    const int32_t begin = std::min(encoded_, FinalEnd(view));
     return {{begin, view.length}, true, begin == 0 ? CacheUse::kRefill : CacheUse::kRead};
   }
   void OnForward(const CanvasView& view, const CachePlan& plan) override {
     if (plan.use == CacheUse::kRefill) ++refreshes_;
-    // The blocks before the current one went through with final tokens.
-    encoded_ = view.block_begin;
+    encoded_ = FinalEnd(view);
   }
-  // Commits land on masked positions: the current block, always computed,
-  // or a later one, not yet encoded.
+  // Commits land on rows that are not final: the canvas, or the current
+  // block or a later one, always computed when they are read.
   void OnCommit(const CanvasView&, std::span<const int32_t>) override {}
   void OnRewind() override { encoded_ = 0; }
   int refreshes() const override { return refreshes_; }
 
  private:
-  int32_t encoded_ = 0;  // rows [0, encoded_) hold final tokens' keys and values
+  // Where the rows whose keys can no longer change end.
+  int32_t FinalEnd(const CanvasView& view) const {
+    return block_causal_ ? view.block_begin : view.prompt_len;
+  }
+
+  bool block_causal_;
+  int32_t encoded_ = 0;  // rows [0, encoded_) hold final keys and values
   int refreshes_ = 0;
 };
 
@@ -168,8 +152,7 @@ std::unique_ptr<CachePolicy> MakeCachePolicy(CacheMode mode, int refresh_steps, 
     case CacheMode::kDual:
       return std::make_unique<FastDllmCache>(/*dual=*/true, refresh_steps);
     case CacheMode::kExact:
-      if (block_causal) return std::make_unique<BlockCache>();
-      return std::make_unique<PromptCache>();
+      return std::make_unique<ExactCache>(block_causal);
   }
   return std::make_unique<NoCache>();
 }

@@ -417,9 +417,11 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
   const Clock::time_point sample_start = Clock::now();
   last_rows_.assign(rows.begin(), rows.end());  // Step() plans the next rows over them
   report.block = denoiser_->block();
-  // The canvas before the step, to say what each write replaced (LLaDA2.1
-  // rewrites written positions).
-  before_.assign(denoiser_->canvas().begin(), denoiser_->canvas().end());
+  // Only LLaDA2.1's editing writes over written positions: keep the canvas
+  // before its steps to say what each write replaced (a masked sampler's
+  // writes all replace the mask).
+  const bool edits = sampler_ != nullptr && sampler_->config().editing_threshold.has_value();
+  if (edits) before_.assign(denoiser_->canvas().begin(), denoiser_->canvas().end());
   if (forced == nullptr) {
     const StepCommits commits = denoiser_->Step(logits, uncond);
     positions_.assign(commits.positions.begin(), commits.positions.end());
@@ -431,7 +433,9 @@ absl::StatusOr<StepReport> DenoiseSession::Finish(const ForwardStats& forward,
   }
   report.sample_seconds = SecondsSince(sample_start);
   replaced_.clear();
-  for (int32_t p : positions_) replaced_.push_back(before_[static_cast<size_t>(p)]);
+  for (int32_t p : positions_) {
+    replaced_.push_back(edits ? before_[static_cast<size_t>(p)] : model_.tokens.mask);
+  }
   report.positions = positions_;
   report.tokens = tokens_;
   report.replaced = replaced_;

@@ -49,8 +49,9 @@ struct StepReport {
   int step = 0;                        // 0-based
   std::span<const int32_t> positions;  // committed this step, ascending
   std::span<const int32_t> tokens;
-  // What each position held before the step: the mask id, or under
-  // LLaDA2.1's editing the token the step replaced.
+  // Under LLaDA2.1's editing, what each position held before the step (the
+  // token an edit replaced, or the mask); else the mask id for every
+  // position (the entropy-bound denoiser's rewrites are not reported here).
   std::span<const int32_t> replaced;
   int block = 0;              // the denoiser's block when the step ran (Denoiser::block)
   int masked_remaining = 0;   // in the generated region
@@ -384,7 +385,7 @@ class DenoiseSession {
   std::unique_ptr<KvCache> cache_, uncond_cache_;
   std::unique_ptr<CachePolicy> cache_policy_;
   std::vector<int32_t> positions_, tokens_, replaced_;
-  std::vector<int32_t> before_;  // the canvas before the step being finished
+  std::vector<int32_t> before_;  // editing: the canvas before the step being finished
   int forward_passes_ = 0;
 
   std::vector<HistoryEntry> history_;
