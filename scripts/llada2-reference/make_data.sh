@@ -22,9 +22,9 @@ mkdir -p "$work" "$data/traces"
 "$build/bin/llama-quantize" "$work/tiny-llada2-k-f32.gguf" "$data/tiny-llada2-k-q4_k_m.gguf" Q4_K_M > "$work/quantize-q4_k_m.log" 2>&1
 
 ref() { "$py" "$here/official_reference.py" --zhz-dllm "$zhz" --fork-src "$fork" "$@"; }
-ref --model "$data/tiny-llada2-f32.gguf" --tag tiny-f32 --out "$data" --cases "$data/cases.json" --routing
-ref --model "$data/tiny-llada2-q8_0.gguf" --tag tiny-q8_0 --out "$data" --cases "$data/cases.json" --routing
-ref --model "$data/tiny-llada2-k-q4_k_m.gguf" --tag tiny-k-q4_k_m --out "$data" --cases "$data/cases.json" --routing
+ref --model "$data/tiny-llada2-f32.gguf" --tag tiny-f32 --out "$data" --cases "$data/cases.json"
+ref --model "$data/tiny-llada2-q8_0.gguf" --tag tiny-q8_0 --out "$data" --cases "$data/cases.json"
+ref --model "$data/tiny-llada2-k-q4_k_m.gguf" --tag tiny-k-q4_k_m --out "$data" --cases "$data/cases.json"
 ref --model "$work/tiny-llada2-k-f32.gguf" --tag tiny-k-f32 --out "$work" --cases "$data/cases.json" --routing
 ref --model "$data/tiny-llada2-f32.gguf" --out "$data/traces" --runs "$data/runs.json" --cross-check-generate
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "gtest/gtest.h"
+#include "service/cli/file_digest.h"
 
 namespace dllm::testing {
 
@@ -78,6 +80,37 @@ std::string TempDir() {
   if (fresh->insert(base).second) std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
   return base;
+}
+
+std::string BailingmoeVocabPath() {
+  static const std::string path = [] {
+    // GGUF strings are a u64 length and the bytes; a metadata value is a
+    // u32 type (8: string) and the value. The file has no tensors, so
+    // nothing after the metadata moves with it.
+    const auto str = [](absl::string_view s) {
+      const uint64_t n = s.size();
+      return std::string(reinterpret_cast<const char*>(&n), sizeof n) + std::string(s);
+    };
+    const uint32_t kString = 8;
+    const std::string type(reinterpret_cast<const char*>(&kString), sizeof kString);
+    std::string bytes = ReadFileOrDie(TestDataDir() + "/tokenizer/vocab-gpt2.gguf");
+    const std::string from = str("tokenizer.ggml.pre") + type + str("gpt-2");
+    const size_t at = bytes.find(from);
+    EXPECT_NE(at, std::string::npos) << "vocab-gpt2.gguf has no tokenizer.ggml.pre 'gpt-2'";
+    if (at != std::string::npos) {
+      bytes.replace(at, from.size(), str("tokenizer.ggml.pre") + type + str("bailingmoe"));
+    }
+    EXPECT_EQ(Sha256Hex(bytes), "3e5917fa7b40b1c481891e116342ebfff8fe85f0416d89956895bc418c862ecc");
+    const std::string out = TempDir() + "/vocab-bailingmoe.gguf";
+    WriteFileOrDie(out, bytes);
+    return out;
+  }();
+  return path;
+}
+
+std::string TestDataPath(const std::string& relative) {
+  if (relative == "tokenizer/vocab-bailingmoe.gguf") return BailingmoeVocabPath();
+  return TestDataDir() + "/" + relative;
 }
 
 }  // namespace dllm::testing

@@ -33,6 +33,14 @@ void WriteFileOrDie(const std::string& path, const std::string& bytes);
 // A fresh temporary directory for this test.
 std::string TempDir();
 
+// `tokenizer/vocab-bailingmoe.gguf`: vocab-gpt2.gguf (the same vocabulary)
+// with tokenizer.ggml.pre "bailingmoe", as scripts/make-vocab-gguf.py made
+// it from tiny-llada-bailing-q8_0. Rebuilt once per process in a temporary
+// directory, byte for byte (its sha256 is checked), rather than stored twice.
+std::string BailingmoeVocabPath();
+// tests/data/`relative`, or for tokenizer/vocab-bailingmoe.gguf its rebuilt copy.
+std::string TestDataPath(const std::string& relative);
+
 MATCHER(IsOk, "") {
   if (arg.ok()) return true;
   *result_listener << "status: " << arg;

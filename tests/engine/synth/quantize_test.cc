@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "engine/gguf/gguf_reader.h"
 #include "gtest/gtest.h"
 #include "kernels/dequant.h"
+#include "kernels/ggml_types.h"
+#include "service/json/json.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -133,12 +136,21 @@ TEST(QuantizeTest, OneHugeOutlier) {
   }
 }
 
+// Re-quantizing values already on a grid of this type loses far less than
+// quantizing fresh data (measured: 0 for Q8_0, Q4_0, Q4_K, Q6_K; up to
+// 0.0063 for Q5_K, whose search can land on a different fit).
+double RequantizeBound(GgmlType type) {
+  for (const ErrorBound &b : kBounds) {
+    if (b.type == type) return b.max_rel_rms / 4;
+  }
+  return 0;
+}
+
 TEST(QuantizeTest, RequantizesModelTensorsClosely) {
   // Dequantize ggml's own blocks, quantize those values again to the same
   // type, dequantize: the values must come back close to ggml's.
   int checked = 0;
-  for (const char *file :
-       {"tiny-llada-k-q4_k_m", "tiny-llada-k-q5_k_m", "tiny-llada-k-q4_0", "tiny-llada-k-q8_0"}) {
+  for (const char *file : {"tiny-llada-k-q4_k_m", "tiny-llada-k-q4_0", "tiny-llada-k-q8_0"}) {
     const std::string path = testing::TestDataDir() + "/models/" + file + ".gguf";
     absl::StatusOr<GgufFile> f = GgufFile::Open(path);
     ASSERT_TRUE(f.ok()) << f.status();
@@ -152,14 +164,7 @@ TEST(QuantizeTest, RequantizesModelTensorsClosely) {
                       t.ne[0]);
       }
       const double err = RelRms(x, RoundTrip(t.type, x));
-      // Re-quantizing values already on a grid of this type loses far less
-      // than quantizing fresh data (measured: 0 for Q8_0, Q4_0, Q4_K, Q6_K;
-      // up to 0.0063 for Q5_K, whose search can land on a different fit).
-      double bound = 0;
-      for (const ErrorBound &b : kBounds) {
-        if (b.type == t.type) bound = b.max_rel_rms / 4;
-      }
-      EXPECT_LE(err, bound) << GgmlTypeName(t.type);
+      EXPECT_LE(err, RequantizeBound(t.type)) << GgmlTypeName(t.type);
       if (t.name == "blk.0.attn_q.weight" || t.name == "output.weight") {
         std::printf("%s %s %s: re-quantized rel rms %.5f\n", file, std::string(t.name).c_str(),
                     GgmlTypeName(t.type), err);
@@ -167,6 +172,31 @@ TEST(QuantizeTest, RequantizesModelTensorsClosely) {
       ++checked;
     }
   }
+  // Q5_K: ggml's rows of tiny-llada-k-q5_k_m, as the dequantization goldens
+  // keep them (tests/data/dequant/blocks.bin).
+  absl::StatusOr<Json> index = ReadJsonFile(testing::TestDataDir() + "/dequant/index.json");
+  ASSERT_TRUE(index.ok()) << index.status();
+  const std::string blocks = testing::ReadFileOrDie(testing::TestDataDir() + "/dequant/blocks.bin");
+  int q5 = 0;
+  for (const Json &e : *index) {
+    if (!e.contains("blocks_offset")) continue;
+    const std::optional<GgmlType> type = ParseGgmlType(e["type"].get<std::string>());
+    ASSERT_TRUE(type.has_value());
+    SCOPED_TRACE(e["tensor"].get<std::string>());
+    const int64_t row = e["ne"][0].get<int64_t>();
+    const size_t row_bytes = RowBytes(*type, row);
+    const size_t at = static_cast<size_t>(e["blocks_offset"].get<int64_t>());
+    const size_t n_rows = static_cast<size_t>(e["blocks_bytes"].get<int64_t>()) / row_bytes;
+    std::vector<float> x(n_rows * static_cast<size_t>(row));
+    for (size_t r = 0; r < n_rows; ++r) {
+      DequantizeRow(*type, reinterpret_cast<const uint8_t *>(blocks.data() + at + r * row_bytes),
+                    x.data() + r * row, row);
+    }
+    EXPECT_LE(RelRms(x, RoundTrip(*type, x)), RequantizeBound(*type)) << GgmlTypeName(*type);
+    q5 += *type == GgmlType::kQ5_K ? 1 : 0;
+    ++checked;
+  }
+  EXPECT_GE(q5, 3);
   EXPECT_GT(checked, 20);
 }
 

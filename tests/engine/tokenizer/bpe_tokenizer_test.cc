@@ -50,7 +50,7 @@ const Loaded& Load(const std::string& rel) {
   auto it = cache->find(rel);
   if (it != cache->end()) return it->second;
   Loaded l;
-  auto file = GgufFile::Open(testing::TestDataDir() + "/" + rel);
+  auto file = GgufFile::Open(testing::TestDataPath(rel));
   EXPECT_THAT(file.status(), IsOk());
   if (file.ok()) {
     l.file = std::make_unique<GgufFile>(std::move(*file));

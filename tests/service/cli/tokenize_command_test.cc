@@ -32,7 +32,7 @@ TEST(TokenizeCommandTest, MatchesLlamaCppIdForIdFromAJsonFile) {
     for (const Json& item : (*golden)["items"]) texts.push_back(item["text"].get<std::string>());
     const std::string file = testing::TempDir() + "/texts.json";
     testing::WriteFileOrDie(file, DumpJson(texts));
-    const std::string model = testing::TestDataDir() + "/" + g.vocab;
+    const std::string model = testing::TestDataPath(g.vocab);
     for (const bool plain : {false, true}) {
       const RunResult r = RunDllm("tokenize --json --model " + model + " --file " + file +
                                   (plain ? " --no-special" : ""));
@@ -53,7 +53,7 @@ TEST(TokenizeCommandTest, MatchesLlamaCppIdForIdFromAJsonFile) {
 }
 
 TEST(TokenizeCommandTest, PrintsIdsAndPiecesAndRefusesBadInput) {
-  const std::string model = testing::TestDataDir() + "/tokenizer/vocab-bailingmoe.gguf";
+  const std::string model = testing::TestDataPath("tokenizer/vocab-bailingmoe.gguf");
   const RunResult r = RunDllm("tokenize --model " + model + " 'Hello world'");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("50257 -> '<|startoftext|>'"), std::string::npos) << r.out;
