@@ -20,6 +20,7 @@
 #include "engine/model/moe_routing.h"
 #include "engine/parallel/parallel_gemm.h"
 #include "engine/parallel/per_thread.h"
+#include "engine/tokenizer/special_tokens.h"
 #include "kernels/attention.h"
 #include "kernels/dequant.h"
 #include "kernels/vector_ops.h"
@@ -567,10 +568,9 @@ absl::Status CheckBatch(const ForwardBatch& batch, const ModelConfig& c,
       }
     }
     for (int64_t p = s.row_begin; p < s.row_end; ++p) {
-      if (s.tokens[p] < 0 || s.tokens[p] >= c.n_vocab) {
+      if (std::string why = OutsideVocabulary(s.tokens[p], c.n_vocab); !why.empty()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(where, "token id ", s.tokens[p], " at position ", p,
-                         " is outside the vocabulary of ", c.n_vocab));
+            absl::StrCat(where, "token id ", s.tokens[p], " at position ", p, " ", why));
       }
     }
   }

@@ -13,6 +13,7 @@
 #include "engine/base/stopwatch.h"
 #include "engine/sampler/entropy_bound_denoiser.h"
 #include "engine/sampler/remasking.h"
+#include "engine/tokenizer/special_tokens.h"
 
 namespace dllm {
 namespace {
@@ -114,14 +115,10 @@ absl::StatusOr<std::unique_ptr<LogitsSource>> SourceFor(std::unique_ptr<LogitsSo
 absl::Status CheckFixedTokens(const SessionModel& model, const char* what,
                               const std::vector<int32_t>& tokens) {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= model.n_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " token ", tokens[i], " at index ", i,
-                                                     " is outside the vocabulary of ",
-                                                     model.n_vocab));
-    }
-    if (tokens[i] == model.tokens.mask) {
+    if (std::string why = NotAGivenToken(tokens[i], model.n_vocab, model.tokens.mask);
+        !why.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(what, " token ", tokens[i], " at index ", i, " is the mask token"));
+          absl::StrCat(what, " token ", tokens[i], " at index ", i, " ", why));
     }
   }
   return absl::OkStatus();
@@ -336,7 +333,7 @@ absl::StatusOr<StepReport> DenoiseSession::AdvanceWith(std::span<const int32_t> 
       return absl::InvalidArgumentError(absl::StrCat(
           "advance with: canvas position ", p, " is not a masked generated position in order"));
     }
-    if (t < 0 || t >= model_.n_vocab || t == model_.tokens.mask) {
+    if (!NotAGivenToken(t, model_.n_vocab, model_.tokens.mask).empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("advance with: token ", t, " at position ", p, " cannot be committed"));
     }
@@ -662,13 +659,9 @@ absl::Status DenoiseSession::Commit(std::span<const int32_t> positions,
       return absl::InvalidArgumentError(absl::StrCat("commit: position ", p, " appears twice"));
     }
     seen[p] = true;
-    if (t < 0 || t >= n_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat("commit: token ", t, " at position ", p,
-                                                     " is outside the vocabulary of ", n_vocab));
-    }
-    if (t == mask) {
+    if (std::string why = NotAGivenToken(t, n_vocab, mask); !why.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("commit: token ", t, " at position ", p, " is the mask token"));
+          absl::StrCat("commit: token ", t, " at position ", p, " ", why));
     }
   }
   for (int32_t p : positions) {

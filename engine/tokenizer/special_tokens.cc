@@ -27,6 +27,16 @@ std::vector<int32_t> SpecialTokens::StopIds() const {
   return ids;
 }
 
+std::string OutsideVocabulary(int64_t id, int64_t n_vocab) {
+  if (id >= 0 && id < n_vocab) return "";
+  return absl::StrCat("is outside the vocabulary of ", n_vocab);
+}
+
+std::string NotAGivenToken(int64_t id, int64_t n_vocab, int32_t mask) {
+  if (std::string why = OutsideVocabulary(id, n_vocab); !why.empty()) return why;
+  return id == mask ? "is the mask token" : "";
+}
+
 absl::Status MarkStopTexts(const GgufFile& file, std::span<const char* const> texts,
                            SpecialTokens* tokens) {
   if (!file.HasKey("tokenizer.ggml.tokens")) return absl::OkStatus();

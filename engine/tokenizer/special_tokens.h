@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,6 +29,17 @@ struct SpecialTokens {
   // no repeats.
   std::vector<int32_t> StopIds() const;
 };
+
+// The one statement of which token ids a caller may write on a canvas. Each
+// returns why `id` may not, as a phrase to follow the id in a message ("is
+// outside the vocabulary of 8192"), or an empty string when it may.
+//
+// Any canvas token, a mask included, is a row of the embedding table.
+std::string OutsideVocabulary(int64_t id, int64_t n_vocab);
+// A token a caller gives (a prompt's, a suffix's, a committed one) must
+// also not be the mask: every sampler takes each mask on the canvas for a
+// position to generate ("is the mask token").
+std::string NotAGivenToken(int64_t id, int64_t n_vocab, int32_t mask);
 
 // Adds to `tokens->stop_texts` the id of each of `texts` that is a token of
 // `file`'s tokenizer.ggml.tokens (llama.cpp's vocabulary marks these

@@ -34,11 +34,11 @@
 #include "engine/parallel/cpu_topology.h"
 #include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/tokenizer/chat_template.h"
+#include "service/grpc/server.h"
+#include "service/http/http_api.h"
 #include "service/http/http_server.h"
 #include "service/http/metrics_endpoint.h"
-#include "service/http/openai_api.h"
 #include "service/metrics/service_metrics.h"
-#include "service/server/server.h"
 
 namespace dllm {
 namespace {
@@ -151,7 +151,7 @@ struct ServerSetup {
   CpuPolicy policy = CpuPolicy::kAuto;
   std::string metrics_listen;  // HOST:PORT, or "none"
   HttpOptions http;            // http.listen "none": no HTTP API
-  OpenAiApiOptions api;        // the key from --api-key-file
+  HttpApiOptions api;          // the key from --api-key-file
 };
 
 // The key an HTTP client must send as "Authorization: Bearer KEY": the
@@ -430,10 +430,10 @@ int Run(int argc, char** argv) {
                       options.tls_cert_file.empty() ? "plaintext" : "TLS");
   // The HTTP API starts with the gRPC server (both share its service), so
   // that /health/ready answers 503 during the warm-up.
-  std::unique_ptr<OpenAiApi> api;
+  std::unique_ptr<HttpApi> api;
   std::unique_ptr<HttpServer> http;
   if (setup->http.listen != "none") {
-    api = std::make_unique<OpenAiApi>(&(*server)->service(), setup->api);
+    api = std::make_unique<HttpApi>(&(*server)->admission(), setup->api);
     absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(setup->http, api.get());
     if (!started.ok()) {
       (*server)->Shutdown();
@@ -475,7 +475,7 @@ int Run(int argc, char** argv) {
   if (http && !http->Stop(setup->http.write_timeout_seconds + 2)) {
     // A request still being handled uses the API: it outlives the server
     // (the process is ending).
-    [[maybe_unused]] OpenAiApi* const in_use = api.release();
+    [[maybe_unused]] HttpApi* const in_use = api.release();
   }
   http.reset();
   api.reset();

@@ -185,9 +185,8 @@ absl::StatusOr<std::vector<int32_t>> MixedTokens(const Json& body, const char* f
     if (part.is_string()) {
       parts[i] = model.tokenizer().Encode(budget.Take(part.get_ref<const std::string&>(), dropped),
                                           false, false);
-    } else if (part.is_number_integer() && part.get<int64_t>() >= 0 &&
-               part.get<int64_t>() < c.n_vocab &&
-               static_cast<int32_t>(part.get<int64_t>()) != c.tokens.mask) {
+    } else if (part.is_number_integer() &&
+               NotAGivenToken(part.get<int64_t>(), c.n_vocab, c.tokens.mask).empty()) {
       parts[i].push_back(static_cast<int32_t>(part.get<int64_t>()));
       budget.TakeToken(model);
     } else {
@@ -269,23 +268,20 @@ absl::StatusOr<std::vector<int32_t>> ExtraTokens(const Json& body, const Model& 
   return out;
 }
 
-}  // namespace
-
-absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& model) {
-  InfillRequest out;
-  DLLM_RETURN_IF_ERROR(CheckFields(body, &out));
-  const ModelConfig& c = model.config();
+// The span (n_predict, or llama-server's aliases max_tokens and
+// max_completion_tokens; -1, llama-server's "until done", is dllm's default
+// length) and the request's own settings: n_indent, the time limit, how
+// many completions, the slot, streaming, stop strings, response_fields and
+// the samplers as sent.
+absl::Status ReadInfillOptions(const Json& body, const ModelConfig& c, InfillRequest* out) {
   const int64_t n_ctx = c.n_ctx_train;
-  std::optional<int64_t> i;
-
-  // n_predict (llama-server's aliases: max_tokens, max_completion_tokens):
-  // the span; -1 (llama-server's "until done") is dllm's default length.
   const char* span_field = "n_predict";
   for (const char* alias : {"max_tokens", "max_completion_tokens"}) {
     if (FindMember(body, span_field) == nullptr && FindMember(body, alias) != nullptr) {
       span_field = alias;
     }
   }
+  std::optional<int64_t> i;
   DLLM_RETURN_IF_ERROR(ReadInteger(body, span_field, -1, 1 << 30, &i));
   int64_t span = i.value_or(-1);
   if (span == -1) span = std::min<int64_t>(kDefaultGenLength, n_ctx / 2);
@@ -293,78 +289,91 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     return Invalid(span_field, absl::StrCat(span, " exceeds the limit of ", n_ctx - 1,
                                             " (the model's context less one prompt token)"));
   }
-  out.n_predict = static_cast<int>(span);
-  out.warm_up = span == 0;
-  i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "n_indent", 0, 1 << 20, &i));
-  out.n_indent = static_cast<int>(i.value_or(0));
-  i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "t_max_predict_ms", -1, 1 << 30, &i));
-  out.t_max_predict_ms = static_cast<int>(i.value_or(0));
-  i.reset();
+  out->n_predict = static_cast<int>(span);
+  out->warm_up = span == 0;
+  const auto read_int = [&](const char* field, int64_t lo, int64_t hi, int fallback, int* to) {
+    std::optional<int64_t> v;
+    DLLM_RETURN_IF_ERROR(ReadInteger(body, field, lo, hi, &v));
+    *to = static_cast<int>(v.value_or(fallback));
+    return absl::OkStatus();
+  };
+  DLLM_RETURN_IF_ERROR(read_int("n_indent", 0, 1 << 20, 0, &out->n_indent));
+  DLLM_RETURN_IF_ERROR(read_int("t_max_predict_ms", -1, 1 << 30, 0, &out->t_max_predict_ms));
   const char* n_field = FindMember(body, "n_cmpl") != nullptr ? "n_cmpl" : "n";
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, n_field, 1, kMaxInfillCompletions, &i));
-  out.n_cmpl = static_cast<int>(i.value_or(1));
-  i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "id_slot", -1, 1 << 20, &i));
-  out.id_slot = static_cast<int>(i.value_or(-1));
-  i.reset();
-  DLLM_RETURN_IF_ERROR(ReadBool(body, "stream", &out.stream));
-  if (out.stream && out.n_cmpl > 1) {
+  DLLM_RETURN_IF_ERROR(read_int(n_field, 1, kMaxInfillCompletions, 1, &out->n_cmpl));
+  DLLM_RETURN_IF_ERROR(read_int("id_slot", -1, 1 << 20, -1, &out->id_slot));
+  DLLM_RETURN_IF_ERROR(ReadBool(body, "stream", &out->stream));
+  if (out->stream && out->n_cmpl > 1) {
     return Invalid(n_field, "more than one completion only without stream");
   }
-  DLLM_RETURN_IF_ERROR(ReadStop(body, kMaxInfillStopStrings, &out.stop));
+  DLLM_RETURN_IF_ERROR(ReadStop(body, kMaxInfillStopStrings, &out->stop));
   if (const Json* fields = FindMember(body, "response_fields");
       fields != nullptr && fields->is_array() &&
       std::all_of(fields->begin(), fields->end(), [](const Json& f) { return f.is_string(); })) {
     // As llama-server: any other shape means the whole response.
-    for (const Json& f : *fields) out.response_fields.push_back(f.get<std::string>());
-    out.select_fields = true;
+    for (const Json& f : *fields) out->response_fields.push_back(f.get<std::string>());
+    out->select_fields = true;
   }
   if (const Json* samplers = FindMember(body, "samplers"); samplers != nullptr) {
     if (samplers->is_array()) {
       for (const Json& s : *samplers) {
-        if (s.is_string()) out.samplers.push_back(s.get<std::string>());
+        if (s.is_string()) out->samplers.push_back(s.get<std::string>());
       }
     }
-    out.ignored.push_back("samplers");
+    out->ignored.push_back("samplers");
   }
+  return absl::OkStatus();
+}
 
-  // Sampling and diffusion settings; llama-server's seed -1 is "any seed".
+// The sampling and diffusion settings, with /infill's defaults: the span as
+// gen_length, the dual cache for cache_prompt, small blocks from the left.
+absl::Status ReadInfillSettings(const Json& body, const ModelConfig& c, InfillRequest* out) {
+  // llama-server's seed -1 is "any seed".
   Json settings = body;
   if (const Json* seed = FindMember(body, "seed");
       seed != nullptr && seed->is_number_integer() && seed->get<int64_t>() == -1) {
     settings.erase("seed");
   }
-  DLLM_RETURN_IF_ERROR(ReadGenerationSettings(settings, &out.generate));
-  v1::SamplingParams& sampling = *out.generate.mutable_sampling();
+  DLLM_RETURN_IF_ERROR(ReadGenerationSettings(settings, &out->generate));
+  GenerationRequest::Sampling& sampling = out->generate.sampling;
   if (SamplerFamilyOf(c.arch) == SamplerFamily::kLlada) {
     // The plugins always send top_k and top_p; LLaDA's official sampler has
     // neither, and takes its candidates from its own rule.
-    if (sampling.top_k() != 0) out.ignored.push_back("top_k");
-    if (sampling.top_p() != 0) out.ignored.push_back("top_p");
-    sampling.set_top_k(0);
-    sampling.set_top_p(0);
+    if (sampling.top_k != 0) out->ignored.push_back("top_k");
+    if (sampling.top_p != 0) out->ignored.push_back("top_p");
+    sampling.top_k = 0;
+    sampling.top_p = 0;
   }
-  v1::DiffusionParams& diffusion = *out.generate.mutable_diffusion();
-  diffusion.set_gen_length(static_cast<uint32_t>(std::max(span, int64_t{1})));
+  GenerationRequest::Diffusion& diffusion = out->generate.diffusion;
+  diffusion.gen_length = static_cast<uint32_t>(std::max(out->n_predict, 1));
   // cache_prompt: llama-server's "reuse what was computed for this text";
   // here the opt-in dual cache (the keys and values of the prefix and the
   // suffix reused, the span's current block computed), unless `cache` says
   // otherwise. Absent or false: exact decoding.
   bool cache_prompt = false;
   DLLM_RETURN_IF_ERROR(ReadBool(body, "cache_prompt", &cache_prompt));
-  if (cache_prompt && FindMember(body, "cache") == nullptr) diffusion.set_cache(v1::CACHE_DUAL);
+  if (cache_prompt && FindMember(body, "cache") == nullptr) diffusion.cache = CacheMode::kDual;
   // Small blocks from the left, so that a time budget finds committed text
   // at the span's front; a block_length in the body wins.
   if (FindMember(body, "block_length") == nullptr) {
-    diffusion.set_block_length(static_cast<uint32_t>(InfillBlockLength(
-        static_cast<int>(diffusion.gen_length()), diffusion.steps() != 0
-                                                      ? static_cast<int>(diffusion.steps())
-                                                      : static_cast<int>(diffusion.gen_length()))));
+    const int gen = static_cast<int>(diffusion.gen_length);
+    diffusion.block_length = static_cast<uint32_t>(
+        InfillBlockLength(gen, diffusion.steps != 0 ? static_cast<int>(diffusion.steps) : gen));
   }
+  return absl::OkStatus();
+}
 
-  // The canvas's parts.
+// The canvas's parts before they are fitted to the context.
+struct InfillParts {
+  std::vector<int32_t> prompt;  // the cursor's line
+  std::vector<int32_t> prefix;
+  std::vector<int32_t> suffix;
+  std::vector<int32_t> extra;
+};
+
+absl::StatusOr<InfillParts> ReadInfillParts(const Json& body, const Model& model,
+                                            InfillTrim* trimmed) {
+  const int64_t n_ctx = model.config().n_ctx_train;
   const Json* prompt_json = FindMember(body, "prompt");
   std::string prompt_text;
   if (prompt_json != nullptr && !prompt_json->is_null()) {
@@ -379,55 +388,63 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
         "prompt: ", prompt_text.size(), " bytes cannot fit the model's context of ", n_ctx,
         " tokens (no token covers more than ", model.tokenizer().max_token_bytes(), " bytes)"));
   }
+  InfillParts parts;
   DLLM_ASSIGN_OR_RETURN(
-      std::vector<int32_t> prefix,
-      MixedTokens(body, "input_prefix", model, Keep::kEnd, &out.trimmed.prefix_bytes));
+      parts.prefix, MixedTokens(body, "input_prefix", model, Keep::kEnd, &trimmed->prefix_bytes));
   DLLM_ASSIGN_OR_RETURN(
-      std::vector<int32_t> suffix,
-      MixedTokens(body, "input_suffix", model, Keep::kStart, &out.trimmed.suffix_bytes));
-  DLLM_ASSIGN_OR_RETURN(std::vector<int32_t> extra,
-                        ExtraTokens(body, model, &out.trimmed.extra_bytes));
+      parts.suffix, MixedTokens(body, "input_suffix", model, Keep::kStart, &trimmed->suffix_bytes));
+  DLLM_ASSIGN_OR_RETURN(parts.extra, ExtraTokens(body, model, &trimmed->extra_bytes));
   // llama-server parses special-token texts in `prompt` (not in the prefix).
-  const std::vector<int32_t> prompt = model.tokenizer().Encode(prompt_text, false, true);
-  if (std::find(prompt.begin(), prompt.end(), c.tokens.mask) != prompt.end()) {
+  parts.prompt = model.tokenizer().Encode(prompt_text, false, true);
+  const int32_t mask = model.config().tokens.mask;
+  if (std::find(parts.prompt.begin(), parts.prompt.end(), mask) != parts.prompt.end()) {
     return Invalid("prompt", "contains the mask token's text; a prompt cannot hold masks");
   }
-  const bool bos = c.tokens.add_bos && c.tokens.bos >= 0;
+  return parts;
+}
 
-  // What fits: the span first, then BOS and the prompt (the cursor's line),
-  // then the prefix and the suffix (the prefix keeps at least three
-  // quarters of the room when both need more), then the extra context.
-  int64_t room = n_ctx - span - (bos ? 1 : 0) - static_cast<int64_t>(prompt.size());
+// What fits: the span first, then BOS and the prompt (the cursor's line),
+// then the prefix and the suffix (the prefix keeps at least three quarters
+// of the room when both need more), then the extra context. The canvas's
+// token ids go into out->generate.prompt.
+absl::Status FitInfillCanvas(const InfillParts& parts, const ModelConfig& c, InfillRequest* out) {
+  const int64_t n_ctx = c.n_ctx_train;
+  const int64_t span = out->n_predict;
+  const bool bos = c.tokens.add_bos && c.tokens.bos >= 0;
+  const int64_t room = n_ctx - span - (bos ? 1 : 0) - static_cast<int64_t>(parts.prompt.size());
   if (room < 0) {
-    return absl::OutOfRangeError(absl::StrCat("prompt: ", prompt.size(), " tokens and a span of ",
-                                              span, " exceed the model's context of ", n_ctx));
+    return absl::OutOfRangeError(absl::StrCat("prompt: ", parts.prompt.size(),
+                                              " tokens and a span of ", span,
+                                              " exceed the model's context of ", n_ctx));
   }
-  const int64_t n_prefix = static_cast<int64_t>(prefix.size());
-  const int64_t n_suffix = static_cast<int64_t>(suffix.size());
+  const int64_t n_prefix = static_cast<int64_t>(parts.prefix.size());
+  const int64_t n_suffix = static_cast<int64_t>(parts.suffix.size());
+  const int64_t n_extra = static_cast<int64_t>(parts.extra.size());
   int64_t prefix_take = std::min(n_prefix, std::max(room * 3 / 4, room - n_suffix));
   // The span needs a token before it: with nothing else there (no BOS, no
   // prompt), the prefix keeps its last token even when its share rounds to
   // none (issue #34 R9: a span filling all but one position of the context
   // gave the last one to the suffix, then called the prefix empty).
-  if (!bos && prompt.empty() && room > 0)
+  if (!bos && parts.prompt.empty() && room > 0)
     prefix_take = std::max(prefix_take, std::min<int64_t>(n_prefix, 1));
   const int64_t suffix_take = std::min(n_suffix, room - prefix_take);
-  const int64_t extra_take =
-      std::min(static_cast<int64_t>(extra.size()), room - prefix_take - suffix_take);
-  out.trimmed.prefix = static_cast<int>(n_prefix - prefix_take);
-  out.trimmed.suffix = static_cast<int>(n_suffix - suffix_take);
-  out.trimmed.extra = static_cast<int>(static_cast<int64_t>(extra.size()) - extra_take);
+  const int64_t extra_take = std::min(n_extra, room - prefix_take - suffix_take);
+  out->trimmed.prefix = static_cast<int>(n_prefix - prefix_take);
+  out->trimmed.suffix = static_cast<int>(n_suffix - suffix_take);
+  out->trimmed.extra = static_cast<int>(n_extra - extra_take);
 
-  v1::TokenIds& ids = *out.generate.mutable_prompt()->mutable_token_ids();
-  for (auto it = extra.end() - extra_take; it != extra.end(); ++it) ids.add_ids(*it);
-  if (bos) ids.add_ids(c.tokens.bos);
-  for (auto it = prefix.end() - prefix_take; it != prefix.end(); ++it) ids.add_ids(*it);
-  for (int32_t id : prompt) ids.add_ids(id);
+  GenerationRequest::Prompt& prompt = out->generate.prompt;
+  prompt.input = PromptInput::kTokenIds;
+  std::vector<uint32_t>& ids = prompt.token_ids;
+  ids.insert(ids.end(), parts.extra.end() - extra_take, parts.extra.end());
+  if (bos) ids.push_back(static_cast<uint32_t>(c.tokens.bos));
+  ids.insert(ids.end(), parts.prefix.end() - prefix_take, parts.prefix.end());
+  ids.insert(ids.end(), parts.prompt.begin(), parts.prompt.end());
   if (suffix_take > 0) {
-    v1::TokenIds& tail = *out.generate.mutable_prompt()->mutable_suffix()->mutable_token_ids();
-    for (int64_t k = 0; k < suffix_take; ++k) tail.add_ids(suffix[k]);
+    prompt.suffix_input = PromptInput::kTokenIds;
+    prompt.suffix_token_ids.assign(parts.suffix.begin(), parts.suffix.begin() + suffix_take);
   }
-  if (ids.ids_size() == 0 && !out.warm_up) {
+  if (ids.empty() && !out->warm_up) {
     if (n_prefix > 0) {
       // Not empty: trimmed away (issue #34 R9).
       return absl::OutOfRangeError(absl::StrCat(
@@ -436,10 +453,22 @@ absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& 
     }
     return Invalid("input_prefix", "empty, as is prompt: the span needs a token before it");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<InfillRequest> ParseInfillRequest(const Json& body, const Model& model) {
+  InfillRequest out;
+  DLLM_RETURN_IF_ERROR(CheckFields(body, &out));
+  DLLM_RETURN_IF_ERROR(ReadInfillOptions(body, model.config(), &out));
+  DLLM_RETURN_IF_ERROR(ReadInfillSettings(body, model.config(), &out));
+  DLLM_ASSIGN_OR_RETURN(const InfillParts parts, ReadInfillParts(body, model, &out.trimmed));
+  DLLM_RETURN_IF_ERROR(FitInfillCanvas(parts, model.config(), &out));
   // One StepEvent a step with its timings: the time budget is checked
   // after every step, and prompt_ms is the first step's forward.
-  out.generate.mutable_stream()->set_detail(v1::DETAIL_STEPS);
-  out.generate.mutable_stream()->set_include_timings(true);
+  out.generate.stream.detail = v1::DETAIL_STEPS;
+  out.generate.stream.include_timings = true;
   return out;
 }
 

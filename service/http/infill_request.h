@@ -1,7 +1,7 @@
 // llama-server's POST /infill, as the editor plugins llama.vim and
-// llama.vscode send it, turned into the GenerateRequest the gRPC API takes
-// (prompt and suffix as token ids), so that infill runs the one engine path
-// of Prompt.suffix.
+// llama.vscode send it, turned into the engine's GenerationRequest (prompt
+// and suffix as token ids), so that infill runs the one engine path of
+// prompt.suffix.
 //
 // The canvas: [input_extra context][BOS when the vocabulary adds one]
 // input_prefix + prompt, n_predict masks (the span), input_suffix. No FIM
@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/model/model.h"
+#include "service/engine/generation_request.h"
 #include "service/json/json.h"
 
 namespace dllm {
@@ -57,7 +58,7 @@ struct InfillTrim {
 struct InfillRequest {
   // Prompt (token ids) and suffix (token ids), the span as gen_length, and
   // the diffusion and sampling settings.
-  v1::GenerateRequest generate;
+  GenerationRequest generate;
   bool warm_up = false;  // n_predict 0: nothing to generate
   int n_predict = 0;     // the span (0 for a warm-up)
   bool stream = false;

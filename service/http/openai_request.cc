@@ -12,7 +12,7 @@
 #include "absl/strings/strip.h"
 #include "engine/sampler/sampler_config.h"
 #include "engine/tokenizer/chat_template.h"
-#include "service/server/request_validation.h"
+#include "service/engine/request_validation.h"
 
 namespace dllm {
 namespace {
@@ -131,14 +131,18 @@ absl::Status CheckFields(OpenAiEndpoint endpoint, const Json& body) {
 
 // The completions prompt: a string, or an array of token ids; and the
 // suffix to infill before (a string; empty or null: none).
-absl::Status ReadCompletionPrompt(const Json& body, v1::Prompt* prompt) {
+absl::Status ReadCompletionPrompt(const Json& body, GenerationRequest::Prompt* prompt) {
   std::string suffix;
   DLLM_RETURN_IF_ERROR(ReadString(body, "suffix", &suffix));
-  if (!suffix.empty()) prompt->mutable_suffix()->set_text(std::move(suffix));
+  if (!suffix.empty()) {
+    prompt->suffix_input = PromptInput::kText;
+    prompt->suffix_text = std::move(suffix);
+  }
   const Json* v = FindMember(body, "prompt");
   if (v == nullptr || v->is_null()) return Invalid("prompt", "is required");
   if (v->is_string()) {
-    prompt->set_text(v->get<std::string>());
+    prompt->input = PromptInput::kText;
+    prompt->text = v->get<std::string>();
     return absl::OkStatus();
   }
   if (v->is_array() && !v->empty() && (*v)[0].is_string()) {
@@ -153,8 +157,9 @@ absl::Status ReadCompletionPrompt(const Json& body, v1::Prompt* prompt) {
       return Invalid(absl::StrCat("prompt[", i, "]"),
                      "must be a token id (a non-negative integer)");
     }
-    prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id.get<uint64_t>()));
+    prompt->token_ids.push_back(static_cast<uint32_t>(id.get<uint64_t>()));
   }
+  prompt->input = PromptInput::kTokenIds;
   return absl::OkStatus();
 }
 
@@ -183,7 +188,8 @@ absl::StatusOr<std::string> MessageContent(const Json& message, const std::strin
 }
 
 // The chat messages rendered by the model's chat template, as token ids.
-absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* prompt) {
+absl::Status ReadChatPrompt(const Json& body, const Model& model,
+                            GenerationRequest::Prompt* prompt) {
   const Json* messages = FindMember(body, "messages");
   if (messages == nullptr || !messages->is_array() || messages->empty()) {
     return Invalid("messages", "must be a non-empty array");
@@ -231,8 +237,9 @@ absl::Status ReadChatPrompt(const Json& body, const Model& model, v1::Prompt* pr
     return Invalid("messages",
                    absl::StrCat(bytes, " bytes of content cannot fit the model's context"));
   }
+  prompt->input = PromptInput::kTokenIds;
   for (int32_t id : EncodeChat(model.tokenizer(), model.chat_template(), turns)) {
-    prompt->mutable_token_ids()->add_ids(static_cast<uint32_t>(id));
+    prompt->token_ids.push_back(static_cast<uint32_t>(id));
   }
   return absl::OkStatus();
 }
@@ -284,86 +291,117 @@ absl::Status ReadEnum(const Json& body, const char* field, absl::string_view pre
 
 // max_tokens, then ReadGenerationSettings.
 absl::Status ReadSettings(OpenAiEndpoint endpoint, const Json& body, OpenAiRequest* out) {
-  v1::DiffusionParams& d = *out->generate.mutable_diffusion();
   std::optional<int64_t> i;
   const char* max_tokens = "max_tokens";
   if (endpoint == OpenAiEndpoint::kChatCompletions && FindMember(body, "max_completion_tokens")) {
     max_tokens = "max_completion_tokens";
   }
   DLLM_RETURN_IF_ERROR(ReadInteger(body, max_tokens, 1, 1 << 20, &i));
-  if (i) d.set_gen_length(static_cast<uint32_t>(*i));
+  if (i) out->generate.diffusion.gen_length = static_cast<uint32_t>(*i);
   return ReadGenerationSettings(body, &out->generate);
 }
 
 }  // namespace
 
-absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* generate) {
-  v1::DiffusionParams& d = *generate->mutable_diffusion();
-  v1::SamplingParams& s = *generate->mutable_sampling();
-  std::optional<int64_t> i;
-  std::optional<double> x;
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "steps", 1, 1 << 20, &i));
-  if (i) d.set_steps(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "block_length", 1, 1 << 20, &i));
-  if (i) d.set_block_length(static_cast<uint32_t>(*i)), i.reset();
+namespace {
+
+// The algorithm, cache and sampler, by their API names.
+absl::Status ReadSettingNames(const Json& body, GenerationRequest::Diffusion* d) {
   std::optional<v1::Algorithm> algorithm;
   DLLM_RETURN_IF_ERROR(
       ReadEnum(body, "algorithm", "ALGORITHM_", v1::Algorithm_Parse, v1::ALGORITHM_UNSPECIFIED,
                "low_confidence, random, origin, maskgit_plus, topk_margin, entropy", &algorithm));
-  if (algorithm) d.set_algorithm(*algorithm);
+  if (algorithm) d->algorithm = static_cast<Algorithm>(*algorithm - 1);
   std::optional<v1::Cache> cache;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "cache", "CACHE_", v1::Cache_Parse, v1::CACHE_UNSPECIFIED,
                                 "none, prefix, dual, exact", &cache));
-  if (cache) d.set_cache(*cache);
+  if (cache) d->cache = static_cast<CacheMode>(*cache - v1::CACHE_NONE);
   std::optional<v1::Sampler> sampler;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "sampler", "SAMPLER_", v1::Sampler_Parse,
                                 v1::SAMPLER_UNSPECIFIED, "masked, entropy_bound", &sampler));
-  if (sampler) d.set_sampler(*sampler);
-  v1::EntropyBoundParams& eb = *d.mutable_entropy_bound();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "eb_max_steps", 1, 1 << 20, &i));
-  if (i) eb.set_max_steps(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "eb_stability_threshold", 0, 1 << 20, &i));
-  if (i) eb.set_stability_threshold(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_t_min", 0, 1e6, &x));
-  if (x) eb.set_t_min(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_t_max", 0, 1e6, &x));
-  if (x) eb.set_t_max(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_entropy_bound", 0, 1e6, &x));
-  if (x) eb.set_entropy_bound(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eb_confidence_threshold", 0, 1e6, &x));
-  if (x) eb.set_confidence_threshold(static_cast<float>(*x)), x.reset();
-  // Unset stays unset: a masked request must not carry an empty message.
-  if (eb.ByteSizeLong() == 0) d.clear_entropy_bound();
-  v1::Llada2Params& l2 = *d.mutable_llada2();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "steps_per_block", 1, 1 << 20, &i));
-  if (i) l2.set_steps_per_block(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "max_post_steps", 0, 1 << 20, &i));
-  if (i) l2.set_max_post_steps(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "editing_threshold", 0, 1, &x));
-  if (x) l2.set_editing_threshold(static_cast<float>(*x)), x.reset();
-  if (l2.ByteSizeLong() == 0) d.clear_llada2();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "cache_refresh", 0, 1 << 20, &i));
-  if (i) d.set_cache_refresh_steps(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "threshold", 0, 1, &x));
-  if (x) d.set_threshold(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "eps", 0, 1, &x));
-  if (x) d.set_eps(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "cfg_scale", 0, 1e6, &x));
-  if (x) d.set_cfg_scale(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "temperature", 0, 2, &x));
-  if (x) s.set_temperature(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &x));
+  if (sampler) {
+    d->sampler =
+        *sampler == v1::SAMPLER_MASKED ? SamplerChoice::kMasked : SamplerChoice::kEntropyBound;
+  }
+  return absl::OkStatus();
+}
+
+// A field read into `*to` when present (converted to its type).
+template <typename T>
+absl::Status ReadIntegerInto(const Json& body, const char* field, int64_t lo, int64_t hi, T* to) {
+  std::optional<int64_t> i;
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, field, lo, hi, &i));
+  if (i) *to = static_cast<uint32_t>(*i);
+  return absl::OkStatus();
+}
+template <typename T>
+absl::Status ReadNumberInto(const Json& body, const char* field, double lo, double hi, T* to) {
+  std::optional<double> x;
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, field, lo, hi, &x));
+  if (x) *to = static_cast<float>(*x);
+  return absl::OkStatus();
+}
+
+// DiffusionGemma's eb_* fields; unset stays unset (a masked request must
+// not carry the entropy-bound settings).
+absl::Status ReadEntropyBound(const Json& body, GenerationRequest::Diffusion* d) {
+  GenerationRequest::EntropyBound eb;
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "eb_max_steps", 1, 1 << 20, &eb.max_steps));
+  DLLM_RETURN_IF_ERROR(
+      ReadIntegerInto(body, "eb_stability_threshold", 0, 1 << 20, &eb.stability_threshold));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_t_min", 0.0, 1e6, &eb.t_min));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_t_max", 0.0, 1e6, &eb.t_max));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_entropy_bound", 0.0, 1e6, &eb.entropy_bound));
+  DLLM_RETURN_IF_ERROR(
+      ReadNumberInto(body, "eb_confidence_threshold", 0.0, 1e6, &eb.confidence_threshold));
+  if (eb.max_steps || eb.stability_threshold || eb.t_min || eb.t_max || eb.entropy_bound ||
+      eb.confidence_threshold) {
+    d->entropy_bound = eb;
+  }
+  return absl::OkStatus();
+}
+
+// LLaDA2's fields; unset stays unset.
+absl::Status ReadLlada2(const Json& body, GenerationRequest::Diffusion* d) {
+  GenerationRequest::Llada2 l2;
+  std::optional<uint32_t> steps_per_block;
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "steps_per_block", 1, 1 << 20, &steps_per_block));
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "max_post_steps", 0, 1 << 20, &l2.max_post_steps));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "editing_threshold", 0.0, 1.0, &l2.editing_threshold));
+  l2.steps_per_block = steps_per_block.value_or(0);
+  if (steps_per_block || l2.max_post_steps || l2.editing_threshold) d->llada2 = l2;
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const Json& body, GenerationRequest::Sampling* s) {
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "temperature", 0.0, 2.0, &s->temperature));
+  std::optional<double> top_p;
+  DLLM_RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &top_p));
   // 1 is OpenAI's default and keeps every token: the same as no top-p,
   // which LLaDA's sampler (without one) accepts.
-  if (x && *x < 1) s.set_top_p(static_cast<float>(*x));
-  x.reset();
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, "alg_temp", 0, 1e6, &x));
-  if (x) s.set_alg_temp(static_cast<float>(*x)), x.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "top_k", 0, 1 << 30, &i));
-  if (i) s.set_top_k(static_cast<uint32_t>(*i)), i.reset();
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, "seed", 0, std::numeric_limits<int64_t>::max(), &i));
-  if (i) s.set_seed(static_cast<uint64_t>(*i)), i.reset();
+  if (top_p && *top_p < 1) s->top_p = static_cast<float>(*top_p);
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "alg_temp", 0.0, 1e6, &s->alg_temp));
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "top_k", 0, 1 << 30, &s->top_k));
+  std::optional<int64_t> seed;
+  DLLM_RETURN_IF_ERROR(ReadInteger(body, "seed", 0, std::numeric_limits<int64_t>::max(), &seed));
+  if (seed) s->seed = static_cast<uint64_t>(*seed);
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ReadGenerationSettings(const Json& body, GenerationRequest* generate) {
+  GenerationRequest::Diffusion& d = generate->diffusion;
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "steps", 1, 1 << 20, &d.steps));
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "block_length", 1, 1 << 20, &d.block_length));
+  DLLM_RETURN_IF_ERROR(ReadSettingNames(body, &d));
+  DLLM_RETURN_IF_ERROR(ReadEntropyBound(body, &d));
+  DLLM_RETURN_IF_ERROR(ReadLlada2(body, &d));
+  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "cache_refresh", 0, 1 << 20, &d.cache_refresh_steps));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "threshold", 0.0, 1.0, &d.threshold));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eps", 0.0, 1.0, &d.eps));
+  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "cfg_scale", 0.0, 1e6, &d.cfg_scale));
+  return ReadSampling(body, &generate->sampling);
 }
 
 namespace {
@@ -406,7 +444,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   bool echo = false;
   DLLM_RETURN_IF_ERROR(ReadBool(body, "echo", &echo));
   if (echo) return Invalid("echo", "is not supported");
-  v1::Prompt& prompt = *out.generate.mutable_prompt();
+  GenerationRequest::Prompt& prompt = out.generate.prompt;
   DLLM_RETURN_IF_ERROR(endpoint == OpenAiEndpoint::kCompletions
                            ? ReadCompletionPrompt(body, &prompt)
                            : ReadChatPrompt(body, model, &prompt));
@@ -429,12 +467,12 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
 
   // What the stream carries: text deltas, plus the committed tokens for
   // logprobs and the whole canvas for dllm_canvas.
-  v1::StreamOptions& stream = *out.generate.mutable_stream();
-  stream.set_detail(out.canvas     ? v1::DETAIL_CANVAS
-                    : out.logprobs ? v1::DETAIL_STEPS
-                                   : v1::DETAIL_TEXT);
-  stream.set_include_logprobs(out.logprobs);
-  stream.set_top_candidates(static_cast<uint32_t>(out.top_logprobs));
+  GenerationRequest::Stream& stream = out.generate.stream;
+  stream.detail = out.canvas     ? v1::DETAIL_CANVAS
+                  : out.logprobs ? v1::DETAIL_STEPS
+                                 : v1::DETAIL_TEXT;
+  stream.include_logprobs = out.logprobs;
+  stream.top_candidates = static_cast<uint32_t>(out.top_logprobs);
   return out;
 }
 

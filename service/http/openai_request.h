@@ -1,7 +1,7 @@
 // The OpenAI request bodies of POST /v1/completions and /v1/chat/completions,
-// checked field by field and turned into the GenerateRequest the gRPC API
-// takes, so that both front ends share one validation (request_validation.h)
-// and one engine path. The diffusion settings come as extra body fields, as
+// checked field by field and turned into the engine's GenerationRequest, so
+// that every front end shares one validation (request_validation.h) and one
+// engine path. The diffusion settings come as extra body fields, as
 // vLLM and diffuse-rs take them: steps, block_length, algorithm, threshold,
 // alg_temp, cfg_scale, eps, top_k and dllm_canvas.
 //
@@ -21,6 +21,7 @@
 #include "absl/strings/string_view.h"
 #include "dllm/v1/dllm.pb.h"
 #include "engine/model/model.h"
+#include "service/engine/generation_request.h"
 #include "service/json/json.h"
 
 namespace dllm {
@@ -36,7 +37,7 @@ struct OpenAiRequest {
   OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
   // Prompt (text, or ids after the chat template), diffusion, sampling and
   // stream options; `model` is left empty (checked here already).
-  v1::GenerateRequest generate;
+  GenerationRequest generate;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool logprobs = false;
@@ -77,7 +78,7 @@ absl::Status ReadStop(const Json& body, size_t max_strings, std::vector<std::str
 // The diffusion extras (steps, block_length, algorithm, threshold, cache,
 // cache_refresh, eps, cfg_scale) and the sampling fields (temperature,
 // top_p, alg_temp, top_k, seed) into `generate`.
-absl::Status ReadGenerationSettings(const Json& body, v1::GenerateRequest* generate);
+absl::Status ReadGenerationSettings(const Json& body, GenerationRequest* generate);
 
 // The id GET /v1/models reports and responses carry: the GGUF general.name,
 // or the file name without its directory and ".gguf".

@@ -1,7 +1,7 @@
 // The OpenAI response shapes of one completion: the whole response
 // (`text_completion` / `chat.completion`), the streamed chunks
 // (`text_completion` / `chat.completion.chunk`), usage and logprobs. Plain
-// builders of JSON values; what goes into them is openai_api.cc's.
+// builders of JSON values; what goes into them is completions_endpoint.cc's.
 #ifndef DLLM_SERVICE_HTTP_OPENAI_RESPONSE_H_
 #define DLLM_SERVICE_HTTP_OPENAI_RESPONSE_H_
 

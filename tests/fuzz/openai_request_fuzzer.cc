@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <memory>
 
+#include "service/engine/request_validation.h"
 #include "service/http/api_error.h"
 #include "service/http/openai_request.h"
 #include "service/http/stop_text.h"
-#include "service/server/request_validation.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "dllm/v1/dllm.pb.h"
-#include "service/server/request_decoder.h"
+#include "service/grpc/request_decoder.h"
 
 namespace {
 

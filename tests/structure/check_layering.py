@@ -27,10 +27,13 @@ UPPER_LAYERS = {
     "service/json": ["base"],
     "service/cli": ["engine", "synth", "service/json"],
     "service/metrics": ["engine"],
-    "service/server": ["engine", "service/metrics", "proto"],
-    "service/http": ["engine", "service/metrics", "service/server", "service/json", "proto"],
+    # The serving engine, and its two front ends as peers above it: neither
+    # front end may include the other.
+    "service/engine": ["engine", "service/metrics", "proto"],
+    "service/grpc": ["service/engine", "proto"],
+    "service/http": ["service/engine", "service/json", "proto"],
     # The server binary's main: the top of the service layers.
-    "service/bin": ["engine", "service/metrics", "service/server", "service/http"],
+    "service/bin": ["service/grpc", "service/http"],
     "client": ["proto", "base"],
 }
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "engine/model/model.h"
-#include "service/server/server.h"
+#include "service/grpc/server.h"
 
 namespace dllm::testing {
 

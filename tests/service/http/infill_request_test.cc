@@ -29,8 +29,8 @@ class InfillRequestTest : public ::testing::Test {
   static std::vector<int32_t> Encode(const std::string& text) {
     return model().tokenizer().Encode(text, false, false);
   }
-  static std::vector<int32_t> Ids(const v1::TokenIds& ids) {
-    return {ids.ids().begin(), ids.ids().end()};
+  static std::vector<int32_t> Ids(const std::vector<uint32_t>& ids) {
+    return {ids.begin(), ids.end()};
   }
   // The refusal's message (it starts with the body field).
   static std::string ErrorOf(const Json& body) {
@@ -58,20 +58,20 @@ TEST_F(InfillRequestTest, TheCanvasIsPrefixPromptSpanSuffix) {
   std::vector<int32_t> prompt = Encode("def f(x):\n");
   const std::vector<int32_t> line = model().tokenizer().Encode("    return ", false, true);
   prompt.insert(prompt.end(), line.begin(), line.end());
-  EXPECT_EQ(Ids(r->generate.prompt().token_ids()), prompt);
-  EXPECT_EQ(Ids(r->generate.prompt().suffix().token_ids()), Encode("\nprint(f(2))\n"));
-  EXPECT_EQ(r->generate.diffusion().gen_length(), 12u);
-  EXPECT_EQ(r->generate.diffusion().steps(), 6u);
-  EXPECT_EQ(r->generate.sampling().seed(), 3u);
-  EXPECT_FLOAT_EQ(r->generate.sampling().temperature(), 0.5f);
+  EXPECT_EQ(Ids(r->generate.prompt.token_ids), prompt);
+  EXPECT_EQ(Ids(r->generate.prompt.suffix_token_ids), Encode("\nprint(f(2))\n"));
+  EXPECT_EQ(r->generate.diffusion.gen_length, 12u);
+  EXPECT_EQ(r->generate.diffusion.steps, 6u);
+  EXPECT_EQ(r->generate.sampling.seed, 3u);
+  EXPECT_FLOAT_EQ(r->generate.sampling.temperature, 0.5f);
   EXPECT_EQ(r->stop, std::vector<std::string>{"\n\n"});
   EXPECT_EQ(r->n_indent, 4);
   EXPECT_FALSE(r->trimmed.any());
   // Unknown to llama-server too: named for the log. cache_prompt has an
   // effect now (issue #40): the dual cache, and the span in blocks of 12.
   EXPECT_THAT(r->ignored, ::testing::UnorderedElementsAre("some_new_field"));
-  EXPECT_EQ(r->generate.diffusion().cache(), v1::CACHE_DUAL);
-  EXPECT_EQ(r->generate.diffusion().block_length(), 12u);  // 12 / 12 blocks divides 6 steps
+  EXPECT_EQ(r->generate.diffusion.cache, CacheMode::kDual);
+  EXPECT_EQ(r->generate.diffusion.block_length, 12u);  // 12 / 12 blocks divides 6 steps
 }
 
 TEST_F(InfillRequestTest, NPredictIsTheSpanAndZeroIsAWarmUp) {
@@ -82,7 +82,7 @@ TEST_F(InfillRequestTest, NPredictIsTheSpanAndZeroIsAWarmUp) {
   auto unlimited = Parse({{"input_prefix", "x"}, {"input_suffix", ""}, {"n_predict", -1}});
   ASSERT_TRUE(unlimited.ok()) << unlimited.status();
   EXPECT_EQ(unlimited->n_predict, 128);
-  EXPECT_FALSE(unlimited->generate.prompt().has_suffix());
+  EXPECT_EQ(unlimited->generate.prompt.suffix_input, PromptInput::kNone);
   // max_tokens is n_predict's alias.
   auto alias = Parse({{"input_prefix", "x"}, {"input_suffix", "y"}, {"max_tokens", 5}});
   ASSERT_TRUE(alias.ok());
@@ -104,8 +104,8 @@ TEST_F(InfillRequestTest, WhatDoesNotFitIsTrimmedAtTheFarEnds) {
                   {"input_extra", {{{"text", "import os\n"}, {"filename", "u.py"}}}}});
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<int32_t> p = Encode(prefix), s = Encode(suffix);
-  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt().token_ids());
-  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt().suffix().token_ids());
+  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt.token_ids);
+  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt.suffix_token_ids);
   // The canvas fills the context exactly: room 1000, the prefix's share 3/4.
   EXPECT_EQ(kept_prompt.size() + kept_suffix.size() + 24, 1024u);
   EXPECT_EQ(kept_prompt.size(), 750u);
@@ -118,9 +118,9 @@ TEST_F(InfillRequestTest, WhatDoesNotFitIsTrimmedAtTheFarEnds) {
   // A short suffix lets the prefix take the rest.
   auto short_suffix = Parse({{"input_prefix", prefix}, {"input_suffix", "x\n"}, {"n_predict", 24}});
   ASSERT_TRUE(short_suffix.ok());
-  EXPECT_EQ(short_suffix->generate.prompt().token_ids().ids_size() +
-                short_suffix->generate.prompt().suffix().token_ids().ids_size(),
-            1000);
+  EXPECT_EQ(short_suffix->generate.prompt.token_ids.size() +
+                short_suffix->generate.prompt.suffix_token_ids.size(),
+            1000u);
   EXPECT_EQ(short_suffix->trimmed.suffix, 0);
 }
 
@@ -141,8 +141,8 @@ TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
                     {{"text", old_chunk}, {"filename", "newer.py"}}}}});
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<int32_t> p = Encode(prefix), s = Encode(suffix);
-  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt().token_ids());
-  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt().suffix().token_ids());
+  const std::vector<int32_t> kept_prompt = Ids(r->generate.prompt.token_ids);
+  const std::vector<int32_t> kept_suffix = Ids(r->generate.prompt.suffix_token_ids);
   ASSERT_EQ(kept_prompt.size(), 750u);
   EXPECT_TRUE(std::equal(kept_prompt.begin(), kept_prompt.end(), p.end() - 750));
   EXPECT_TRUE(std::equal(kept_suffix.begin(), kept_suffix.end(), s.begin()));
@@ -157,7 +157,7 @@ TEST_F(InfillRequestTest, TextTheTrimCannotKeepIsCutBeforeTokenizing) {
                       {"input_suffix", suffix},
                       {"n_predict", 24}});
   ASSERT_TRUE(parts.ok()) << parts.status();
-  EXPECT_EQ(Ids(parts->generate.prompt().token_ids()), kept_prompt);
+  EXPECT_EQ(Ids(parts->generate.prompt.token_ids), kept_prompt);
 }
 
 // Issue #34 R9: a span that leaves one position of the context gave it to
@@ -171,8 +171,8 @@ TEST_F(InfillRequestTest, ThePrefixKeepsTheTokenBeforeTheSpan) {
                   {"input_suffix", "\nprint(f(2))\n"},
                   {"n_predict", n_ctx - 1}});
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_THAT(Ids(r->generate.prompt().token_ids()), ElementsAre(Encode("def f(x):").back()));
-  EXPECT_EQ(r->generate.prompt().suffix().token_ids().ids_size(), 0);
+  EXPECT_THAT(Ids(r->generate.prompt.token_ids), ElementsAre(Encode("def f(x):").back()));
+  EXPECT_EQ(r->generate.prompt.suffix_token_ids.size(), 0u);
   EXPECT_THAT(ErrorOf({{"input_prefix", ""}, {"input_suffix", "x"}, {"n_predict", 8}}),
               ::testing::HasSubstr("input_prefix: empty"));
 }
@@ -203,7 +203,7 @@ TEST_F(InfillRequestTest, ExtraContextComesFirstInTheRepoLayout) {
   want.push_back(sep);
   add(Encode("filename\n"));
   add(Encode("x = "));
-  EXPECT_EQ(Ids(r->generate.prompt().token_ids()), want);
+  EXPECT_EQ(Ids(r->generate.prompt.token_ids), want);
 }
 
 TEST_F(InfillRequestTest, BadFieldsAreNamed) {

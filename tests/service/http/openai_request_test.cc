@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "engine/tokenizer/chat_template.h"
 #include "gtest/gtest.h"
+#include "service/engine/request_validation.h"
 #include "service/http/api_error.h"
-#include "service/server/request_validation.h"
 #include "tests/testing/test_paths.h"
 
 namespace dllm {
@@ -55,23 +55,23 @@ TEST_F(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
       "top_k": 5, "alg_temp": 0.1, "eps": 0.001, "n": 1, "frequency_penalty": 0,
       "cache": "dual", "cache_refresh": 4})");
   ASSERT_TRUE(r.ok()) << r.status();
-  const v1::GenerateRequest& g = r->generate;
-  EXPECT_EQ(g.prompt().text(), "Hello");
-  EXPECT_EQ(g.diffusion().gen_length(), 32u);
-  EXPECT_EQ(g.diffusion().steps(), 16u);
-  EXPECT_EQ(g.diffusion().block_length(), 16u);
-  EXPECT_EQ(g.diffusion().algorithm(), v1::ALGORITHM_RANDOM);
-  EXPECT_FLOAT_EQ(g.diffusion().threshold(), 0.9f);
-  EXPECT_EQ(g.diffusion().cache(), v1::CACHE_DUAL);
-  EXPECT_EQ(g.diffusion().cache_refresh_steps(), 4u);
-  EXPECT_FLOAT_EQ(g.sampling().temperature(), 0.5f);
-  EXPECT_FLOAT_EQ(g.sampling().top_p(), 0.9f);
-  EXPECT_EQ(g.sampling().top_k(), 5u);
-  EXPECT_EQ(g.sampling().seed(), 42u);
+  const GenerationRequest& g = r->generate;
+  EXPECT_EQ(g.prompt.text, "Hello");
+  EXPECT_EQ(g.diffusion.gen_length, 32u);
+  EXPECT_EQ(g.diffusion.steps, 16u);
+  EXPECT_EQ(g.diffusion.block_length, 16u);
+  EXPECT_EQ(g.diffusion.algorithm, Algorithm::kRandom);
+  EXPECT_FLOAT_EQ(*g.diffusion.threshold, 0.9f);
+  EXPECT_EQ(g.diffusion.cache, CacheMode::kDual);
+  EXPECT_EQ(g.diffusion.cache_refresh_steps, 4u);
+  EXPECT_FLOAT_EQ(g.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(g.sampling.top_p, 0.9f);
+  EXPECT_EQ(g.sampling.top_k, 5u);
+  EXPECT_EQ(g.sampling.seed, 42u);
   EXPECT_EQ(r->stop, (std::vector<std::string>{"\n", "END"}));
   EXPECT_EQ(r->user, "u1");
   EXPECT_FALSE(r->stream);
-  EXPECT_EQ(g.stream().detail(), v1::DETAIL_TEXT);
+  EXPECT_EQ(g.stream.detail, v1::DETAIL_TEXT);
   // The gRPC validation accepts what the parser built.
 }
 
@@ -82,8 +82,8 @@ TEST_F(OpenAiRequestTest, WhatItBuildsPassesTheGrpcValidation) {
       "prompt": "Hello", "max_tokens": 32, "steps": 16, "block_length": 16, "seed": 1,
       "temperature": 0.7, "top_p": 1, "algorithm": "low_confidence", "stop": "x"})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->generate.sampling().seed(), 1u);
-  EXPECT_FALSE(r->generate.sampling().top_p() > 0);
+  EXPECT_EQ(r->generate.sampling.seed, 1u);
+  EXPECT_FALSE(r->generate.sampling.top_p > 0);
   const absl::Status valid = ValidateGenerateRequest(r->generate, model(), *path_).status();
   EXPECT_TRUE(valid.ok()) << valid;
 }
@@ -104,7 +104,7 @@ TEST_F(OpenAiRequestTest, RefusedCacheSettingsNameTheBodyField) {
   }
   absl::StatusOr<OpenAiRequest> r = Completion(R"({"prompt": "x", "cache": "CACHE_PREFIX"})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->generate.diffusion().cache(), v1::CACHE_PREFIX);
+  EXPECT_EQ(r->generate.diffusion.cache, CacheMode::kPrefix);
 }
 
 // The entropy-bound sampler's settings (DiffusionGemma) are named as its
@@ -116,15 +116,16 @@ TEST_F(OpenAiRequestTest, EntropyBoundSettingsMapAndNameTheirFields) {
       "eb_t_min": 0.3, "eb_t_max": 0.9, "eb_entropy_bound": 0.2, "eb_stability_threshold": 2,
       "eb_confidence_threshold": 0.01, "cache": "exact", "seed": 9})");
   ASSERT_TRUE(r.ok()) << r.status();
-  const v1::DiffusionParams& d = r->generate.diffusion();
-  EXPECT_EQ(d.sampler(), v1::SAMPLER_ENTROPY_BOUND);
-  EXPECT_EQ(d.cache(), v1::CACHE_EXACT);
-  EXPECT_EQ(d.entropy_bound().max_steps(), 12u);
-  EXPECT_FLOAT_EQ(d.entropy_bound().t_min(), 0.3f);
-  EXPECT_FLOAT_EQ(d.entropy_bound().t_max(), 0.9f);
-  EXPECT_FLOAT_EQ(d.entropy_bound().entropy_bound(), 0.2f);
-  EXPECT_EQ(d.entropy_bound().stability_threshold(), 2u);
-  EXPECT_FLOAT_EQ(d.entropy_bound().confidence_threshold(), 0.01f);
+  const GenerationRequest::Diffusion& d = r->generate.diffusion;
+  EXPECT_EQ(d.sampler, SamplerChoice::kEntropyBound);
+  EXPECT_EQ(d.cache, CacheMode::kExact);
+  ASSERT_TRUE(d.entropy_bound.has_value());
+  EXPECT_EQ(d.entropy_bound->max_steps, 12u);
+  EXPECT_FLOAT_EQ(*d.entropy_bound->t_min, 0.3f);
+  EXPECT_FLOAT_EQ(*d.entropy_bound->t_max, 0.9f);
+  EXPECT_FLOAT_EQ(*d.entropy_bound->entropy_bound, 0.2f);
+  EXPECT_EQ(d.entropy_bound->stability_threshold, 2u);
+  EXPECT_FLOAT_EQ(*d.entropy_bound->confidence_threshold, 0.01f);
   absl::Status valid = ValidateGenerateRequest(r->generate, model(), *path_).status();
   ASSERT_FALSE(valid.ok());
   EXPECT_EQ(ApiErrorFromStatus(valid, OpenAiEndpoint::kCompletions).param, "sampler");
@@ -132,7 +133,7 @@ TEST_F(OpenAiRequestTest, EntropyBoundSettingsMapAndNameTheirFields) {
   // one is refused).
   r = Completion(R"({"prompt": "x"})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->generate.diffusion().has_entropy_bound());
+  EXPECT_FALSE(r->generate.diffusion.entropy_bound.has_value());
 
   const std::string gemma_path =
       testing::TestDataDir() + "/logits-dg/tiny-diffusion-gemma-q8_0.gguf";
@@ -183,10 +184,11 @@ TEST_F(OpenAiRequestTest, Llada2SettingsMapAndNameTheirFields) {
       "max_post_steps": 3, "steps_per_block": 16, "block_length": 8, "temperature": 0.6,
       "top_k": 20, "seed": 5})");
   ASSERT_TRUE(r.ok()) << r.status();
-  const v1::DiffusionParams& d = r->generate.diffusion();
-  EXPECT_FLOAT_EQ(d.llada2().editing_threshold(), 0.5f);
-  EXPECT_EQ(d.llada2().max_post_steps(), 3u);
-  EXPECT_EQ(d.llada2().steps_per_block(), 16u);
+  const GenerationRequest::Diffusion& d = r->generate.diffusion;
+  ASSERT_TRUE(d.llada2.has_value());
+  EXPECT_FLOAT_EQ(*d.llada2->editing_threshold, 0.5f);
+  EXPECT_EQ(d.llada2->max_post_steps, 3u);
+  EXPECT_EQ(d.llada2->steps_per_block, 16u);
   absl::StatusOr<GenerationSpec> spec = ValidateGenerateRequest(r->generate, **llada2, path);
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->sampler.family, SamplerFamily::kLlada2);
@@ -198,7 +200,7 @@ TEST_F(OpenAiRequestTest, Llada2SettingsMapAndNameTheirFields) {
   // Without a LLaDA2 field: no llada2 message.
   r = parse(R"({"prompt": "x"})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_FALSE(r->generate.diffusion().has_llada2());
+  EXPECT_FALSE(r->generate.diffusion.llada2.has_value());
   for (const auto& [body, param] : std::vector<std::pair<std::string, std::string>>{
            {R"({"prompt": "x", "steps": 8})", "steps"},
            {R"({"prompt": "x", "cache": "dual"})", "cache"},
@@ -223,8 +225,8 @@ TEST_F(OpenAiRequestTest, TokenIdPromptsAndAlgorithmSpellings) {
   absl::StatusOr<OpenAiRequest> r =
       Completion(R"({"prompt": [1, 2, 3], "algorithm": "ALGORITHM_LOW_CONFIDENCE"})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->generate.prompt().token_ids().ids_size(), 3);
-  EXPECT_EQ(r->generate.diffusion().algorithm(), v1::ALGORITHM_LOW_CONFIDENCE);
+  EXPECT_EQ(r->generate.prompt.token_ids.size(), 3u);
+  EXPECT_EQ(r->generate.diffusion.algorithm, Algorithm::kLowConfidence);
 }
 
 TEST_F(OpenAiRequestTest, ChatMessagesGoThroughTheModelsTemplate) {
@@ -238,7 +240,7 @@ TEST_F(OpenAiRequestTest, ChatMessagesGoThroughTheModelsTemplate) {
   const std::vector<int32_t> want = EncodeChat(
       model().tokenizer(), model().chat_template(),
       {{"system", "Be brief."}, {"user", "Hi there"}, {"assistant", "Hello."}, {"user", "Again"}});
-  const auto& ids = r->generate.prompt().token_ids().ids();
+  const auto& ids = r->generate.prompt.token_ids;
   EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.end()), want);
 }
 
@@ -248,12 +250,12 @@ TEST_F(OpenAiRequestTest, StreamLogprobsAndCanvasChooseTheDetail) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_TRUE(r->stream && r->include_usage && r->logprobs);
   EXPECT_EQ(r->top_logprobs, 3);
-  EXPECT_EQ(r->generate.stream().detail(), v1::DETAIL_STEPS);
-  EXPECT_TRUE(r->generate.stream().include_logprobs());
-  EXPECT_EQ(r->generate.stream().top_candidates(), 3u);
+  EXPECT_EQ(r->generate.stream.detail, v1::DETAIL_STEPS);
+  EXPECT_TRUE(r->generate.stream.include_logprobs);
+  EXPECT_EQ(r->generate.stream.top_candidates, 3u);
   r = Completion(R"({"prompt": "x", "stream": true, "dllm_canvas": true})");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->generate.stream().detail(), v1::DETAIL_CANVAS);
+  EXPECT_EQ(r->generate.stream.detail, v1::DETAIL_CANVAS);
 }
 
 TEST_F(OpenAiRequestTest, BadFieldsAreNamed) {
