@@ -24,6 +24,7 @@
 #include "engine/session/denoise_session.h"
 #include "kernels/peak.h"
 #include "service/cli/generate_command.h"
+#include "service/cli/generation_flags.h"
 #include "service/json/json.h"
 
 namespace dllm {
@@ -305,7 +306,7 @@ int RunBench(int argc, char** argv) {
       SamplerConfig sc = DefaultSamplerConfig(c, gen);
       sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
       sc.early_exit = false;
-      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, (*model)->config());
+      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, **model);
       if (!caching.ok()) return Fail(caching.status());
       if (flags->Has("alg")) {
         absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));

@@ -17,8 +17,8 @@
 #include "engine/sampler/remasking.h"
 #include "engine/session/denoise_session.h"
 #include "service/cli/cache_divergence.h"
-#include "service/cli/entropy_bound_flags.h"
 #include "service/cli/generate_command.h"
+#include "service/cli/generation_flags.h"
 #include "service/cli/sampler_divergence.h"
 
 namespace dllm {
@@ -312,7 +312,7 @@ int RunSamplerDivergence(const ParsedFlags& flags, const std::shared_ptr<const M
   // The stand-in writes one canvas unless told otherwise.
   ParsedFlags stand_in_flags = flags;
   stand_in_flags.values.emplace("gen-length", std::to_string(real->canvas_length));
-  absl::StatusOr<SamplerConfig> stand_in = SamplerConfigFromFlags(stand_in_flags, model->config());
+  absl::StatusOr<SamplerConfig> stand_in = SamplerConfigFromFlags(stand_in_flags, *model);
   if (!stand_in.ok()) return Fail(stand_in.status());
   absl::StatusOr<std::vector<std::vector<int32_t>>> prompts =
       DivergencePrompts(flags, *model, windows);
@@ -363,9 +363,9 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "--sampler ", flags.Get("sampler"), ": --divergence measures the masked stand-in")));
   }
-  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, model->config());
+  absl::StatusOr<SamplerConfig> config = SamplerConfigFromFlags(flags, *model);
   if (!config.ok()) return Fail(config.status());
-  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags, model->config());
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags, *model);
   if (!caching.ok()) return Fail(caching.status());
   absl::StatusOr<int64_t> prompt_len = flags.GetIntInRange("prompt-len", 32, 1, 1 << 20);
   if (!prompt_len.ok()) return Fail(prompt_len.status());
@@ -495,7 +495,7 @@ int RunEval(int argc, char** argv) {
       if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
       config.threshold = static_cast<float>(threshold);
     }
-    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, (*model)->config());
+    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, **model);
     if (!caching.ok()) return Fail(caching.status());
     InfillTask task;
     task.steps_per_token = per_token;

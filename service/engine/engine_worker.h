@@ -311,6 +311,13 @@ class EngineWorker {
     bool ended = false;    // finished between layers (the pass dropped its sequences)
   };
   void PollBetweenLayers(std::vector<BatchMember>* members);
+  // The turn's batch: the running jobs' planned units that fit, into
+  // `members` and batch_; the rows they compute.
+  int64_t PlanTurn(std::vector<BatchMember>* members);
+  // Each member's Complete (or the forward's error) once the forward ran:
+  // requeued while it has units left, else finished.
+  void CompleteTurn(std::vector<BatchMember>& members, const absl::Status& status,
+                    const ForwardStats& stats, double seconds);
   // How a job that stopped ends: its cancel reason, DEADLINE_EXCEEDED past
   // its deadline, else `status`.
   static absl::Status EndStatus(const EngineJob& job, const absl::Status& status);

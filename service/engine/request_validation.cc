@@ -172,35 +172,9 @@ absl::Status ValidateEntropyBoundSpec(const GenerationRequest& request, const Mo
   return absl::OkStatus();
 }
 
-// Which caches and settings a masked request's model takes.
-absl::Status CheckMaskedFamily(const GenerationRequest& request, const Model& model,
-                               const GenerationSpec& spec) {
-  const GenerationRequest::Diffusion& d = request.diffusion;
-  if (d.entropy_bound) {
-    return InvalidField("diffusion.entropy_bound", "applies to the entropy-bound sampler only");
-  }
-  const bool block_causal = model.config().block_length > 0;
-  if (d.cache == CacheMode::kExact && !block_causal) {
-    return InvalidField(
-        "diffusion.cache",
-        "CACHE_EXACT is the cache of the entropy-bound sampler and of block-diffusion models; a "
-        "masked sampler's every row reads the whole canvas (CACHE_PREFIX and CACHE_DUAL "
-        "approximate)");
-  }
-  if (block_causal && (d.cache == CacheMode::kPrefix || d.cache == CacheMode::kDual)) {
-    return InvalidField("diffusion.cache",
-                        absl::StrCat(CacheName(*d.cache),
-                                     " approximates a bidirectional model; a block-diffusion "
-                                     "model's finished blocks are cached exactly (CACHE_EXACT, "
-                                     "the default, or CACHE_NONE)"));
-  }
-  if (!block_causal && d.llada2) {
-    return InvalidField("diffusion.llada2",
-                        absl::StrCat("applies to block-diffusion (LLaDA2) models; the served "
-                                     "model is ",
-                                     ArchName(model.config().arch)));
-  }
-  if (block_causal && !spec.suffix.empty()) {
+// A block-diffusion model is block-causal: no infill.
+absl::Status CheckSuffixFits(const ModelConfig& config, const GenerationSpec& spec) {
+  if (config.block_length > 0 && !spec.suffix.empty()) {
     return InvalidField("prompt.suffix",
                         "a block-diffusion model is block-causal: no block reads the text after "
                         "it, so it cannot fill a span before a suffix");
@@ -235,13 +209,11 @@ absl::Status CheckMaskedCanvas(const GenerationSpec& spec, const ModelConfig& co
 // cache, context and seed.
 absl::Status ValidateMaskedSpec(const GenerationRequest& request, const Model& model,
                                 GenerationSpec* spec) {
-  DLLM_RETURN_IF_ERROR(CheckMaskedFamily(request, model, *spec));
   const GenerationRequest::Diffusion& d = request.diffusion;
+  DLLM_ASSIGN_OR_RETURN(spec->caching, CachingOptionsFromRequest(d, d.gen_length, model.config()));
+  DLLM_RETURN_IF_ERROR(CheckSuffixFits(model.config(), *spec));
   DLLM_ASSIGN_OR_RETURN(spec->sampler,
                         SamplerConfigFromRequest(d, request.sampling, model.config()));
-  DLLM_ASSIGN_OR_RETURN(spec->caching, CachingOptionsFromRequest(d, spec->sampler.gen_length));
-  // A block-diffusion model's finished blocks are cached exactly by default.
-  if (model.config().block_length > 0 && !d.cache) spec->caching.cache = CacheMode::kExact;
   DLLM_RETURN_IF_ERROR(CheckMaskedCanvas(*spec, model.config()));
   spec->seed_was_set = request.sampling.seed.has_value();
   spec->sampler.seed = request.sampling.seed.value_or(NewSeed());
@@ -267,6 +239,15 @@ absl::StatusOr<GenerationSpec> ValidateCommon(const GenerationRequest& request, 
 absl::StatusOr<SamplerConfig> SamplerConfigFromRequest(const GenerationRequest::Diffusion& d,
                                                        const GenerationRequest::Sampling& s,
                                                        const ModelConfig& config) {
+  if (d.entropy_bound) {
+    return InvalidField("diffusion.entropy_bound", "applies to the entropy-bound sampler only");
+  }
+  if (config.block_length == 0 && d.llada2) {
+    return InvalidField("diffusion.llada2",
+                        absl::StrCat("applies to block-diffusion (LLaDA2) models; the served "
+                                     "model is ",
+                                     ArchName(config.arch)));
+  }
   const int64_t n_ctx = config.n_ctx_train;
   for (const auto& [field, value] : {std::pair{"diffusion.gen_length", d.gen_length},
                                      {"diffusion.steps", d.steps},
@@ -373,12 +354,30 @@ absl::StatusOr<EntropyBoundRequest> EntropyBoundFromRequest(const GenerationRequ
 }
 
 absl::StatusOr<CachingOptions> CachingOptionsFromRequest(const GenerationRequest::Diffusion& d,
-                                                         int gen_length) {
+                                                         uint32_t gen_length,
+                                                         const ModelConfig& config) {
+  const bool block_causal = config.block_length > 0;
+  if (d.cache == CacheMode::kExact && !block_causal) {
+    return InvalidField(
+        "diffusion.cache",
+        "CACHE_EXACT is the cache of the entropy-bound sampler and of block-diffusion models; a "
+        "masked sampler's every row reads the whole canvas (CACHE_PREFIX and CACHE_DUAL "
+        "approximate)");
+  }
+  if (block_causal && (d.cache == CacheMode::kPrefix || d.cache == CacheMode::kDual)) {
+    return InvalidField("diffusion.cache",
+                        absl::StrCat(CacheName(*d.cache),
+                                     " approximates a bidirectional model; a block-diffusion "
+                                     "model's finished blocks are cached exactly (CACHE_EXACT, "
+                                     "the default, or CACHE_NONE)"));
+  }
   CachingOptions o;
-  o.cache = d.cache.value_or(CacheMode::kNone);
-  if (d.cache_refresh_steps > static_cast<uint32_t>(gen_length)) {
+  // A block-diffusion model's finished blocks are cached exactly by default.
+  o.cache = d.cache.value_or(block_causal ? CacheMode::kExact : CacheMode::kNone);
+  const uint32_t gen = gen_length == 0 ? static_cast<uint32_t>(kDefaultGenLength) : gen_length;
+  if (d.cache_refresh_steps > gen) {
     return InvalidField("diffusion.cache_refresh_steps",
-                        absl::StrCat(d.cache_refresh_steps, " exceeds gen_length ", gen_length));
+                        absl::StrCat(d.cache_refresh_steps, " exceeds gen_length ", gen));
   }
   o.cache_refresh_steps = static_cast<int>(d.cache_refresh_steps);
   if (absl::Status st = o.Validate(); !st.ok()) return RenameSamplerField(st);

@@ -70,7 +70,9 @@ struct GenerationSpec {
   int planned_steps() const;
 };
 
-// The masked samplers' settings of a request (diffusion and sampling).
+// The masked samplers' settings of a request (diffusion and sampling); the
+// entropy-bound sampler's and, on a model that is not block-diffusion,
+// LLaDA2's settings are refused by name.
 absl::StatusOr<SamplerConfig> SamplerConfigFromRequest(const GenerationRequest::Diffusion& d,
                                                        const GenerationRequest::Sampling& s,
                                                        const ModelConfig& config);
@@ -86,10 +88,14 @@ absl::StatusOr<EntropyBoundRequest> EntropyBoundFromRequest(const GenerationRequ
                                                             const GenerationRequest::Sampling& s,
                                                             const Model& model,
                                                             CachingOptions* caching);
-// The request's cache settings (diffusion.cache, diffusion.cache_refresh_steps),
-// checked against its `gen_length`.
+// The request's cache settings (diffusion.cache, diffusion.cache_refresh_steps)
+// for the masked samplers: the caches the model takes (exact for a
+// block-diffusion model, its default; prefix and dual for the others, whose
+// default is none), the refresh checked against `gen_length` (0: the
+// default length).
 absl::StatusOr<CachingOptions> CachingOptionsFromRequest(const GenerationRequest::Diffusion& d,
-                                                         int gen_length);
+                                                         uint32_t gen_length,
+                                                         const ModelConfig& config);
 absl::StatusOr<StreamSettings> StreamSettingsFromRequest(const GenerationRequest::Stream& stream);
 
 // A whole request. `model_path` is the served file (for `model`).

@@ -25,7 +25,7 @@ import tempfile
 UPPER_LAYERS = {
     "kernels": [],
     "service/json": ["base"],
-    "service/cli": ["engine", "synth", "service/json"],
+    "service/cli": ["engine", "synth", "service/json", "service/engine"],
     "service/metrics": ["engine"],
     # The serving engine, and its two front ends as peers above it: neither
     # front end may include the other.

@@ -64,16 +64,19 @@ TEST(GenerateCommandTest, BadSettingsFailBeforeAnyWork) {
   const std::string model = testing::TestDataDir() + "/models/tiny-llada-k-q4_k_m.gguf";
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"--steps 64 --gen-length 32", "steps"},
-      {"--gen-length 32 --block-length 12", "block_length"},
+      {"--gen-length 32 --block-length 12", "--block-length: 12 does not divide gen_length 32"},
       {"--alg fastest", "fastest"},
-      {"--alg entropy", "not a llada algorithm"},
+      {"--alg entropy", "--alg: ALGORITHM_ENTROPY does not fit the served llada model"},
       {"--temperature -0.5", "temperature"},
       {"--gen-length 4000", "context"},
       {"--top-k many", "--top-k"},
       {"--cache fast", "--cache: unknown mode 'fast' (none, prefix, dual, exact)"},
-      {"--cache exact", "cache: 'exact' is the exact cache of a model"},
-      {"--sampler entropy-bound", "llada is not a canvas model"},
-      {"--cache-refresh 4", "--cache-refresh needs --cache prefix or dual"},
+      {"--cache exact", "--cache: CACHE_EXACT is the cache of the entropy-bound sampler"},
+      {"--sampler entropy-bound", "--sampler: SAMPLER_ENTROPY_BOUND needs a canvas model"},
+      {"--cache-refresh 4", "--cache-refresh: 4 needs a cache (prefix or dual)"},
+      // The server's rules hold here too (one validation, service/engine/).
+      {"--cache dual --cache-refresh 64 --gen-length 32",
+       "--cache-refresh: 64 exceeds gen_length 32"},
       {"--cache dual --cache-refresh -1", "--cache-refresh"},
   };
   for (const auto& [flags, message] : cases) {
@@ -117,11 +120,11 @@ TEST(GenerateCommandTest, CanvasModelRunsTheEntropyBoundSampler) {
   EXPECT_EQ((*plain)["output_ids"], (*run)["output_ids"]);
   EXPECT_EQ((*plain)["final_canvas"], (*run)["final_canvas"]);
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--cache dual", "takes cache 'exact'"},
+           {"--cache dual", "--cache: CACHE_DUAL approximates a masked sampler's canvas"},
            {"--eb-t-min 0.9 --eb-t-max 0.5", "t_min"},
            {"--sampler fancy", "--sampler: unknown sampler 'fancy'"},
            {"--canvases 2 --gen-length 32", "not both"},
-           {"--suffix x", "no infill"}}) {
+           {"--suffix x", "--suffix: the entropy-bound sampler writes after the prompt only"}}) {
     SCOPED_TRACE(flags);
     const testing::RunResult r =
         testing::RunDllm("generate --model " + model + " --prompt hi " + flags);
