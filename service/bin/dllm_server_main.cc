@@ -34,6 +34,7 @@
 #include "engine/parallel/cpu_topology.h"
 #include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/tokenizer/chat_template.h"
+#include "service/bin/server_flags.h"
 #include "service/grpc/server.h"
 #include "service/http/http_api.h"
 #include "service/http/http_server.h"
@@ -43,64 +44,9 @@
 namespace dllm {
 namespace {
 
-const std::set<std::string> kValueFlags = {"model",
-                                           "listen",
-                                           "metrics-listen",
-                                           "max-running",
-                                           "max-queue",
-                                           "max-sessions",
-                                           "threads",
-                                           "cpu-policy",
-                                           "isa",
-                                           "tls-cert",
-                                           "tls-key",
-                                           "drain-seconds",
-                                           "session-idle-seconds",
-                                           "port-file",
-                                           "memory-budget-mb",
-                                           "chat-template",
-                                           "http-listen",
-                                           "api-key-file",
-                                           "http-max-body-bytes",
-                                           "http-allow-origin",
-                                           "http-max-connections",
-                                           "http-max-connections-per-peer",
-                                           "http-header-timeout-seconds",
-                                           "http-idle-timeout-seconds",
-                                           "http-heartbeat-seconds",
-                                           "max-batch-requests",
-                                           "max-batch-rows"};
-const std::set<std::string> kBoolFlags = {};
-
-constexpr const char* kUsage =
-    "usage: dllm-server --model PATH [--listen 127.0.0.1:50051] [--metrics-listen "
-    "127.0.0.1:9464|none]\n"
-    "         [--max-batch-requests 8] [--max-batch-rows N] [--max-running N]\n"
-    "         [--max-queue 8] [--max-sessions 4] [--threads N]\n"
-    "         [--cpu-policy auto|performance|all] [--isa auto|scalar|avx2|avx512|amx]\n"
-    "         [--tls-cert F --tls-key F] [--drain-seconds 30] [--session-idle-seconds 300]\n"
-    "         [--memory-budget-mb N] [--port-file FILE]\n"
-    "         [--chat-template plain|llada|dream|qwen2.5|chatml|llada-moe|gemma4]\n"
-    "         [--http-listen 127.0.0.1:8080|none] [--api-key-file F] [--http-max-body-bytes "
-    "4194304]\n"
-    "         [--http-allow-origin ORIGIN[,ORIGIN...]|*]\n"
-    "         [--http-max-connections 4096] [--http-max-connections-per-peer 512]\n"
-    "         [--http-header-timeout-seconds 10]\n"
-    "         [--http-idle-timeout-seconds 60] [--http-heartbeat-seconds 10]\n";
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "dllm-server: %s\n", PrintableText(s.message()).c_str());
   return 2;
-}
-
-// MemAvailable (or the cgroup limit, when lower) minus a margin for the
-// rest of the process: what admitted requests may reserve together.
-uint64_t DefaultMemoryBudget() {
-  const MemoryInfo m = ReadMemoryInfo();
-  uint64_t available = m.available_bytes;
-  if (m.cgroup_limit_bytes) available = std::min(available, *m.cgroup_limit_bytes);
-  const uint64_t margin = available / 10 + (256ull << 20);
-  return available > margin ? available - margin : (64ull << 20);
 }
 
 // SIGTERM and SIGINT, taken by one thread: before the server serves they end
@@ -142,122 +88,6 @@ class ShutdownSignals {
   int count_ = 0;
   int first_ = 0;
 };
-
-// What the flags ask for, checked, before anything is loaded.
-struct ServerSetup {
-  ServerOptions options;
-  ModelOptions model;
-  IsaLevel isa = IsaLevel::kScalar;
-  CpuPolicy policy = CpuPolicy::kAuto;
-  std::string metrics_listen;  // HOST:PORT, or "none"
-  HttpOptions http;            // http.listen "none": no HTTP API
-  HttpApiOptions api;          // the key from --api-key-file
-};
-
-// The key an HTTP client must send as "Authorization: Bearer KEY": the
-// file's content without surrounding whitespace (a trailing newline).
-absl::StatusOr<std::string> ReadApiKey(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat("--api-key-file: cannot read ", path));
-  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const absl::string_view stripped = absl::StripAsciiWhitespace(key);
-  if (stripped.empty())
-    return absl::InvalidArgumentError(absl::StrCat("--api-key-file: ", path, " is empty"));
-  for (char c : stripped) {
-    if (c < 0x21 || c > 0x7e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--api-key-file: ", path, " holds a character that is not printable ASCII"));
-    }
-  }
-  return std::string(stripped);
-}
-
-absl::StatusOr<ServerSetup> SetupFromFlags(const ParsedFlags& flags) {
-  ServerSetup setup;
-  ServerOptions& options = setup.options;
-  options.model_path = flags.Get("model");
-  options.listen = flags.Get("listen", "127.0.0.1:50051");
-  // Batching is on by default: up to 8 requests' steps share each forward,
-  // and as many requests run (advance together) as may share one.
-  DLLM_ASSIGN_OR_RETURN(options.engine.max_batch_requests,
-                        flags.GetIntInRange("max-batch-requests", 8, 1, 256));
-  if (flags.Has("max-batch-rows")) {  // else the worker's default, from the memory budget
-    DLLM_ASSIGN_OR_RETURN(options.engine.max_batch_rows,
-                          flags.GetIntInRange("max-batch-rows", 1, 1, 1 << 20));
-  }
-  DLLM_ASSIGN_OR_RETURN(
-      options.engine.max_running,
-      flags.GetIntInRange("max-running", options.engine.max_batch_requests, 1, 1024));
-  DLLM_ASSIGN_OR_RETURN(options.engine.max_queue, flags.GetIntInRange("max-queue", 8, 0, 1 << 20));
-  DLLM_ASSIGN_OR_RETURN(options.engine.max_sessions,
-                        flags.GetIntInRange("max-sessions", 4, 0, 1 << 16));
-  DLLM_ASSIGN_OR_RETURN(const int64_t threads, flags.GetIntInRange("threads", 0, 0, 4096));
-  DLLM_ASSIGN_OR_RETURN(options.drain_seconds,
-                        flags.GetIntInRange("drain-seconds", 30, 0, 24 * 3600));
-  DLLM_ASSIGN_OR_RETURN(options.session_idle_seconds,
-                        flags.GetIntInRange("session-idle-seconds", 300, 1, 24 * 3600));
-  DLLM_ASSIGN_OR_RETURN(const int64_t budget_mb,
-                        flags.GetIntInRange("memory-budget-mb", 0, 0, 1 << 30));
-  options.engine.memory_budget_bytes = flags.Has("memory-budget-mb")
-                                           ? static_cast<uint64_t>(budget_mb) << 20
-                                           : DefaultMemoryBudget();
-  DLLM_ASSIGN_OR_RETURN(setup.isa, ResolveIsaLevel(flags.Get("isa")));
-  const std::optional<CpuPolicy> policy = ParseCpuPolicy(flags.Get("cpu-policy", "auto"));
-  if (!policy) return absl::InvalidArgumentError("--cpu-policy must be auto, performance or all");
-  setup.policy = *policy;
-  options.tls_cert_file = flags.Get("tls-cert");
-  options.tls_key_file = flags.Get("tls-key");
-
-  const CpuTopology topology = ReadCpuTopology();
-  options.plan = PlanThreads(topology, setup.policy, static_cast<int>(threads));
-  options.facts.isa = IsaLevelName(setup.isa);
-  options.facts.cpu = GetCpuFeatures().brand;
-  options.facts.cpu_policy = CpuPolicyName(setup.policy);
-  options.facts.performance_cores = static_cast<int>(topology.performance_cpus.size());
-  options.facts.efficiency_cores = static_cast<int>(topology.efficiency_cpus.size());
-
-  setup.model.isa = setup.isa;
-  if (flags.Has("chat-template")) {
-    DLLM_ASSIGN_OR_RETURN(setup.model.chat_template, ParseChatTemplate(flags.Get("chat-template")));
-  }
-  setup.metrics_listen = flags.Get("metrics-listen", "127.0.0.1:9464");
-
-  HttpOptions& http = setup.http;
-  http.listen = flags.Get("http-listen", http.listen);
-  DLLM_ASSIGN_OR_RETURN(const int64_t body_bytes,
-                        flags.GetIntInRange("http-max-body-bytes", options.max_message_bytes, 1024,
-                                            int64_t{1} << 30));
-  http.max_body_bytes = static_cast<uint64_t>(body_bytes);
-  DLLM_ASSIGN_OR_RETURN(http.max_connections, flags.GetIntInRange("http-max-connections",
-                                                                  http.max_connections, 1, 65536));
-  DLLM_ASSIGN_OR_RETURN(
-      http.max_connections_per_peer,
-      flags.GetIntInRange("http-max-connections-per-peer",
-                          std::min(http.max_connections_per_peer, http.max_connections), 1,
-                          http.max_connections));
-  DLLM_ASSIGN_OR_RETURN(
-      http.header_timeout_seconds,
-      flags.GetIntInRange("http-header-timeout-seconds", http.header_timeout_seconds, 1, 3600));
-  DLLM_ASSIGN_OR_RETURN(
-      http.idle_timeout_seconds,
-      flags.GetIntInRange("http-idle-timeout-seconds", http.idle_timeout_seconds, 1, 24 * 3600));
-  http.tls_cert_file = options.tls_cert_file;
-  http.tls_key_file = options.tls_key_file;
-  if (flags.Has("api-key-file")) {
-    DLLM_ASSIGN_OR_RETURN(setup.api.api_key, ReadApiKey(flags.Get("api-key-file")));
-  }
-  if (flags.Has("http-allow-origin")) {
-    for (absl::string_view origin :
-         absl::StrSplit(flags.Get("http-allow-origin"), ',', absl::SkipWhitespace())) {
-      setup.api.allowed_origins.emplace_back(absl::StripAsciiWhitespace(origin));
-    }
-  }
-  setup.api.loopback_host_only = ListensOnLoopbackOnly(http.listen);
-  DLLM_ASSIGN_OR_RETURN(setup.api.heartbeat_seconds,
-                        flags.GetIntInRange("http-heartbeat-seconds", setup.api.heartbeat_seconds,
-                                            1, kMaxHeartbeatSeconds));
-  return setup;
-}
 
 // Loads the model and says what was loaded and how it will be served; sets
 // the engine's row budget when --max-batch-rows did not (it depends on the
@@ -372,17 +202,9 @@ absl::Status WritePortFile(const std::string& path, int grpc_port, int metrics_p
   return absl::OkStatus();
 }
 
-int Run(int argc, char** argv) {
-  absl::StatusOr<ParsedFlags> flags = ParseFlags(argc - 1, argv + 1, kValueFlags, kBoolFlags);
-  if (!flags.ok()) return Fail(flags.status());
-  if (flags->help) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  if (!flags->Has("model") || !flags->positional.empty()) {
-    std::fputs(kUsage, stderr);
-    return 2;
-  }
+// The process's setup before anything starts a thread: two malloc arenas a
+// core, and SIGTERM / SIGINT taken by one thread for `shutdown`.
+void TakeShutdownSignals(ShutdownSignals& shutdown) {
   // glibc gives each thread that allocates an arena of its own, up to 8 per
   // core, and keeps their freed pages: with a thread per HTTP request, large
   // bodies one after another left the RSS at several times what one needs
@@ -396,8 +218,55 @@ int Run(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([&shutdown, signals] { shutdown.Watch(signals); }).detach();
+}
+
+// The Prometheus endpoint on `listen`; null for "none".
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> StartMetricsEndpoint(const std::string& listen,
+                                                                      ServiceMetrics* metrics) {
+  if (listen == "none") return nullptr;
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<MetricsEndpoint> endpoint,
+                        MetricsEndpoint::Start(listen, metrics));
+  std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
+               listen.substr(0, listen.rfind(':')).c_str(), endpoint->port());
+  return endpoint;
+}
+
+// The HTTP API's server; what it listens on is added to `listening`.
+absl::StatusOr<std::unique_ptr<HttpServer>> StartHttp(const ServerSetup& setup, HttpApi* api,
+                                                      std::string* listening) {
+  DLLM_ASSIGN_OR_RETURN(std::unique_ptr<HttpServer> http, HttpServer::Start(setup.http, api));
+  const std::string& listen = setup.http.listen;
+  absl::StrAppendFormat(
+      listening, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
+      http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')), http->port(),
+      setup.api.api_key.empty() ? "no API key" : "API key required");
+  if (!setup.api.loopback_host_only && setup.api.api_key.empty()) {
+    std::fprintf(stderr,
+                 "dllm-server: warning: the HTTP API listens beyond loopback without an API "
+                 "key: anyone who can reach %s can use it (--api-key-file)\n",
+                 listen.c_str());
+  }
+  return http;
+}
+
+// "listening on HOST:PORT (plaintext|TLS)", said once the warm-up ran.
+std::string ListeningLine(const ServerOptions& options, int port) {
+  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
+  return absl::StrFormat("dllm-server: listening on %s:%d (%s)\n", host, port,
+                         options.tls_cert_file.empty() ? "plaintext" : "TLS");
+}
+
+int Run(int argc, char** argv) {
+  absl::StatusOr<ParsedFlags> flags =
+      ParseFlags(argc - 1, argv + 1, kServerValueFlags, kServerBoolFlags);
+  if (!flags.ok()) return Fail(flags.status());
+  if (flags->help || !flags->Has("model") || !flags->positional.empty()) {
+    std::fputs(kServerUsage, flags->help ? stdout : stderr);
+    return flags->help ? 0 : 2;
+  }
   static ShutdownSignals shutdown;
-  std::thread([&signals] { shutdown.Watch(signals); }).detach();
+  TakeShutdownSignals(shutdown);
 
   absl::StatusOr<ServerSetup> setup = SetupFromFlags(*flags);
   if (!setup.ok()) return Fail(setup.status());
@@ -408,49 +277,28 @@ int Run(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<ServiceMetrics>> metrics = MakeMetrics(*setup, **model);
   if (!metrics.ok()) return Fail(metrics.status());
   options.metrics = metrics->get();
-  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
-  if (setup->metrics_listen != "none") {
-    absl::StatusOr<std::unique_ptr<MetricsEndpoint>> started =
-        MetricsEndpoint::Start(setup->metrics_listen, metrics->get());
-    if (!started.ok()) return Fail(started.status());
-    metrics_endpoint = std::move(*started);
-    const std::string& listen = setup->metrics_listen;
-    std::fprintf(stderr, "dllm-server: metrics on http://%s:%d/metrics\n",
-                 listen.substr(0, listen.rfind(':')).c_str(), metrics_endpoint->port());
-  }
-  const int metrics_port = metrics_endpoint ? metrics_endpoint->port() : 0;
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> metrics_endpoint =
+      StartMetricsEndpoint(setup->metrics_listen, metrics->get());
+  if (!metrics_endpoint.ok()) return Fail(metrics_endpoint.status());
+  const int metrics_port = *metrics_endpoint ? (*metrics_endpoint)->port() : 0;
 
   absl::StatusOr<std::unique_ptr<DllmServer>> server = DllmServer::Start(*model, options);
   if (!server.ok()) return Fail(server.status());
   // Said once the warm-up step has run: a configuration that cannot run a
   // step (--max-batch-rows 1) fails before anything claims to listen.
-  const std::string host = options.listen.substr(0, options.listen.rfind(':'));
-  std::string listening =
-      absl::StrFormat("dllm-server: listening on %s:%d (%s)\n", host, (*server)->port(),
-                      options.tls_cert_file.empty() ? "plaintext" : "TLS");
+  std::string listening = ListeningLine(options, (*server)->port());
   // The HTTP API starts with the gRPC server (both share its service), so
   // that /health/ready answers 503 during the warm-up.
   std::unique_ptr<HttpApi> api;
   std::unique_ptr<HttpServer> http;
   if (setup->http.listen != "none") {
     api = std::make_unique<HttpApi>(&(*server)->admission(), setup->api);
-    absl::StatusOr<std::unique_ptr<HttpServer>> started = HttpServer::Start(setup->http, api.get());
+    absl::StatusOr<std::unique_ptr<HttpServer>> started = StartHttp(*setup, api.get(), &listening);
     if (!started.ok()) {
       (*server)->Shutdown();
       return Fail(started.status());
     }
     http = std::move(*started);
-    const std::string& listen = setup->http.listen;
-    absl::StrAppendFormat(
-        &listening, "dllm-server: OpenAI-compatible HTTP API on %s://%s:%d/v1 (%s)\n",
-        http->tls() ? "https" : "http", listen.substr(0, listen.rfind(':')), http->port(),
-        setup->api.api_key.empty() ? "no API key" : "API key required");
-    if (!setup->api.loopback_host_only && setup->api.api_key.empty()) {
-      std::fprintf(stderr,
-                   "dllm-server: warning: the HTTP API listens beyond loopback without an API "
-                   "key: anyone who can reach %s can use it (--api-key-file)\n",
-                   listen.c_str());
-    }
   }
   if (absl::Status ready = (*server)->WaitReady(std::chrono::hours(24)); !ready.ok()) {
     http.reset();
@@ -480,7 +328,7 @@ int Run(int argc, char** argv) {
   http.reset();
   api.reset();
   server->reset();
-  metrics_endpoint.reset();  // before the series it serves
+  metrics_endpoint->reset();  // before the series it serves
   metrics->reset();
   std::fprintf(stderr, "dllm-server: stopped\n");
   return 0;

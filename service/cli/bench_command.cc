@@ -236,6 +236,102 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, const CachingOptions
   return run;
 }
 
+// Now as ISO 8601 UTC ("2026-12-05T14:05:00Z").
+std::string UtcNow() {
+  char date[32];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return date;
+}
+
+// One measured configuration: threads, generation length and the flags'
+// settings, with the machine's limits to judge it against.
+struct BenchPoint {
+  int threads = 1;
+  int gen = 0;
+  int block = 0;
+  int warmup = 0;
+  int measured = 0;
+  double bandwidth = 0;  // the read bandwidth at `threads`
+  uint64_t weight_bytes = 0;
+  double peak_per_thread = 0;
+};
+
+// The two lines of a run on stderr.
+void PrintRun(const Json& run, const BenchPoint& p, const CachingOptions& caching) {
+  std::fprintf(stderr,
+               "%d threads, gen %d (canvas %lld, cache %s): %.1f ms/step median [%.1f, %.1f], "
+               "forward %.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 "
+               "compute %.1f ms; efficiency %.0f%%\n",
+               p.threads, p.gen, static_cast<long long>(run["canvas"].get<int64_t>()),
+               std::string(CacheModeName(caching.cache)).c_str(),
+               run["ms_per_step_median"].get<double>(), run["ms_per_step_min"].get<double>(),
+               run["ms_per_step_max"].get<double>(), run["forward_ms_median"].get<double>(),
+               run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),
+               run["bandwidth_floor_ms"].get<double>(), run["compute_floor_ms"].get<double>(),
+               100 * run["efficiency"].get<double>());
+  const Json& ops = run["op_ms_per_step"];
+  std::fprintf(stderr,
+               "  per step: FFN %.1f ms, q/k/v/o %.1f, attention %.1f, head %.1f, norms and "
+               "embedding %.1f\n",
+               ops["ffn"].get<double>(), ops["projections"].get<double>(),
+               ops["attention"].get<double>(), ops["head"].get<double>(),
+               ops["norm"].get<double>() + ops["embed"].get<double>());
+}
+
+// The sampler of one point: the model's defaults at `gen`, the flags' block
+// length, algorithm and threshold, no early exit (every step is measured).
+absl::StatusOr<SamplerConfig> BenchSampler(const ParsedFlags& flags, const ModelConfig& c,
+                                           const BenchPoint& p) {
+  SamplerConfig sc = DefaultSamplerConfig(c, p.gen);
+  sc.block_length = DefaultBlockLength(sc.family, p.gen, p.block);
+  sc.early_exit = false;
+  if (flags.Has("alg")) {
+    DLLM_ASSIGN_OR_RETURN(sc.algorithm, ParseAlgorithm(flags.Get("alg")));
+  }
+  if (flags.Has("threshold")) {
+    DLLM_ASSIGN_OR_RETURN(const double tau, flags.GetDouble("threshold", 0.0));
+    sc.threshold = static_cast<float>(tau);
+  }
+  DLLM_RETURN_IF_ERROR(sc.Validate());
+  return sc;
+}
+
+// Steps of one point, measured after the warm-up.
+absl::StatusOr<Json> MeasureRun(const ParsedFlags& flags, const std::shared_ptr<const Model>& model,
+                                const std::vector<int32_t>& prompt, const BenchPoint& p) {
+  DLLM_ASSIGN_OR_RETURN(const SamplerConfig sc, BenchSampler(flags, model->config(), p));
+  DLLM_ASSIGN_OR_RETURN(const CachingOptions caching, CachingOptionsFromFlags(flags, *model));
+  tbb::task_arena arena(p.threads);
+  absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
+  arena.execute([&] { session = DenoiseSession::Create(model, sc, prompt, caching); });
+  if (!session.ok()) return session.status();
+  DLLM_ASSIGN_OR_RETURN(const StepSamples samples,
+                        MeasureSteps(**session, arena, p.warmup, p.measured));
+  if (samples.step_ms.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--gen-lengths ", p.gen, ": the run finished within the ", p.warmup,
+        " warm-up steps, so no step was measured (lower --warmup or raise the length)"));
+  }
+  Json run = RunJson(model->config(), sc, caching, p.threads, static_cast<int64_t>(prompt.size()),
+                     samples, p.bandwidth, p.weight_bytes, p.peak_per_thread);
+  PrintRun(run, p, caching);
+  return run;
+}
+
+// The result document to --out, else to stdout.
+absl::Status WriteResult(const ParsedFlags& flags, const Json& result) {
+  const std::string text = DumpJson(result, 1) + "\n";
+  if (!flags.Has("out")) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return absl::OkStatus();
+  }
+  std::ofstream out(flags.Get("out"), std::ios::trunc);
+  out << text;
+  if (!out) return absl::PermissionDeniedError(flags.Get("out") + ": cannot write");
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int RunBench(int argc, char** argv) {
@@ -286,11 +382,8 @@ int RunBench(int argc, char** argv) {
   for (const GgufTensor& t : (*model)->file().tensors()) weight_bytes += t.n_bytes;
 
   Json result = Json::object();
-  char date[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   result["schema"] = "dllm-bench-e2e/1";
-  result["date"] = date;
+  result["date"] = UtcNow();
   result["git_sha"] = flags->Get("git-sha", "unknown");
   result["label"] = flags->Get("label", "");
   result["machine"] = MachineJson(topo, *isa);
@@ -301,68 +394,22 @@ int RunBench(int argc, char** argv) {
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(65 + i % 26);
   const double peak_per_thread = Int8PeakPerThread(*isa);
   for (int t : *threads) {
-    const double bandwidth = bandwidth_by_threads[t];
     for (int gen : *gens) {
-      SamplerConfig sc = DefaultSamplerConfig(c, gen);
-      sc.block_length = DefaultBlockLength(sc.family, gen, static_cast<int>(*block));
-      sc.early_exit = false;
-      absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, **model);
-      if (!caching.ok()) return Fail(caching.status());
-      if (flags->Has("alg")) {
-        absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));
-        if (!alg.ok()) return Fail(alg.status());
-        sc.algorithm = *alg;
-      }
-      if (flags->Has("threshold")) {
-        absl::StatusOr<double> tau = flags->GetDouble("threshold", 0.0);
-        if (!tau.ok()) return Fail(tau.status());
-        sc.threshold = static_cast<float>(*tau);
-      }
-      if (absl::Status s = sc.Validate(); !s.ok()) return Fail(s);
-      tbb::task_arena arena(t);
-      absl::StatusOr<std::unique_ptr<DenoiseSession>> session;
-      arena.execute([&] { session = DenoiseSession::Create(*model, sc, prompt, *caching); });
-      if (!session.ok()) return Fail(session.status());
-      absl::StatusOr<StepSamples> samples =
-          MeasureSteps(**session, arena, static_cast<int>(*warmup), static_cast<int>(*measured));
-      if (!samples.ok()) return Fail(samples.status());
-      if (samples->step_ms.empty()) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            "--gen-lengths ", gen, ": the run finished within the ", *warmup,
-            " warm-up steps, so no step was measured (lower --warmup or raise the length)")));
-      }
-      const Json run = RunJson(c, sc, *caching, t, static_cast<int64_t>(prompt.size()), *samples,
-                               bandwidth, weight_bytes, peak_per_thread);
-      runs.push_back(run);
-      std::fprintf(stderr,
-                   "%d threads, gen %d (canvas %lld, cache %s): %.1f ms/step median [%.1f, %.1f], "
-                   "forward %.1f, sampling %.1f, %.3g tok/s; floors: bandwidth %.1f ms, int8 "
-                   "compute %.1f ms; efficiency %.0f%%\n",
-                   t, gen, static_cast<long long>(run["canvas"].get<int64_t>()),
-                   std::string(CacheModeName(caching->cache)).c_str(),
-                   run["ms_per_step_median"].get<double>(), run["ms_per_step_min"].get<double>(),
-                   run["ms_per_step_max"].get<double>(), run["forward_ms_median"].get<double>(),
-                   run["sampling_ms_median"].get<double>(), run["tokens_per_second"].get<double>(),
-                   run["bandwidth_floor_ms"].get<double>(), run["compute_floor_ms"].get<double>(),
-                   100 * run["efficiency"].get<double>());
-      const Json& ops = run["op_ms_per_step"];
-      std::fprintf(stderr,
-                   "  per step: FFN %.1f ms, q/k/v/o %.1f, attention %.1f, head %.1f, norms and "
-                   "embedding %.1f\n",
-                   ops["ffn"].get<double>(), ops["projections"].get<double>(),
-                   ops["attention"].get<double>(), ops["head"].get<double>(),
-                   ops["norm"].get<double>() + ops["embed"].get<double>());
+      BenchPoint point{t,
+                       gen,
+                       static_cast<int>(*block),
+                       static_cast<int>(*warmup),
+                       static_cast<int>(*measured),
+                       bandwidth_by_threads[t],
+                       weight_bytes,
+                       peak_per_thread};
+      absl::StatusOr<Json> run = MeasureRun(*flags, *model, prompt, point);
+      if (!run.ok()) return Fail(run.status());
+      runs.push_back(*std::move(run));
     }
   }
   result["runs"] = runs;
-  const std::string text = DumpJson(result, 1) + "\n";
-  if (flags->Has("out")) {
-    std::ofstream out(flags->Get("out"), std::ios::trunc);
-    out << text;
-    if (!out) return Fail(absl::PermissionDeniedError(flags->Get("out") + ": cannot write"));
-  } else {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-  }
+  if (absl::Status s = WriteResult(*flags, result); !s.ok()) return Fail(s);
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "engine/sampler/remasking.h"
 #include "engine/session/denoise_session.h"
 #include "service/cli/cache_divergence.h"
+#include "service/cli/eval_scores.h"
 #include "service/cli/generate_command.h"
 #include "service/cli/generation_flags.h"
 #include "service/cli/sampler_divergence.h"
@@ -49,231 +50,7 @@ constexpr char kEvalUsage[] =
     "  on a canvas model (DiffusionGemma): how far the masked stand-in's answer (one canvas)\n"
     "  lands from the entropy-bound sampler's on each window's prompt\n";
 
-// The ids of a JSON array, each checked to be a token of `model`.
-absl::StatusOr<std::vector<int32_t>> Ids(const Json& array, int32_t n_vocab,
-                                         const std::string& where) {
-  if (!array.is_array()) return absl::InvalidArgumentError(where + ": not an array");
-  std::vector<int32_t> ids;
-  for (const Json& id : array) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": ", id.dump(), " is not a token id"));
-    }
-    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
-  }
-  return ids;
-}
-
-// One window at one ratio: the canvas, the masked positions and the rows
-// that score them.
-struct Canvas {
-  std::vector<int32_t> tokens;     // with the masks applied
-  std::vector<int32_t> positions;  // masked, ascending
-  std::vector<int32_t> truth;      // the true token at each
-  std::vector<int32_t> rows;       // the logits row scoring each (ascending, unique)
-};
-
-absl::StatusOr<Canvas> MakeCanvas(const Json& window, const std::string& ratio,
-                                  const ModelConfig& c, const std::string& where) {
-  Canvas out;
-  const Json* tokens = FindMember(window, "tokens");
-  const Json* masks = FindMember(window, "masks");
-  if (tokens == nullptr || masks == nullptr) {
-    return absl::InvalidArgumentError(where + ": needs tokens and masks");
-  }
-  DLLM_ASSIGN_OR_RETURN(out.tokens, Ids(*tokens, c.n_vocab, where + ".tokens"));
-  const Json* listed = FindMember(*masks, ratio);
-  if (listed == nullptr) return absl::InvalidArgumentError(where + ": no masks for ratio " + ratio);
-  DLLM_ASSIGN_OR_RETURN(
-      std::vector<int32_t> positions,
-      Ids(*listed, static_cast<int32_t>(out.tokens.size()), where + ".masks." + ratio));
-  std::sort(positions.begin(), positions.end());
-  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
-  for (int32_t p : positions) {
-    const int32_t row = PredictingRow(c.shift_logits, p);
-    if (row < 0) continue;  // nothing predicts position 0 of a shifted model
-    out.positions.push_back(p);
-    out.truth.push_back(out.tokens[p]);
-    out.rows.push_back(row);
-  }
-  for (int32_t p : out.positions) out.tokens[p] = c.tokens.mask;
-  return out;
-}
-
-absl::Status Logits(ForwardPass& pass, const Canvas& canvas, std::vector<float>* logits,
-                    int n_vocab) {
-  logits->resize(canvas.rows.size() * static_cast<size_t>(n_vocab));
-  return pass.Run(canvas.tokens, canvas.rows, logits->data(), nullptr, nullptr);
-}
-
 }  // namespace
-
-absl::StatusOr<std::map<std::string, MaskedTokenScore>> EvaluateMaskedTokens(
-    const std::shared_ptr<const Model>& model, const std::shared_ptr<const Model>& baseline,
-    const Json& windows, const std::vector<std::string>& ratios, int threads) {
-  const ModelConfig& c = model->config();
-  if (baseline != nullptr && baseline->config().n_vocab != c.n_vocab) {
-    return absl::InvalidArgumentError("--baseline: its vocabulary differs from the model's");
-  }
-  const Json* list = FindMember(windows, "windows");
-  if (list == nullptr || !list->is_array() || list->empty()) {
-    return absl::InvalidArgumentError("windows: no \"windows\" array");
-  }
-  const size_t v = static_cast<size_t>(c.n_vocab);
-  std::map<std::string, MaskedTokenScore> out;
-  tbb::task_arena arena(threads);
-  absl::Status status;
-  arena.execute([&] {
-    int max_len = 0;
-    for (const Json& w : *list) {
-      const Json* t = FindMember(w, "tokens");
-      if (t != nullptr && t->is_array()) max_len = std::max(max_len, static_cast<int>(t->size()));
-    }
-    absl::StatusOr<std::unique_ptr<ForwardPass>> pass = ForwardPass::Create(model, max_len);
-    if (!pass.ok()) {
-      status = pass.status();
-      return;
-    }
-    std::unique_ptr<ForwardPass> base_pass;
-    if (baseline != nullptr) {
-      absl::StatusOr<std::unique_ptr<ForwardPass>> b = ForwardPass::Create(baseline, max_len);
-      if (!b.ok()) {
-        status = b.status();
-        return;
-      }
-      base_pass = std::move(*b);
-    }
-    std::vector<float> logits, base_logits;
-    for (const std::string& ratio : ratios) {
-      MaskedTokenScore& score = out[ratio];
-      double ce = 0, kl = 0;
-      int hits = 0;
-      for (size_t w = 0; w < list->size(); ++w) {
-        absl::StatusOr<Canvas> canvas =
-            MakeCanvas((*list)[w], ratio, c, absl::StrCat("windows[", w, "]"));
-        if (!canvas.ok()) {
-          status = canvas.status();
-          return;
-        }
-        if (absl::Status s = Logits(**pass, *canvas, &logits, c.n_vocab); !s.ok()) {
-          status = s;
-          return;
-        }
-        if (base_pass != nullptr) {
-          if (absl::Status s = Logits(*base_pass, *canvas, &base_logits, c.n_vocab); !s.ok()) {
-            status = s;
-            return;
-          }
-        }
-        for (size_t i = 0; i < canvas->positions.size(); ++i) {
-          const std::span<const float> row(logits.data() + i * v, v);
-          const double lse = LogSumExp(row);
-          ce += lse - static_cast<double>(row[static_cast<size_t>(canvas->truth[i])]);
-          // The argmax rule of the samplers: the lowest id among equal maxima.
-          const size_t best =
-              static_cast<size_t>(std::max_element(row.begin(), row.end()) - row.begin());
-          hits += static_cast<int32_t>(best) == canvas->truth[i];
-          if (base_pass != nullptr) {
-            kl += KlDivergence(std::span<const float>(base_logits.data() + i * v, v), row);
-          }
-        }
-        score.positions += static_cast<int>(canvas->positions.size());
-      }
-      if (score.positions > 0) {
-        score.cross_entropy = ce / score.positions;
-        score.top1 = static_cast<double>(hits) / score.positions;
-        if (base_pass != nullptr) score.kl = kl / score.positions;
-      }
-    }
-  });
-  if (!status.ok()) return status;
-  return out;
-}
-
-absl::StatusOr<InfillScore> EvaluateInfill(const std::shared_ptr<const Model>& model,
-                                           const Json& windows, const SamplerConfig& base,
-                                           const CachingOptions& caching, const InfillTask& task,
-                                           int threads) {
-  const ModelConfig& c = model->config();
-  const Json* list = FindMember(windows, "windows");
-  if (list == nullptr || !list->is_array() || list->empty()) {
-    return absl::InvalidArgumentError("windows: no \"windows\" array");
-  }
-  InfillScore score;
-  int exact = 0, right = 0;
-  tbb::task_arena arena(threads);
-  absl::Status status;
-  arena.execute([&] {
-    for (size_t w = 0; w < list->size() && status.ok(); ++w) {
-      const std::string where = absl::StrCat("windows[", w, "]");
-      const Json& window = (*list)[w];
-      const Json* tokens_json = FindMember(window, "tokens");
-      const Json* infill = FindMember(window, "infill");
-      if (tokens_json == nullptr || infill == nullptr || !infill->is_object() ||
-          !infill->contains("start") || !infill->contains("end")) {
-        status = absl::InvalidArgumentError(where + ": needs tokens and infill {start, end}");
-        return;
-      }
-      absl::StatusOr<std::vector<int32_t>> tokens = Ids(*tokens_json, c.n_vocab, where + ".tokens");
-      if (!tokens.ok()) {
-        status = tokens.status();
-        return;
-      }
-      int64_t start =
-          (*infill)["start"].is_number_integer() ? (*infill)["start"].get<int64_t>() : -1;
-      int64_t end = (*infill)["end"].is_number_integer() ? (*infill)["end"].get<int64_t>() : -1;
-      const int64_t n = static_cast<int64_t>(tokens->size());
-      if (task.span > 0) {  // the middle of the window instead
-        start = (n - task.span) / 2;
-        end = start + task.span;
-      }
-      if (!(start >= 1 && start < end && end <= n)) {
-        status = absl::InvalidArgumentError(absl::StrCat(where, ".infill: [", start, ", ", end,
-                                                         ") is not a span inside [1, ", n, ")"));
-        return;
-      }
-      // The engine's infill canvas: the window's tokens before the span,
-      // span masks, and the rest of the window as the suffix.
-      SamplerConfig config = base;
-      const int span = static_cast<int>(end - start);
-      config.gen_length = span;
-      config.steps =
-          std::clamp(static_cast<int>(std::lround(span * task.steps_per_token)), 1, span);
-      config.block_length = task.block_length == kInfillBlocksAuto
-                                ? InfillBlockLength(span, config.steps)
-                                : task.block_length;
-      CanvasInput input(std::vector<int32_t>(tokens->begin(), tokens->begin() + start),
-                        std::vector<int32_t>(tokens->begin() + end, tokens->end()));
-      absl::StatusOr<std::unique_ptr<DenoiseSession>> session =
-          DenoiseSession::Create(model, config, std::move(input), caching);
-      if (!session.ok()) {
-        status = session.status();
-        return;
-      }
-      while (!(*session)->done()) {
-        absl::StatusOr<StepReport> step = (*session)->Advance();
-        if (!step.ok()) {
-          status = step.status();
-          return;
-        }
-        score.forward_steps += step->forward_passes > 0 ? 1 : 0;
-        score.full_steps += step->cache_use == CacheUse::kRefill ? 1 : 0;
-      }
-      const std::span<const int32_t> canvas = (*session)->canvas();
-      int ok = 0;
-      for (int64_t p = start; p < end; ++p) {
-        ok += canvas[static_cast<size_t>(p)] == (*tokens)[static_cast<size_t>(p)];
-      }
-      right += ok;
-      exact += ok == span;
-      score.tokens += span;
-      ++score.spans;
-    }
-  });
-  if (!status.ok()) return status;
-  score.exact_match = score.spans > 0 ? static_cast<double>(exact) / score.spans : 0;
-  score.token_accuracy = score.tokens > 0 ? static_cast<double>(right) / score.tokens : 0;
-  return score;
-}
 
 namespace {
 
@@ -416,6 +193,78 @@ int RunDivergence(const ParsedFlags& flags, const std::shared_ptr<const Model>& 
   return 0;
 }
 
+// `--infill`: the infill task with the flags' sampler settings (greedy
+// unless asked), printed and as its JSON record.
+absl::StatusOr<Json> RunInfillTask(const ParsedFlags& flags,
+                                   const std::shared_ptr<const Model>& model, const Json& windows,
+                                   int threads) {
+  SamplerConfig config = DefaultSamplerConfig(model->config(), kDefaultGenLength);
+  // Greedy unless asked: the task measures the model, not the draw.
+  double temperature = 0, per_token = 1;
+  absl::StatusOr<int64_t> seed = flags.GetInt("seed", 0);
+  if (absl::Status s = flags.GetNumber("temperature", &temperature); !s.ok()) return s;
+  if (absl::Status s = flags.GetNumber("steps-per-token", &per_token); !s.ok()) return s;
+  if (!seed.ok()) return seed.status();
+  config.temperature = static_cast<float>(temperature);
+  config.seed = static_cast<uint64_t>(*seed);
+  if (flags.Has("alg")) {
+    absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags.Get("alg"));
+    if (!alg.ok()) return alg.status();
+    config.algorithm = *alg;
+  }
+  if (flags.Has("threshold")) {
+    double threshold = 0;
+    if (absl::Status s = flags.GetNumber("threshold", &threshold); !s.ok()) return s;
+    config.threshold = static_cast<float>(threshold);
+  }
+  absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(flags, *model);
+  if (!caching.ok()) return caching.status();
+  InfillTask task;
+  task.steps_per_token = per_token;
+  if (flags.Get("block-length") == "auto") {
+    task.block_length = kInfillBlocksAuto;
+  } else {
+    absl::StatusOr<int64_t> block = flags.GetIntInRange("block-length", 0, 0, 1 << 20);
+    if (!block.ok()) return block.status();
+    task.block_length = static_cast<int>(*block);
+  }
+  absl::StatusOr<int64_t> span = flags.GetIntInRange("infill-span", 0, 0, 1 << 20);
+  if (!span.ok()) return span.status();
+  task.span = static_cast<int>(*span);
+  absl::StatusOr<InfillScore> infill =
+      EvaluateInfill(model, windows, config, *caching, task, threads);
+  if (!infill.ok()) return infill.status();
+  std::printf(
+      "infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
+      "%d forward steps (%s, temperature %g, %g steps per token, blocks %s%s, cache %s%s)\n",
+      100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy, infill->tokens,
+      infill->forward_steps, std::string(AlgorithmName(config.algorithm)).c_str(),
+      config.temperature, per_token,
+      task.block_length == kInfillBlocksAuto ? "auto"
+      : task.block_length == 0               ? "none"
+                                             : absl::StrCat(task.block_length).c_str(),
+      config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
+      std::string(CacheModeName(caching->cache)).c_str(),
+      caching->cache_refresh_steps > 0
+          ? absl::StrCat(" refresh ", caching->cache_refresh_steps).c_str()
+          : "");
+  return Json{{"exact_match", infill->exact_match},
+              {"token_accuracy", infill->token_accuracy},
+              {"spans", infill->spans},
+              {"tokens", infill->tokens},
+              {"algorithm", std::string(AlgorithmName(config.algorithm))},
+              {"temperature", config.temperature},
+              {"steps_per_token", per_token},
+              {"block_length",
+               task.block_length == kInfillBlocksAuto ? Json("auto") : Json(task.block_length)},
+              {"span", task.span == 0 ? Json("window") : Json(task.span)},
+              {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
+              {"cache", std::string(CacheModeName(caching->cache))},
+              {"cache_refresh", caching->cache_refresh_steps},
+              {"forward_steps", infill->forward_steps},
+              {"full_steps", infill->full_steps}};
+}
+
 }  // namespace
 
 int RunEval(int argc, char** argv) {
@@ -476,72 +325,10 @@ int RunEval(int argc, char** argv) {
   }
   result["ratios"] = std::move(by_ratio);
   if (flags->Has("infill")) {
-    SamplerConfig config = DefaultSamplerConfig((*model)->config(), kDefaultGenLength);
-    // Greedy unless asked: the task measures the model, not the draw.
-    double temperature = 0, per_token = 1;
-    absl::StatusOr<int64_t> seed = flags->GetInt("seed", 0);
-    if (absl::Status s = flags->GetNumber("temperature", &temperature); !s.ok()) return Fail(s);
-    if (absl::Status s = flags->GetNumber("steps-per-token", &per_token); !s.ok()) return Fail(s);
-    if (!seed.ok()) return Fail(seed.status());
-    config.temperature = static_cast<float>(temperature);
-    config.seed = static_cast<uint64_t>(*seed);
-    if (flags->Has("alg")) {
-      absl::StatusOr<Algorithm> alg = ParseAlgorithm(flags->Get("alg"));
-      if (!alg.ok()) return Fail(alg.status());
-      config.algorithm = *alg;
-    }
-    if (flags->Has("threshold")) {
-      double threshold = 0;
-      if (absl::Status s = flags->GetNumber("threshold", &threshold); !s.ok()) return Fail(s);
-      config.threshold = static_cast<float>(threshold);
-    }
-    absl::StatusOr<CachingOptions> caching = CachingOptionsFromFlags(*flags, **model);
-    if (!caching.ok()) return Fail(caching.status());
-    InfillTask task;
-    task.steps_per_token = per_token;
-    if (flags->Get("block-length") == "auto") {
-      task.block_length = kInfillBlocksAuto;
-    } else {
-      absl::StatusOr<int64_t> block = flags->GetIntInRange("block-length", 0, 0, 1 << 20);
-      if (!block.ok()) return Fail(block.status());
-      task.block_length = static_cast<int>(*block);
-    }
-    absl::StatusOr<int64_t> span = flags->GetIntInRange("infill-span", 0, 0, 1 << 20);
-    if (!span.ok()) return Fail(span.status());
-    task.span = static_cast<int>(*span);
-    absl::StatusOr<InfillScore> infill =
-        EvaluateInfill(*model, *windows, config, *caching, task, static_cast<int>(*threads));
+    absl::StatusOr<Json> infill =
+        RunInfillTask(*flags, *model, *windows, static_cast<int>(*threads));
     if (!infill.ok()) return Fail(infill.status());
-    std::printf(
-        "infill: exact match %.1f%% of %d spans, token accuracy %.1f%% of %d tokens, "
-        "%d forward steps (%s, temperature %g, %g steps per token, blocks %s%s, cache %s%s)\n",
-        100 * infill->exact_match, infill->spans, 100 * infill->token_accuracy, infill->tokens,
-        infill->forward_steps, std::string(AlgorithmName(config.algorithm)).c_str(),
-        config.temperature, per_token,
-        task.block_length == kInfillBlocksAuto ? "auto"
-        : task.block_length == 0               ? "none"
-                                               : absl::StrCat(task.block_length).c_str(),
-        config.threshold ? absl::StrCat(", threshold ", *config.threshold).c_str() : "",
-        std::string(CacheModeName(caching->cache)).c_str(),
-        caching->cache_refresh_steps > 0
-            ? absl::StrCat(" refresh ", caching->cache_refresh_steps).c_str()
-            : "");
-    result["infill"] = {
-        {"exact_match", infill->exact_match},
-        {"token_accuracy", infill->token_accuracy},
-        {"spans", infill->spans},
-        {"tokens", infill->tokens},
-        {"algorithm", std::string(AlgorithmName(config.algorithm))},
-        {"temperature", config.temperature},
-        {"steps_per_token", per_token},
-        {"block_length",
-         task.block_length == kInfillBlocksAuto ? Json("auto") : Json(task.block_length)},
-        {"span", task.span == 0 ? Json("window") : Json(task.span)},
-        {"threshold", config.threshold ? Json(*config.threshold) : Json(nullptr)},
-        {"cache", std::string(CacheModeName(caching->cache))},
-        {"cache_refresh", caching->cache_refresh_steps},
-        {"forward_steps", infill->forward_steps},
-        {"full_steps", infill->full_steps}};
+    result["infill"] = *std::move(infill);
   }
   if (flags->Has("json")) {
     std::ofstream out(flags->Get("json"));

@@ -168,6 +168,56 @@ absl::StatusOr<Json> InspectReport(const GgufFile& f, int canvas) {
   return r;
 }
 
+// The model's lines of the report: shape, experts and routing, RoPE and
+// context, the tokenizer.
+std::string RenderHyperparameters(const Json& hp, const Json& r) {
+  std::string out;
+  absl::StrAppendFormat(&out,
+                        "model         n_layer %d  n_embd %d  n_head %d  n_head_kv %d  "
+                        "head_dim %d  n_ff %d  n_vocab %d\n",
+                        hp["n_layer"].get<int64_t>(), hp["n_embd"].get<int64_t>(),
+                        hp["n_head"].get<int64_t>(), hp["n_head_kv"].get<int64_t>(),
+                        hp["head_dim"].get<int64_t>(), hp["n_ff"].get<int64_t>(),
+                        hp["n_vocab"].get<int64_t>());
+  if (const Json* experts = FindMember(hp, "n_expert")) {
+    absl::StrAppendFormat(&out,
+                          "experts       %d, %d active per token, FFN width %d, weights %s; "
+                          "%.2f B active layer parameters per token\n",
+                          experts->get<int64_t>(), hp["n_expert_used"].get<int64_t>(),
+                          hp["n_ff_exp"].get<int64_t>(),
+                          hp["expert_weights_norm"].get<bool>() ? "renormalised" : "as routed",
+                          hp["active_layer_params"].get<int64_t>() / 1e9);
+  }
+  if (const Json* routing = FindMember(hp, "routing")) {
+    const Json& g = *routing;
+    absl::StrAppendFormat(
+        &out,
+        "routing       %s, %d groups (%d kept), x%g, shared expert of %d, %d dense "
+        "layer(s); RoPE on %d of %d dims; blocks of %d\n",
+        g["score"].get<std::string>(), g["groups"].get<int64_t>(), g["groups_used"].get<int64_t>(),
+        g["weights_scale"].get<double>(), g["shared_ff"].get<int64_t>(),
+        g["dense_layers"].get<int64_t>(), hp["rope_dims"].get<int64_t>(),
+        hp["head_dim"].get<int64_t>(), hp["block_length"].get<int64_t>());
+  }
+  absl::StrAppendFormat(&out,
+                        "              rope %s theta %g  rms_eps %g  context %d  "
+                        "shift_logits %s  output %s\n",
+                        hp["rope_type"].get<std::string>(), hp["rope_theta"].get<double>(),
+                        hp["rms_eps"].get<double>(), hp["n_ctx_train"].get<int64_t>(),
+                        hp["shift_logits"].get<bool>() ? "yes" : "no",
+                        hp["tied_output"].get<bool>() ? "tied to token_embd" : "untied");
+  const Json& t = r["tokenizer"];
+  absl::StrAppendFormat(&out,
+                        "tokenizer     %s (pre %s), %d tokens, %d merges, bos %d eos %d eot %d "
+                        "mask %d, add_bos %s, chat template %s\n",
+                        t["model"].get<std::string>(), t["pre"].get<std::string>(),
+                        t["vocab_size"].get<int64_t>(), t["merges"].get<int64_t>(),
+                        t["bos_token_id"].get<int64_t>(), t["eos_token_id"].get<int64_t>(),
+                        t["eot_token_id"].get<int64_t>(), t["mask_token_id"].get<int64_t>(),
+                        t["add_bos_token"].get<bool>() ? "yes" : "no", ChatTemplateSummary(t));
+  return out;
+}
+
 std::string RenderInspectReport(const Json& r) {
   std::string out;
   absl::StrAppendFormat(&out, "file          %s\n", r["file"].get<std::string>());
@@ -175,53 +225,7 @@ std::string RenderInspectReport(const Json& r) {
                         r["gguf_version"].get<int64_t>(), r["file_bytes"].get<int64_t>(),
                         r["alignment"].get<int64_t>(), r["n_metadata"].get<int64_t>());
   absl::StrAppendFormat(&out, "architecture  %s\n", r["architecture"].get<std::string>());
-  if (const Json* h = FindMember(r, "hyperparameters")) {
-    const Json& hp = *h;
-    absl::StrAppendFormat(&out,
-                          "model         n_layer %d  n_embd %d  n_head %d  n_head_kv %d  "
-                          "head_dim %d  n_ff %d  n_vocab %d\n",
-                          hp["n_layer"].get<int64_t>(), hp["n_embd"].get<int64_t>(),
-                          hp["n_head"].get<int64_t>(), hp["n_head_kv"].get<int64_t>(),
-                          hp["head_dim"].get<int64_t>(), hp["n_ff"].get<int64_t>(),
-                          hp["n_vocab"].get<int64_t>());
-    if (const Json* experts = FindMember(hp, "n_expert")) {
-      absl::StrAppendFormat(&out,
-                            "experts       %d, %d active per token, FFN width %d, weights %s; "
-                            "%.2f B active layer parameters per token\n",
-                            experts->get<int64_t>(), hp["n_expert_used"].get<int64_t>(),
-                            hp["n_ff_exp"].get<int64_t>(),
-                            hp["expert_weights_norm"].get<bool>() ? "renormalised" : "as routed",
-                            hp["active_layer_params"].get<int64_t>() / 1e9);
-    }
-    if (const Json* routing = FindMember(hp, "routing")) {
-      const Json& g = *routing;
-      absl::StrAppendFormat(
-          &out,
-          "routing       %s, %d groups (%d kept), x%g, shared expert of %d, %d dense "
-          "layer(s); RoPE on %d of %d dims; blocks of %d\n",
-          g["score"].get<std::string>(), g["groups"].get<int64_t>(),
-          g["groups_used"].get<int64_t>(), g["weights_scale"].get<double>(),
-          g["shared_ff"].get<int64_t>(), g["dense_layers"].get<int64_t>(),
-          hp["rope_dims"].get<int64_t>(), hp["head_dim"].get<int64_t>(),
-          hp["block_length"].get<int64_t>());
-    }
-    absl::StrAppendFormat(&out,
-                          "              rope %s theta %g  rms_eps %g  context %d  "
-                          "shift_logits %s  output %s\n",
-                          hp["rope_type"].get<std::string>(), hp["rope_theta"].get<double>(),
-                          hp["rms_eps"].get<double>(), hp["n_ctx_train"].get<int64_t>(),
-                          hp["shift_logits"].get<bool>() ? "yes" : "no",
-                          hp["tied_output"].get<bool>() ? "tied to token_embd" : "untied");
-    const Json& t = r["tokenizer"];
-    absl::StrAppendFormat(&out,
-                          "tokenizer     %s (pre %s), %d tokens, %d merges, bos %d eos %d eot %d "
-                          "mask %d, add_bos %s, chat template %s\n",
-                          t["model"].get<std::string>(), t["pre"].get<std::string>(),
-                          t["vocab_size"].get<int64_t>(), t["merges"].get<int64_t>(),
-                          t["bos_token_id"].get<int64_t>(), t["eos_token_id"].get<int64_t>(),
-                          t["eot_token_id"].get<int64_t>(), t["mask_token_id"].get<int64_t>(),
-                          t["add_bos_token"].get<bool>() ? "yes" : "no", ChatTemplateSummary(t));
-  }
+  if (const Json* h = FindMember(r, "hyperparameters")) out += RenderHyperparameters(*h, r);
   absl::StrAppendFormat(&out, "\n%-32s %-6s %-16s %12s\n", "tensor", "type", "shape", "bytes");
   for (const Json& t : r["tensors"]) {
     std::string shape;

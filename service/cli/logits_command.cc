@@ -61,8 +61,6 @@ absl::Status WriteFile(const std::string& path, const void* data, size_t size) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 constexpr char kLogitsUsage[] =
     "usage: dllm logits --model M --tokens 1,2,3 --out FILE [--rows 0,5] [--threads N]\n"
     "         [--isa auto|scalar|avx2|avx512|amx] [--prompt-len P] [--previous FILE]\n"
@@ -75,6 +73,69 @@ constexpr char kLogitsUsage[] =
     "  as llama-diffusion-gemma-eval takes them.\n"
     "  Block-diffusion models (LLaDA2): the official full-window forward, block-causal\n"
     "  with --block-length N (default the file's, else 32) from position 0.\n";
+
+// --rows (default: every row, DiffusionGemma's from the prompt's end) and
+// --previous (DiffusionGemma's self-conditioning input: the canvas rows'
+// logits of the step before).
+absl::Status ReadRowsAndPrevious(const ParsedFlags& flags, const ModelConfig& c,
+                                 const std::vector<int32_t>& tokens, int32_t prompt_len,
+                                 std::vector<int32_t>* rows, std::vector<float>* previous) {
+  if (flags.Has("rows")) {
+    DLLM_ASSIGN_OR_RETURN(*rows, ParseIdList(flags.Get("rows"), "--rows"));
+  } else {
+    const size_t first = c.traits().gemma ? static_cast<size_t>(prompt_len) : 0;
+    for (size_t i = first; i < tokens.size(); ++i) rows->push_back(static_cast<int32_t>(i));
+  }
+  if (flags.Has("previous")) {
+    DLLM_ASSIGN_OR_RETURN(*previous, ReadFloats(flags.Get("previous"),
+                                                (tokens.size() - static_cast<size_t>(prompt_len)) *
+                                                    static_cast<size_t>(c.n_vocab)));
+  }
+  return absl::OkStatus();
+}
+
+// The attention of a logits run: the prompt (DiffusionGemma's causal
+// prompt), the block length (LLaDA2's blocks).
+struct LogitsMask {
+  int32_t prompt_len = 0;
+  int32_t block_length = 1;
+};
+
+// One forward over `tokens` under the model's own mask: the logits of
+// `rows` into `logits`, and the forward's seconds.
+absl::StatusOr<double> RunForward(const std::shared_ptr<const Model>& model,
+                                  const std::vector<int32_t>& tokens,
+                                  const std::vector<int32_t>& rows, LogitsMask mask,
+                                  const std::vector<float>& previous, int threads,
+                                  std::vector<float>* logits) {
+  const ModelConfig& c = model->config();
+  logits->assign(rows.size() * static_cast<size_t>(c.n_vocab), 0.0f);
+  tbb::task_arena arena(threads);
+  absl::Status status;
+  ForwardStats stats;
+  arena.execute([&] {
+    absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
+        ForwardPass::Create(model, static_cast<int>(tokens.size()));
+    if (!pass.ok()) {
+      status = pass.status();
+      return;
+    }
+    ForwardBatch batch;
+    SequenceInput& in = batch.sequences.emplace_back();
+    in.tokens = tokens;
+    in.row_end = static_cast<int32_t>(tokens.size());
+    in.logit_rows = rows;
+    in.logits = logits->data();
+    if (c.traits().gemma) in.mask = {MaskKind::kPromptCausal, 0, mask.prompt_len};
+    if (c.block_length > 0) in.mask = {MaskKind::kBlockCausal, mask.block_length, 0};
+    in.self_conditioning = previous;
+    status = (*pass)->Run(batch, nullptr, &stats);
+  });
+  if (!status.ok()) return status;
+  return stats.total;
+}
+
+}  // namespace
 
 int RunLogits(int argc, char** argv) {
   absl::StatusOr<ParsedFlags> flags = ParseFlags(argc, argv,
@@ -90,10 +151,8 @@ int RunLogits(int argc, char** argv) {
   absl::StatusOr<std::vector<int32_t>> tokens = ParseIdList(flags->Get("tokens"), "--tokens");
   if (!tokens.ok()) return Fail(tokens.status());
   const int default_threads = ReadCpuTopology().UsableThreads();
-  absl::StatusOr<int64_t> threads = flags->GetInt("threads", default_threads);
+  absl::StatusOr<int64_t> threads = flags->GetIntInRange("threads", default_threads, 1, 1024);
   if (!threads.ok()) return Fail(threads.status());
-  if (*threads < 1 || *threads > 1024)
-    return Fail(absl::InvalidArgumentError("--threads out of range"));
   absl::StatusOr<IsaLevel> isa = ResolveIsaLevel(flags->Get("isa"));
   if (!isa.ok()) return Fail(isa.status());
 
@@ -112,48 +171,17 @@ int RunLogits(int argc, char** argv) {
       flags->GetIntInRange("block-length", std::max<int64_t>(c.block_length, 1), 1, 1 << 20);
   if (!block_length.ok()) return Fail(block_length.status());
   std::vector<int32_t> rows;
-  if (flags->Has("rows")) {
-    absl::StatusOr<std::vector<int32_t>> r = ParseIdList(flags->Get("rows"), "--rows");
-    if (!r.ok()) return Fail(r.status());
-    rows = *r;
-  } else {
-    const size_t first = c.traits().gemma ? static_cast<size_t>(*prompt_len) : 0;
-    for (size_t i = first; i < tokens->size(); ++i) rows.push_back(static_cast<int32_t>(i));
-  }
   std::vector<float> previous;
-  if (flags->Has("previous")) {
-    absl::StatusOr<std::vector<float>> read =
-        ReadFloats(flags->Get("previous"), (tokens->size() - static_cast<size_t>(*prompt_len)) *
-                                               static_cast<size_t>(c.n_vocab));
-    if (!read.ok()) return Fail(read.status());
-    previous = std::move(*read);
+  if (absl::Status s = ReadRowsAndPrevious(*flags, c, *tokens, *prompt_len, &rows, &previous);
+      !s.ok()) {
+    return Fail(s);
   }
-  std::vector<float> logits(rows.size() * static_cast<size_t>(c.n_vocab));
-  tbb::task_arena arena(static_cast<int>(*threads));
-  absl::Status status;
-  ForwardStats stats;
-  arena.execute([&] {
-    absl::StatusOr<std::unique_ptr<ForwardPass>> pass =
-        ForwardPass::Create(*model, static_cast<int>(tokens->size()));
-    if (!pass.ok()) {
-      status = pass.status();
-      return;
-    }
-    ForwardBatch batch;
-    SequenceInput& in = batch.sequences.emplace_back();
-    in.tokens = *tokens;
-    in.row_end = static_cast<int32_t>(tokens->size());
-    in.logit_rows = rows;
-    in.logits = logits.data();
-    if (c.traits().gemma) in.mask = {MaskKind::kPromptCausal, 0, *prompt_len};
-    if (c.block_length > 0) {
-      in.mask = {MaskKind::kBlockCausal, static_cast<int32_t>(*block_length), 0};
-    }
-    in.self_conditioning = previous;
-    status = (*pass)->Run(batch, nullptr, &stats);
-  });
-  if (!status.ok()) return Fail(status);
-  const double seconds = stats.total;
+  std::vector<float> logits;
+  absl::StatusOr<double> forward =
+      RunForward(*model, *tokens, rows, {*prompt_len, static_cast<int32_t>(*block_length)},
+                 previous, static_cast<int>(*threads), &logits);
+  if (!forward.ok()) return Fail(forward.status());
+  const double seconds = *forward;
 
   const std::string out = flags->Get("out");
   if (absl::Status s = WriteFile(out, logits.data(), logits.size() * sizeof(float)); !s.ok()) {

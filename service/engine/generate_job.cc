@@ -66,6 +66,34 @@ absl::StatusOr<bool> GenerateJob::Complete(const ForwardStats& forward, double f
   return AfterStep(*report);
 }
 
+absl::Status GenerateJob::AddScoresAndTimings(const StepReport& report, v1::StepEvent* step) {
+  if (spec_.stream.detail >= v1::DETAIL_STEPS) {
+    if (spec_.stream.include_logprobs && !report.positions.empty()) {
+      absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
+      if (!logprobs.ok()) return logprobs.status();
+      for (size_t i = 0; i < logprobs->size(); ++i) {
+        step->mutable_committed(static_cast<int>(i))
+            ->set_logprob(static_cast<float>((*logprobs)[i]));
+      }
+    }
+  }
+  if (spec_.stream.top_candidates > 0 && !report.positions.empty()) {
+    absl::StatusOr<std::vector<PositionCandidates>> candidates =
+        session_->StepCandidates(spec_.stream.top_candidates);
+    if (!candidates.ok()) return candidates.status();
+    AddCandidates(model_->tokenizer(), *candidates, step->mutable_candidates());
+  }
+  if (spec_.stream.include_timings) {
+    v1::StepTimings* t = step->mutable_timings();
+    t->set_step_seconds(report.step_seconds);
+    t->set_forward_seconds(report.forward_seconds);
+    t->set_sample_seconds(report.sample_seconds);
+    auto& ops = *t->mutable_op_seconds();
+    for (const ForwardOp& op : kForwardOps) ops[op.name] = report.forward.*op.seconds;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
   ++steps_;
   step_seconds_total_ += report.step_seconds;
@@ -97,30 +125,7 @@ absl::StatusOr<bool> GenerateJob::AfterStep(const StepReport& report) {
   step.set_text_delta(delta);
   step.set_merged_steps(1);
   step.set_final_follows(done);
-  if (detail >= v1::DETAIL_STEPS) {
-    if (spec_.stream.include_logprobs && !report.positions.empty()) {
-      absl::StatusOr<std::vector<double>> logprobs = session_->StepLogProbs();
-      if (!logprobs.ok()) return logprobs.status();
-      for (size_t i = 0; i < logprobs->size(); ++i) {
-        step.mutable_committed(static_cast<int>(i))
-            ->set_logprob(static_cast<float>((*logprobs)[i]));
-      }
-    }
-  }
-  if (spec_.stream.top_candidates > 0 && !report.positions.empty()) {
-    absl::StatusOr<std::vector<PositionCandidates>> candidates =
-        session_->StepCandidates(spec_.stream.top_candidates);
-    if (!candidates.ok()) return candidates.status();
-    AddCandidates(tok, *candidates, step.mutable_candidates());
-  }
-  if (spec_.stream.include_timings) {
-    v1::StepTimings* t = step.mutable_timings();
-    t->set_step_seconds(report.step_seconds);
-    t->set_forward_seconds(report.forward_seconds);
-    t->set_sample_seconds(report.sample_seconds);
-    auto& ops = *t->mutable_op_seconds();
-    for (const ForwardOp& op : kForwardOps) ops[op.name] = report.forward.*op.seconds;
-  }
+  if (absl::Status s = AddScoresAndTimings(report, &step); !s.ok()) return s;
   if (detail == v1::DETAIL_FINAL_ONLY) return !done;
   if (pending_steps_ == 0) {
     pending_ = std::move(step);

@@ -53,6 +53,9 @@ class GenerateJob : public EngineJob {
   absl::Status Begin(ForwardPass* pass);
   // What follows each step: metrics, stream events; true while steps remain.
   absl::StatusOr<bool> AfterStep(const StepReport& report);
+  // What the stream options add to a step's event: the committed tokens'
+  // log-probabilities, the top candidates, the timings.
+  absl::Status AddScoresAndTimings(const StepReport& report, v1::StepEvent* step);
   v1::Final BuildFinal() const;
 
   std::shared_ptr<const Model> model_;

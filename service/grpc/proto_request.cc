@@ -107,27 +107,29 @@ absl::StatusOr<GenerationRequest::Stream> StreamFromProto(const v1::StreamOption
   return out;
 }
 
+// What a GenerateRequest and an Open both carry: the id, the model, the
+// prompt, the diffusion and sampling settings.
+template <typename Message>
+absl::StatusOr<GenerationRequest> SharedFieldsFromProto(const Message& m) {
+  GenerationRequest out;
+  out.request_id = m.request_id();
+  out.model = m.model();
+  out.prompt = PromptFromProto(m.prompt());
+  DLLM_ASSIGN_OR_RETURN(out.diffusion, DiffusionFromProto(m.diffusion()));
+  out.sampling = SamplingFromProto(m.sampling());
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<GenerationRequest> GenerationRequestFromProto(const v1::GenerateRequest& request) {
-  GenerationRequest out;
-  out.request_id = request.request_id();
-  out.model = request.model();
-  out.prompt = PromptFromProto(request.prompt());
-  DLLM_ASSIGN_OR_RETURN(out.diffusion, DiffusionFromProto(request.diffusion()));
-  out.sampling = SamplingFromProto(request.sampling());
+  DLLM_ASSIGN_OR_RETURN(GenerationRequest out, SharedFieldsFromProto(request));
   DLLM_ASSIGN_OR_RETURN(out.stream, StreamFromProto(request.stream()));
   return out;
 }
 
 absl::StatusOr<GenerationRequest> GenerationRequestFromOpen(const v1::Open& open) {
-  GenerationRequest out;
-  out.request_id = open.request_id();
-  out.model = open.model();
-  out.prompt = PromptFromProto(open.prompt());
-  DLLM_ASSIGN_OR_RETURN(out.diffusion, DiffusionFromProto(open.diffusion()));
-  out.sampling = SamplingFromProto(open.sampling());
-  return out;
+  return SharedFieldsFromProto(open);
 }
 
 absl::StatusOr<GenerationSpec> ValidateGenerateRequest(const v1::GenerateRequest& request,

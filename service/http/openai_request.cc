@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -326,19 +327,19 @@ absl::Status ReadSettingNames(const Json& body, GenerationRequest::Diffusion* d)
   return absl::OkStatus();
 }
 
-// A field read into `*to` when present (converted to its type).
-template <typename T>
-absl::Status ReadIntegerInto(const Json& body, const char* field, int64_t lo, int64_t hi, T* to) {
-  std::optional<int64_t> i;
-  DLLM_RETURN_IF_ERROR(ReadInteger(body, field, lo, hi, &i));
-  if (i) *to = static_cast<uint32_t>(*i);
-  return absl::OkStatus();
-}
-template <typename T>
-absl::Status ReadNumberInto(const Json& body, const char* field, double lo, double hi, T* to) {
-  std::optional<double> x;
-  DLLM_RETURN_IF_ERROR(ReadNumber(body, field, lo, hi, &x));
-  if (x) *to = static_cast<float>(*x);
+// A field read into `*to` when present, within [lo, hi]: an integer field
+// when the bounds are integers (into a count), else a number (into a float).
+template <typename Bound, typename T>
+absl::Status ReadInto(const Json& body, const char* field, Bound lo, Bound hi, T* to) {
+  if constexpr (std::is_integral_v<Bound>) {
+    std::optional<int64_t> v;
+    DLLM_RETURN_IF_ERROR(ReadInteger(body, field, lo, hi, &v));
+    if (v) *to = static_cast<uint32_t>(*v);
+  } else {
+    std::optional<double> v;
+    DLLM_RETURN_IF_ERROR(ReadNumber(body, field, lo, hi, &v));
+    if (v) *to = static_cast<float>(*v);
+  }
   return absl::OkStatus();
 }
 
@@ -346,14 +347,14 @@ absl::Status ReadNumberInto(const Json& body, const char* field, double lo, doub
 // not carry the entropy-bound settings).
 absl::Status ReadEntropyBound(const Json& body, GenerationRequest::Diffusion* d) {
   GenerationRequest::EntropyBound eb;
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "eb_max_steps", 1, 1 << 20, &eb.max_steps));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "eb_max_steps", 1, 1 << 20, &eb.max_steps));
   DLLM_RETURN_IF_ERROR(
-      ReadIntegerInto(body, "eb_stability_threshold", 0, 1 << 20, &eb.stability_threshold));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_t_min", 0.0, 1e6, &eb.t_min));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_t_max", 0.0, 1e6, &eb.t_max));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eb_entropy_bound", 0.0, 1e6, &eb.entropy_bound));
+      ReadInto(body, "eb_stability_threshold", 0, 1 << 20, &eb.stability_threshold));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "eb_t_min", 0.0, 1e6, &eb.t_min));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "eb_t_max", 0.0, 1e6, &eb.t_max));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "eb_entropy_bound", 0.0, 1e6, &eb.entropy_bound));
   DLLM_RETURN_IF_ERROR(
-      ReadNumberInto(body, "eb_confidence_threshold", 0.0, 1e6, &eb.confidence_threshold));
+      ReadInto(body, "eb_confidence_threshold", 0.0, 1e6, &eb.confidence_threshold));
   if (eb.max_steps || eb.stability_threshold || eb.t_min || eb.t_max || eb.entropy_bound ||
       eb.confidence_threshold) {
     d->entropy_bound = eb;
@@ -365,23 +366,23 @@ absl::Status ReadEntropyBound(const Json& body, GenerationRequest::Diffusion* d)
 absl::Status ReadLlada2(const Json& body, GenerationRequest::Diffusion* d) {
   GenerationRequest::Llada2 l2;
   std::optional<uint32_t> steps_per_block;
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "steps_per_block", 1, 1 << 20, &steps_per_block));
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "max_post_steps", 0, 1 << 20, &l2.max_post_steps));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "editing_threshold", 0.0, 1.0, &l2.editing_threshold));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "steps_per_block", 1, 1 << 20, &steps_per_block));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "max_post_steps", 0, 1 << 20, &l2.max_post_steps));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "editing_threshold", 0.0, 1.0, &l2.editing_threshold));
   l2.steps_per_block = steps_per_block.value_or(0);
   if (steps_per_block || l2.max_post_steps || l2.editing_threshold) d->llada2 = l2;
   return absl::OkStatus();
 }
 
 absl::Status ReadSampling(const Json& body, GenerationRequest::Sampling* s) {
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "temperature", 0.0, 2.0, &s->temperature));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "temperature", 0.0, 2.0, &s->temperature));
   std::optional<double> top_p;
   DLLM_RETURN_IF_ERROR(ReadNumber(body, "top_p", 0, 1, &top_p));
   // 1 is OpenAI's default and keeps every token: the same as no top-p,
   // which LLaDA's sampler (without one) accepts.
   if (top_p && *top_p < 1) s->top_p = static_cast<float>(*top_p);
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "alg_temp", 0.0, 1e6, &s->alg_temp));
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "top_k", 0, 1 << 30, &s->top_k));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "alg_temp", 0.0, 1e6, &s->alg_temp));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "top_k", 0, 1 << 30, &s->top_k));
   std::optional<int64_t> seed;
   DLLM_RETURN_IF_ERROR(ReadInteger(body, "seed", 0, std::numeric_limits<int64_t>::max(), &seed));
   if (seed) s->seed = static_cast<uint64_t>(*seed);
@@ -392,15 +393,15 @@ absl::Status ReadSampling(const Json& body, GenerationRequest::Sampling* s) {
 
 absl::Status ReadGenerationSettings(const Json& body, GenerationRequest* generate) {
   GenerationRequest::Diffusion& d = generate->diffusion;
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "steps", 1, 1 << 20, &d.steps));
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "block_length", 1, 1 << 20, &d.block_length));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "steps", 1, 1 << 20, &d.steps));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "block_length", 1, 1 << 20, &d.block_length));
   DLLM_RETURN_IF_ERROR(ReadSettingNames(body, &d));
   DLLM_RETURN_IF_ERROR(ReadEntropyBound(body, &d));
   DLLM_RETURN_IF_ERROR(ReadLlada2(body, &d));
-  DLLM_RETURN_IF_ERROR(ReadIntegerInto(body, "cache_refresh", 0, 1 << 20, &d.cache_refresh_steps));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "threshold", 0.0, 1.0, &d.threshold));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "eps", 0.0, 1.0, &d.eps));
-  DLLM_RETURN_IF_ERROR(ReadNumberInto(body, "cfg_scale", 0.0, 1e6, &d.cfg_scale));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "cache_refresh", 0, 1 << 20, &d.cache_refresh_steps));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "threshold", 0.0, 1.0, &d.threshold));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "eps", 0.0, 1.0, &d.eps));
+  DLLM_RETURN_IF_ERROR(ReadInto(body, "cfg_scale", 0.0, 1e6, &d.cfg_scale));
   return ReadSampling(body, &generate->sampling);
 }
 

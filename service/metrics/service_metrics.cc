@@ -83,6 +83,22 @@ int CodeIndex(absl::StatusCode code) {
 
 std::string OrUnknown(const std::string& s) { return s.empty() ? "unknown" : s; }
 
+// The builders of the series' families, each labelled with the model.
+struct Families {
+  prometheus::Registry& registry;
+  prometheus::Labels model;
+
+  prometheus::Family<Gauge>& gauge(const char* name, const char* help) {
+    return prometheus::BuildGauge().Name(name).Help(help).Labels(model).Register(registry);
+  }
+  prometheus::Family<Counter>& counter(const char* name, const char* help) {
+    return prometheus::BuildCounter().Name(name).Help(help).Labels(model).Register(registry);
+  }
+  prometheus::Family<Histogram>& histogram(const char* name, const char* help) {
+    return prometheus::BuildHistogram().Name(name).Help(help).Labels(model).Register(registry);
+  }
+};
+
 }  // namespace
 
 struct ServiceMetrics::Impl {
@@ -129,70 +145,72 @@ struct ServiceMetrics::Impl {
   prometheus::Family<Counter>* http_responses = nullptr;
 
   void Build(const MetricsOptions& options);
+  // Its parts: the static facts, load and request outcomes, latencies, work done.
+  void BuildFacts(const MetricsOptions& options, Families& f);
+  void BuildLoadAndOutcomes(Families& f);
+  void BuildLatencies(Families& f);
+  void BuildWork(Families& f);
 };
 
 void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
-  const prometheus::Labels model = {{"model", OrUnknown(o.model_name)}};
-  prometheus::Registry& r = *registry;
-  auto gauge = [&](const char* name, const char* help) -> prometheus::Family<Gauge>& {
-    return prometheus::BuildGauge().Name(name).Help(help).Labels(model).Register(r);
-  };
-  auto counter = [&](const char* name, const char* help) -> prometheus::Family<Counter>& {
-    return prometheus::BuildCounter().Name(name).Help(help).Labels(model).Register(r);
-  };
-  auto histogram = [&](const char* name, const char* help) -> prometheus::Family<Histogram>& {
-    return prometheus::BuildHistogram().Name(name).Help(help).Labels(model).Register(r);
-  };
+  Families f{*registry, {{"model", OrUnknown(o.model_name)}}};
+  BuildFacts(o, f);
+  BuildLoadAndOutcomes(f);
+  BuildLatencies(f);
+  BuildWork(f);
+  process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
+}
 
-  // Static facts.
-  gauge("dllm_build_info", "Always 1; labels describe the build and the loaded model.")
+void ServiceMetrics::Impl::BuildFacts(const MetricsOptions& o, Families& f) {
+  f.gauge("dllm_build_info", "Always 1; labels describe the build and the loaded model.")
       .Add({{"version", kVersion},
             {"arch", OrUnknown(o.arch)},
             {"weight_format", OrUnknown(o.weight_format)},
             {"isa", OrUnknown(o.isa)},
             {"cpu_policy", OrUnknown(o.cpu_policy)}})
       .Set(1);
-  auto& cores = gauge("dllm_cpu_cores", "Physical cores usable by this process, by core kind.");
+  auto& cores = f.gauge("dllm_cpu_cores", "Physical cores usable by this process, by core kind.");
   cores.Add({{"kind", "performance"}}).Set(o.performance_cores);
   cores.Add({{"kind", "efficiency"}}).Set(o.efficiency_cores);
-  gauge("dllm_engine_threads", "Threads of the engine's compute arena.")
+  f.gauge("dllm_engine_threads", "Threads of the engine's compute arena.")
       .Add({})
       .Set(o.engine_threads);
-  auto& weights = gauge("dllm_model_weights_bytes", "Bytes of model weights, by placement.");
+  auto& weights = f.gauge("dllm_model_weights_bytes", "Bytes of model weights, by placement.");
   weights.Add({{"storage", "mmap"}}).Set(static_cast<double>(o.weights_mapped_bytes));
   weights.Add({{"storage", "heap"}}).Set(static_cast<double>(o.weights_repacked_bytes));
-  auto& params = gauge("dllm_model_parameters",
-                       "Layer weights of the model: all of them, and those one token reads "
-                       "(MoE: the routed experts only).");
+  auto& params = f.gauge("dllm_model_parameters",
+                         "Layer weights of the model: all of them, and those one token reads "
+                         "(MoE: the routed experts only).");
   params.Add({{"kind", "total"}}).Set(static_cast<double>(o.layer_parameters));
   params.Add({{"kind", "active"}}).Set(static_cast<double>(o.active_layer_parameters));
-  auto& experts = gauge("dllm_model_experts",
-                        "Experts per MoE layer, and experts each token is routed to (0: dense).");
+  auto& experts = f.gauge("dllm_model_experts",
+                          "Experts per MoE layer, and experts each token is routed to (0: dense).");
   experts.Add({{"kind", "total"}}).Set(o.experts);
   experts.Add({{"kind", "active"}}).Set(o.experts_used);
-  activation_bytes = &gauge("dllm_activation_buffer_bytes",
-                            "Bytes reserved from the memory budget: the engine's forward pass, "
-                            "and each admitted request's K/V caches and logits.")
+  activation_bytes = &f.gauge("dllm_activation_buffer_bytes",
+                              "Bytes reserved from the memory budget: the engine's forward pass, "
+                              "and each admitted request's K/V caches and logits.")
                           .Add({});
-  auto& http_connections = gauge("dllm_http_connections",
-                                 "Connections to the HTTP API: open, and of those idle "
-                                 "(waiting for a request).");
+  auto& http_connections = f.gauge("dllm_http_connections",
+                                   "Connections to the HTTP API: open, and of those idle "
+                                   "(waiting for a request).");
   http_open = &http_connections.Add({{"state", "open"}});
   http_idle = &http_connections.Add({{"state", "idle"}});
+}
 
-  // Load.
-  running = &gauge("dllm_requests_running", "Requests the engine is denoising now.").Add({});
-  waiting = &gauge("dllm_requests_waiting", "Admitted requests waiting for the engine.").Add({});
-  sessions_open = &gauge("dllm_sessions_open", "Open Step sessions.").Add({});
+void ServiceMetrics::Impl::BuildLoadAndOutcomes(Families& f) {
+  running = &f.gauge("dllm_requests_running", "Requests the engine is denoising now.").Add({});
+  waiting = &f.gauge("dllm_requests_waiting", "Admitted requests waiting for the engine.").Add({});
+  sessions_open = &f.gauge("dllm_sessions_open", "Open Step sessions.").Add({});
 
   // Request outcomes.
   auto& requests_family =
-      counter("dllm_requests_total", "RPCs handled, by RPC and gRPC status code.");
-  auto& duration_family =
-      histogram("dllm_request_duration_seconds", "End-to-end request duration in seconds, by RPC.");
-  auto& sent_family = counter("dllm_stream_events_sent_total", "Stream messages sent, by RPC.");
-  auto& coalesced_family = counter("dllm_stream_events_coalesced_total",
-                                   "Step events merged into a later message for slow readers.");
+      f.counter("dllm_requests_total", "RPCs handled, by RPC and gRPC status code.");
+  auto& duration_family = f.histogram("dllm_request_duration_seconds",
+                                      "End-to-end request duration in seconds, by RPC.");
+  auto& sent_family = f.counter("dllm_stream_events_sent_total", "Stream messages sent, by RPC.");
+  auto& coalesced_family = f.counter("dllm_stream_events_coalesced_total",
+                                     "Step events merged into a later message for slow readers.");
   for (size_t rpc = 0; rpc < kRpcNames.size(); ++rpc) {
     for (size_t code = 0; code < kGrpcCodes.size(); ++code) {
       requests[rpc][code] =
@@ -203,91 +221,93 @@ void ServiceMetrics::Impl::Build(const MetricsOptions& o) {
     events_coalesced[rpc] = &coalesced_family.Add({{"rpc", kRpcNames[rpc]}});
   }
   auto& rejected_family =
-      counter("dllm_requests_rejected_total", "Requests refused before any compute, by reason.");
+      f.counter("dllm_requests_rejected_total", "Requests refused before any compute, by reason.");
   for (size_t i = 0; i < kRejectNames.size(); ++i) {
     rejected[i] = &rejected_family.Add({{"reason", kRejectNames[i]}});
   }
   auto& finished_family =
-      counter("dllm_requests_finished_total", "Requests that ran and ended, by finish reason.");
+      f.counter("dllm_requests_finished_total", "Requests that ran and ended, by finish reason.");
   for (size_t i = 0; i < kFinishNames.size(); ++i) {
     finished[i] = &finished_family.Add({{"finish_reason", kFinishNames[i]}});
   }
+}
 
-  // Latencies.
-  queue = &histogram("dllm_request_queue_seconds", "Admission to engine start, in seconds.")
+void ServiceMetrics::Impl::BuildLatencies(Families& f) {
+  queue = &f.histogram("dllm_request_queue_seconds", "Admission to engine start, in seconds.")
                .Add({}, kRequestBuckets);
-  first_step = &histogram("dllm_time_to_first_step_seconds",
-                          "Arrival to the first finished denoising step, in seconds.")
+  first_step = &f.histogram("dllm_time_to_first_step_seconds",
+                            "Arrival to the first finished denoising step, in seconds.")
                     .Add({}, kRequestBuckets);
-  first_token = &histogram("dllm_time_to_first_token_seconds",
-                           "Arrival to the first stable text, in seconds.")
+  first_token = &f.histogram("dllm_time_to_first_token_seconds",
+                             "Arrival to the first stable text, in seconds.")
                      .Add({}, kRequestBuckets);
   step_duration =
-      &histogram("dllm_step_duration_seconds", "One denoising step (forward, sampling, commit).")
+      &f.histogram("dllm_step_duration_seconds", "One denoising step (forward, sampling, commit).")
            .Add({}, kStepBuckets);
   forward_duration =
-      &histogram("dllm_forward_duration_seconds",
-                 "One forward pass of the engine (all the requests it carried), in seconds.")
+      &f.histogram("dllm_forward_duration_seconds",
+                   "One forward pass of the engine (all the requests it carried), in seconds.")
            .Add({}, kStepBuckets);
-  auto& op_family = histogram("dllm_op_duration_seconds",
-                              "Time in one kind of operation, summed over layers: per forward "
-                              "pass for the model's ops, per request step for sample.");
+  auto& op_family = f.histogram("dllm_op_duration_seconds",
+                                "Time in one kind of operation, summed over layers: per forward "
+                                "pass for the model's ops, per request step for sample.");
   for (size_t i = 0; i < kOpNames.size(); ++i) {
     op_duration[i] = &op_family.Add({{"op", kOpNames[i]}}, kOpBuckets);
   }
   cancellation =
-      &histogram("dllm_cancellation_latency_seconds",
-                 "Cancel (or the deadline passing) to the engine stopping the request's work, in "
-                 "seconds.")
+      &f.histogram("dllm_cancellation_latency_seconds",
+                   "Cancel (or the deadline passing) to the engine stopping the request's work, in "
+                   "seconds.")
            .Add({}, kCancelBuckets);
 
   http_responses =
-      &counter("dllm_http_responses_total",
-               "HTTP responses of the OpenAI-compatible API, by path and status code.");
+      &f.counter("dllm_http_responses_total",
+                 "HTTP responses of the OpenAI-compatible API, by path and status code.");
+}
 
-  // Work done.
-  steps = &counter("dllm_steps_total", "Denoising steps run.").Add({});
-  forward_passes = &counter("dllm_forward_passes_total", "Model forward passes run.").Add({});
+void ServiceMetrics::Impl::BuildWork(Families& f) {
+  steps = &f.counter("dllm_steps_total", "Denoising steps run.").Add({});
+  forward_passes = &f.counter("dllm_forward_passes_total", "Model forward passes run.").Add({});
   prompt_tokens =
-      &counter("dllm_prompt_tokens_total", "Prompt tokens of started requests.").Add({});
+      &f.counter("dllm_prompt_tokens_total", "Prompt tokens of started requests.").Add({});
   generated_tokens =
-      &counter("dllm_generated_tokens_total", "Output tokens of finished requests.").Add({});
+      &f.counter("dllm_generated_tokens_total", "Output tokens of finished requests.").Add({});
   committed_per_step =
-      &histogram("dllm_tokens_committed_per_step", "Tokens committed by one denoising step.")
+      &f.histogram("dllm_tokens_committed_per_step", "Tokens committed by one denoising step.")
            .Add({}, kTokensPerStepBuckets);
   request_steps =
-      &histogram("dllm_request_steps", "Denoising steps run per request.").Add({}, kStepsBuckets);
+      &f.histogram("dllm_request_steps", "Denoising steps run per request.").Add({}, kStepsBuckets);
   canvas_tokens =
-      &histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
+      &f.histogram("dllm_request_canvas_tokens", "Tokens per forward pass (prompt plus canvas).")
            .Add({}, kCanvasBuckets);
-  forward_rows = &histogram("dllm_forward_rows",
-                            "Canvas rows one request's step computed (all its sequences), however "
-                            "many requests shared the forward: the canvas for exact decoding, "
-                            "fewer for a step read from a K/V cache.")
-                      .Add({}, kCanvasBuckets);
-  batch_requests = &histogram("dllm_batch_requests",
-                              "Requests (and Step session operations) whose steps one engine "
-                              "forward pass ran together.")
+  forward_rows =
+      &f.histogram("dllm_forward_rows",
+                   "Canvas rows one request's step computed (all its sequences), however "
+                   "many requests shared the forward: the canvas for exact decoding, "
+                   "fewer for a step read from a K/V cache.")
+           .Add({}, kCanvasBuckets);
+  batch_requests = &f.histogram("dllm_batch_requests",
+                                "Requests (and Step session operations) whose steps one engine "
+                                "forward pass ran together.")
                         .Add({}, kBatchRequestBuckets);
-  batch_rows = &histogram("dllm_batch_rows",
-                          "Rows one engine forward pass computed, over every request in it.")
+  batch_rows = &f.histogram("dllm_batch_rows",
+                            "Rows one engine forward pass computed, over every request in it.")
                     .Add({}, kCanvasBuckets);
-  batch_wait = &histogram("dllm_batch_wait_seconds",
-                          "Time a ready step waited for the forward pass it ran in: from its "
-                          "previous step's end (or its start) to that pass's start.")
+  batch_wait = &f.histogram("dllm_batch_wait_seconds",
+                            "Time a ready step waited for the forward pass it ran in: from its "
+                            "previous step's end (or its start) to that pass's start.")
                     .Add({}, kStepBuckets);
-  cache_refreshes = &counter("dllm_cache_refreshes_total",
-                             "Steps under a K/V cache that computed the whole canvas and refilled "
-                             "the cache (block starts, refreshes, after a stale-making edit).")
-                         .Add({});
-  auto& cache_steps = histogram("dllm_cache_step_duration_seconds",
-                                "Steps under a K/V cache, by kind: full (refilled the cache) or "
-                                "cached (computed only some rows), in seconds.");
+  cache_refreshes =
+      &f.counter("dllm_cache_refreshes_total",
+                 "Steps under a K/V cache that computed the whole canvas and refilled "
+                 "the cache (block starts, refreshes, after a stale-making edit).")
+           .Add({});
+  auto& cache_steps = f.histogram("dllm_cache_step_duration_seconds",
+                                  "Steps under a K/V cache, by kind: full (refilled the cache) or "
+                                  "cached (computed only some rows), in seconds.");
   cache_step_duration = {
       &cache_steps.Add({{"step", CacheUseName(CacheUse::kRefill)}}, kStepBuckets),
       &cache_steps.Add({{"step", CacheUseName(CacheUse::kRead)}}, kStepBuckets)};
-
-  process = std::make_shared<ProcessCollector>(OrUnknown(o.model_name));
 }
 
 absl::StatusOr<std::unique_ptr<ServiceMetrics>> ServiceMetrics::Create(

@@ -13,6 +13,7 @@
 #include "engine/session/denoise_session.h"
 #include "gtest/gtest.h"
 #include "service/cli/cache_divergence.h"
+#include "service/cli/eval_scores.h"
 #include "service/cli/sampler_divergence.h"
 #include "tests/testing/test_paths.h"
 
