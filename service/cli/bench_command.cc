@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "engine/base/flags.h"
 #include "engine/base/process_memory.h"
@@ -63,13 +64,22 @@ double Int8PeakPerThread(IsaLevel isa) {
   return loop ? ReadPeak(*loop, 0.3).measured : 0;
 }
 
-// Int8 multiply-add ops (2 per MAC) of one step's projections: every layer
-// over the whole canvas, except that the last layer's queries, output
-// projection and FFN, and the head, run only for the `rows` the sampler reads.
-// A MoE FFN counts the router and the active experts of each row.
-double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
+// Int8 multiply-add ops (2 per MAC) of one step's GEMMs, by the family the
+// forward times them under: every layer over the whole canvas, except that
+// the last layer's queries, output projection and FFN, and the head, run
+// only for the `rows` the sampler reads. A MoE FFN counts the router and
+// the active experts of each row.
+struct GemmOps {
+  double projections = 0;  // q, k, v, o
+  double ffn = 0;          // gate, up, down; a MoE's router and experts
+  double head = 0;         // the output projection to the vocabulary
+  double total() const { return projections + ffn + head; }
+};
+
+GemmOps StepGemmOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
   const double d = static_cast<double>(c.n_embd);
-  double macs = static_cast<double>(rows) * d * static_cast<double>(c.n_vocab);
+  GemmOps macs;
+  macs.head = static_cast<double>(rows) * d * static_cast<double>(c.n_vocab);
   for (size_t l = 0; l < c.layers.size(); ++l) {
     const LayerConfig& layer = c.layers[l];
     const double q = static_cast<double>(layer.q_dim()), kv = static_cast<double>(layer.kv_dim());
@@ -82,10 +92,11 @@ double ProjectionOps(const ModelConfig& c, int64_t canvas, int64_t rows) {
              : 0.0);
     const double kv_projections = layer.value_is_key ? 1 : 2;
     const double rest_rows = static_cast<double>(l + 1 == c.layers.size() ? rows : canvas);
-    macs += static_cast<double>(canvas) * d * kv_projections * kv +
-            rest_rows * (d * q + q * d + ffn_per_row);
+    macs.projections +=
+        static_cast<double>(canvas) * d * kv_projections * kv + rest_rows * (d * q + q * d);
+    macs.ffn += rest_rows * ffn_per_row;
   }
-  return 2.0 * macs;
+  return {2 * macs.projections, 2 * macs.ffn, 2 * macs.head};
 }
 
 }  // namespace
@@ -178,6 +189,27 @@ Json OpSplitJson(const ForwardStats& ops, double n) {
   return split;
 }
 
+// Each GEMM family of a step: its int8 ops, its time per step (the op the
+// forward times it under: projections include bias, RoPE and the K/V
+// writes, the FFN its activation and a MoE's routing), its share of the
+// median step, and the fraction of the int8 peak its GEMMs reached.
+Json GemmJson(const GemmOps& gemm, const ForwardStats& ops, double n, double median_ms,
+              double peak) {
+  Json out = Json::object();
+  const std::pair<const char*, std::pair<double, double>> families[] = {
+      {"projections", {gemm.projections, ops.projections}},
+      {"ffn", {gemm.ffn, ops.ffn}},
+      {"head", {gemm.head, ops.head}}};
+  for (const auto& [name, f] : families) {
+    const double ms = f.second * 1e3 / n;
+    out[name] = {{"int8_ops", f.first},
+                 {"ms_per_step", ms},
+                 {"share_of_step", ms / median_ms},
+                 {"fraction_of_peak", ms > 0 && peak > 0 ? f.first / (ms * 1e-3 * peak) : 0.0}};
+  }
+  return out;
+}
+
 // One run's record: medians, the op split, and the efficiency against the
 // larger of the bandwidth and int8 compute floors.
 Json RunJson(const ModelConfig& c, const SamplerConfig& sc, const CachingOptions& caching,
@@ -224,7 +256,8 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, const CachingOptions
   // is for the median step's rows.
   const int64_t computed =
       samples.rows.empty() ? prompt_len + gen : static_cast<int64_t>(Median(samples.rows));
-  const double step_ops = ProjectionOps(c, computed, std::min(rows, computed));
+  const GemmOps gemm = StepGemmOps(c, computed, std::min(rows, computed));
+  const double step_ops = gemm.total();
   const double compute_floor_ms =
       peak_per_thread > 0 ? step_ops / (peak_per_thread * threads) * 1e3 : 0;
   run["bandwidth_floor_ms"] = floor_ms;
@@ -233,6 +266,7 @@ Json RunJson(const ModelConfig& c, const SamplerConfig& sc, const CachingOptions
   run["compute_floor_ms"] = compute_floor_ms;
   run["efficiency_vs_bandwidth_floor"] = floor_ms / median;
   run["efficiency"] = std::max(floor_ms, compute_floor_ms) / median;
+  run["gemm"] = GemmJson(gemm, samples.ops, n, median, peak_per_thread * threads);
   return run;
 }
 
@@ -277,6 +311,14 @@ void PrintRun(const Json& run, const BenchPoint& p, const CachingOptions& cachin
                ops["ffn"].get<double>(), ops["projections"].get<double>(),
                ops["attention"].get<double>(), ops["head"].get<double>(),
                ops["norm"].get<double>() + ops["embed"].get<double>());
+  const Json& g = run["gemm"];
+  const auto family = [&](const char* name) {
+    return absl::StrFormat("%.0f%% of the step at %.0f%% of peak",
+                           100 * g[name]["share_of_step"].get<double>(),
+                           100 * g[name]["fraction_of_peak"].get<double>());
+  };
+  std::fprintf(stderr, "  GEMMs: q/k/v/o %s; FFN %s; head %s\n", family("projections").c_str(),
+               family("ffn").c_str(), family("head").c_str());
 }
 
 // The sampler of one point: the model's defaults at `gen`, the flags' block
@@ -376,7 +418,6 @@ int RunBench(int argc, char** argv) {
       Model::Load(flags->Get("model"), model_options);
   if (!model.ok()) return Fail(model.status());
   const double load_seconds = load_time.ElapsedSeconds();
-  const ModelConfig& c = (*model)->config();
   const ProcessMemory after_load = ReadProcessMemory();
   uint64_t weight_bytes = 0;
   for (const GgufTensor& t : (*model)->file().tensors()) weight_bytes += t.n_bytes;

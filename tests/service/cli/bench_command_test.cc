@@ -108,6 +108,25 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
     EXPECT_NEAR(efficiency,
                 std::max(run["bandwidth_floor_ms"].get<double>(), compute_floor) / median,
                 1e-9 + 1e-6 * efficiency);
+    // Each GEMM family: its ops add up to the step's, its time is the op
+    // split's, and its share and fraction of peak follow from those.
+    const Json& gemm = run["gemm"];
+    double family_ops = 0;
+    for (const char* family : {"projections", "ffn", "head"}) {
+      SCOPED_TRACE(family);
+      const Json& f = gemm[family];
+      const double f_ops = f["int8_ops"].get<double>();
+      const double f_ms = f["ms_per_step"].get<double>();
+      family_ops += f_ops;
+      EXPECT_GT(f_ops, 0);
+      EXPECT_NEAR(f_ms, run["op_ms_per_step"][family].get<double>(), 1e-9 + 1e-9 * f_ms);
+      EXPECT_NEAR(f["share_of_step"].get<double>(), f_ms / median, 1e-9);
+      if (peak > 0 && f_ms > 0) {
+        EXPECT_NEAR(f["fraction_of_peak"].get<double>(), f_ops / (f_ms * 1e-3 * peak),
+                    1e-9 * f["fraction_of_peak"].get<double>());
+      }
+    }
+    EXPECT_NEAR(family_ops, ops, 1e-9 * ops);
   }
   EXPECT_EQ(seen.size(), 4u);
   // More canvas, more work per step.
