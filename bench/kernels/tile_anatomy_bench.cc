@@ -20,6 +20,8 @@
 //               int32 (`vpmulld`, `vpaddd`); the float epilogue once per 8
 //               groups (256 elements), its accumulators in memory (the
 //               registers hold the dot and the super-block chains)
+//   mins        the epilogue, then Q4_K's free mins as the kernel adds them:
+//               acc += c * (s_x sum(q)) per row, panel and group
 //   actscale256 one activation scale per 256 elements (llama.cpp's Q8_K), the
 //               weights' per-group scale kept in float: per group
 //               acc256 += cvt(dot) * d (one FMA), per 8 groups
@@ -44,7 +46,7 @@ namespace {
 
 constexpr int R = 4, P = 2, kRing = 16;
 
-enum Stage { kDots, kWeights, kActivations, kUnpack, kEpilogue, kSuperBlock, kActScale256 };
+enum Stage { kDots, kWeights, kActivations, kUnpack, kEpilogue, kSuperBlock, kActScale256, kMins };
 
 struct Buffers {
   // Per group: P panels x 8 quad-rows of 64 bytes (8-bit codes), or P x 4
@@ -53,6 +55,8 @@ struct Buffers {
   alignas(64) int8_t x[kRing][R][32];
   alignas(64) float d[kRing][P][16];
   alignas(64) int32_t sub_scale[kRing][P][16];  // 6-bit, per weight row
+  alignas(64) float c[kRing][P][16];            // Q4_K's group offsets (mins)
+  int32_t sum[kRing][R];                        // each row's activation sum per group
   float sx[kRing][R];
   Buffers() {
     uint32_t s = 1;
@@ -69,6 +73,11 @@ struct Buffers {
         for (float& v : p) v = 1e-3f * static_cast<float>(next());
     for (auto& g : sx)
       for (float& v : g) v = 1e-2f * static_cast<float>(next());
+    for (auto& g : c)
+      for (auto& p : g)
+        for (float& v : p) v = -1e-3f * static_cast<float>(next());
+    for (auto& g : sum)
+      for (int32_t& v : g) v = static_cast<int32_t>(next()) - 128;
     for (auto& g : sub_scale)
       for (auto& p : g)
         for (int32_t& v : p) v = static_cast<int32_t>(next() & 63);
@@ -132,12 +141,20 @@ DLLM_AVX512VNNI __attribute__((noinline)) void RunGroups(const Buffers& b, int64
         for (int p = 0; p < P; ++p) dot[r][p] = _mm512_dpbusd_epi32(dot[r][p], wv[p], xv);
       }
     }
-    if constexpr (kStage == kEpilogue) {
+    if constexpr (kStage == kEpilogue || kStage == kMins) {
       for (int r = 0; r < R; ++r) {
         const __m512 sv = _mm512_set1_ps(b.sx[i][r]);
         for (int p = 0; p < P; ++p) {
           const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(dot[r][p]), _mm512_load_ps(b.d[i][p]));
           acc[r][p] = _mm512_fmadd_ps(t, sv, acc[r][p]);
+        }
+      }
+    }
+    if constexpr (kStage == kMins) {
+      for (int r = 0; r < R; ++r) {
+        const __m512 xs = _mm512_set1_ps(b.sx[i][r] * static_cast<float>(b.sum[i][r]));
+        for (int p = 0; p < P; ++p) {
+          acc[r][p] = _mm512_fmadd_ps(_mm512_load_ps(b.c[i][p]), xs, acc[r][p]);
         }
       }
     }
@@ -186,7 +203,7 @@ DLLM_AVX512VNNI __attribute__((noinline)) void RunGroups(const Buffers& b, int64
     for (int p = 0; p < P; ++p) {
       dot_out[r][p] = dot[r][p];
       // The super-block stage updates acc_out in memory as it goes.
-      if constexpr (kStage < kSuperBlock) acc_out[r][p] = acc[r][p];
+      if constexpr (kStage < kSuperBlock || kStage == kMins) acc_out[r][p] = acc[r][p];
     }
   }
 }
@@ -220,6 +237,7 @@ BENCHMARK(BM_TileGroupLoop<kUnpack>)->Name("TileGroupLoop/4_unpack");
 BENCHMARK(BM_TileGroupLoop<kEpilogue>)->Name("TileGroupLoop/5_epilogue");
 BENCHMARK(BM_TileGroupLoop<kSuperBlock>)->Name("TileGroupLoop/6_superblock");
 BENCHMARK(BM_TileGroupLoop<kActScale256>)->Name("TileGroupLoop/7_actscale256");
+BENCHMARK(BM_TileGroupLoop<kMins>)->Name("TileGroupLoop/8_epilogue_and_mins");
 
 }  // namespace
 
