@@ -138,10 +138,7 @@ absl::Status ReadEntropyBoundFlags(const ParsedFlags& f, const ModelConfig& conf
   DLLM_RETURN_IF_ERROR(RealFlag(f, "eb-t-max", &eb.t_max));
   DLLM_RETURN_IF_ERROR(RealFlag(f, "eb-entropy-bound", &eb.entropy_bound));
   DLLM_RETURN_IF_ERROR(RealFlag(f, "eb-confidence", &eb.confidence_threshold));
-  if (eb.max_steps || eb.stability_threshold || eb.t_min || eb.t_max || eb.entropy_bound ||
-      eb.confidence_threshold) {
-    d->entropy_bound = eb;
-  }
+  if (eb.any()) d->entropy_bound = eb;
   if (!f.Has("canvases")) return absl::OkStatus();
   if (f.Has("gen-length")) {
     return absl::InvalidArgumentError("give --canvases or --gen-length, not both");

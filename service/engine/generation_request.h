@@ -54,6 +54,11 @@ struct GenerationRequest {
     std::optional<float> entropy_bound;
     std::optional<uint32_t> stability_threshold;
     std::optional<float> confidence_threshold;
+    // Whether any field is set (an empty message stays unset).
+    bool any() const {
+      return max_steps || t_min || t_max || entropy_bound || stability_threshold ||
+             confidence_threshold;
+    }
   };
   // LLaDA2's block schedule.
   struct Llada2 {

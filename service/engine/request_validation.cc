@@ -173,7 +173,7 @@ absl::Status ValidateEntropyBoundSpec(const GenerationRequest& request, const Mo
 }
 
 // A block-diffusion model is block-causal: no infill.
-absl::Status CheckSuffixFits(const ModelConfig& config, const GenerationSpec& spec) {
+absl::Status CheckNoBlockCausalInfill(const ModelConfig& config, const GenerationSpec& spec) {
   if (config.block_length > 0 && !spec.suffix.empty()) {
     return InvalidField("prompt.suffix",
                         "a block-diffusion model is block-causal: no block reads the text after "
@@ -211,7 +211,7 @@ absl::Status ValidateMaskedSpec(const GenerationRequest& request, const Model& m
                                 GenerationSpec* spec) {
   const GenerationRequest::Diffusion& d = request.diffusion;
   DLLM_ASSIGN_OR_RETURN(spec->caching, CachingOptionsFromRequest(d, d.gen_length, model.config()));
-  DLLM_RETURN_IF_ERROR(CheckSuffixFits(model.config(), *spec));
+  DLLM_RETURN_IF_ERROR(CheckNoBlockCausalInfill(model.config(), *spec));
   DLLM_ASSIGN_OR_RETURN(spec->sampler,
                         SamplerConfigFromRequest(d, request.sampling, model.config()));
   DLLM_RETURN_IF_ERROR(CheckMaskedCanvas(*spec, model.config()));

@@ -10,6 +10,25 @@ v1::Cache CacheModeToProto(CacheMode cache) {
   return static_cast<v1::Cache>(static_cast<int>(cache) + v1::CACHE_NONE);
 }
 
+Algorithm AlgorithmFromProto(v1::Algorithm algorithm) {
+  return static_cast<Algorithm>(static_cast<int>(algorithm) - 1);
+}
+
+CacheMode CacheModeFromProto(v1::Cache cache) {
+  return static_cast<CacheMode>(static_cast<int>(cache) - v1::CACHE_NONE);
+}
+
+SamplerChoice SamplerChoiceFromProto(v1::Sampler sampler) {
+  switch (sampler) {
+    case v1::SAMPLER_MASKED:
+      return SamplerChoice::kMasked;
+    case v1::SAMPLER_ENTROPY_BOUND:
+      return SamplerChoice::kEntropyBound;
+    default:
+      return SamplerChoice::kModelDefault;
+  }
+}
+
 v1::EntropyBoundParams EntropyBoundParamsToProto(const EntropyBoundConfig& c) {
   v1::EntropyBoundParams e;
   e.set_max_steps(c.max_steps);

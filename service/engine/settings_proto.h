@@ -10,6 +10,7 @@
 #include "engine/sampler/entropy_bound_denoiser.h"
 #include "engine/sampler/entropy_bound_sampler.h"
 #include "engine/sampler/sampler_config.h"
+#include "service/engine/generation_request.h"
 
 namespace dllm {
 
@@ -17,6 +18,10 @@ namespace dllm {
 // error messages that name a value as the API spells it).
 v1::Algorithm AlgorithmToProto(Algorithm algorithm);
 v1::Cache CacheModeToProto(CacheMode cache);
+// And back, for a value that names one (not *_UNSPECIFIED, which is "unset").
+Algorithm AlgorithmFromProto(v1::Algorithm algorithm);
+CacheMode CacheModeFromProto(v1::Cache cache);
+SamplerChoice SamplerChoiceFromProto(v1::Sampler sampler);
 // The settings a request with empty DiffusionParams / SamplingParams gets
 // (a canvas model's: the entropy-bound sampler's); sent back, they validate.
 v1::DiffusionParams DefaultDiffusionParams(const Model& model);

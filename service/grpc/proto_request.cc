@@ -51,14 +51,10 @@ absl::Status ReadEnums(const v1::DiffusionParams& d, GenerationRequest::Diffusio
     return UnknownValue("diffusion.algorithm", d.algorithm());
   }
   if (!v1::Cache_IsValid(d.cache())) return UnknownValue("diffusion.cache", d.cache());
-  if (d.sampler() == v1::SAMPLER_MASKED) out->sampler = SamplerChoice::kMasked;
-  if (d.sampler() == v1::SAMPLER_ENTROPY_BOUND) out->sampler = SamplerChoice::kEntropyBound;
-  if (d.algorithm() != v1::ALGORITHM_UNSPECIFIED) {
-    out->algorithm = static_cast<Algorithm>(d.algorithm() - 1);
-  }
-  if (d.cache() != v1::CACHE_UNSPECIFIED) {
-    out->cache = static_cast<CacheMode>(d.cache() - v1::CACHE_NONE);
-  }
+  out->sampler = SamplerChoiceFromProto(d.sampler());
+  if (d.algorithm() != v1::ALGORITHM_UNSPECIFIED)
+    out->algorithm = AlgorithmFromProto(d.algorithm());
+  if (d.cache() != v1::CACHE_UNSPECIFIED) out->cache = CacheModeFromProto(d.cache());
   return absl::OkStatus();
 }
 

@@ -55,15 +55,18 @@ std::string InfillRun::OnStep(const v1::StepEvent& step) {
 
 std::string InfillRun::OnFinal(const v1::Final& final) {
   final_ = final;
-  end_ = Clock::now();
-  finished_ = true;
+  MarkFinished();
   return Gate(text_.OnFinal(final.text()));
 }
 
 std::string InfillRun::Finish() {
+  MarkFinished();
+  return text_.Finish();
+}
+
+void InfillRun::MarkFinished() {
   end_ = Clock::now();
   finished_ = true;
-  return text_.Finish();
 }
 
 // What follows the last newline may yet be cut (at the limit) and cannot be

@@ -63,7 +63,10 @@ class InfillRun {
   uint64_t seed = 0;
 
  private:
+  // Ends the text early (a stop string, n_indent, the time limit).
   std::string Finish();
+  // The run's end: the clock of predicted_ms stops, the gate lets all out.
+  void MarkFinished();
   // With a time budget, a stream lets out whole lines only.
   std::string Gate(std::string ready);
 

@@ -312,18 +312,15 @@ absl::Status ReadSettingNames(const Json& body, GenerationRequest::Diffusion* d)
   DLLM_RETURN_IF_ERROR(
       ReadEnum(body, "algorithm", "ALGORITHM_", v1::Algorithm_Parse, v1::ALGORITHM_UNSPECIFIED,
                "low_confidence, random, origin, maskgit_plus, topk_margin, entropy", &algorithm));
-  if (algorithm) d->algorithm = static_cast<Algorithm>(*algorithm - 1);
+  if (algorithm) d->algorithm = AlgorithmFromProto(*algorithm);
   std::optional<v1::Cache> cache;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "cache", "CACHE_", v1::Cache_Parse, v1::CACHE_UNSPECIFIED,
                                 "none, prefix, dual, exact", &cache));
-  if (cache) d->cache = static_cast<CacheMode>(*cache - v1::CACHE_NONE);
+  if (cache) d->cache = CacheModeFromProto(*cache);
   std::optional<v1::Sampler> sampler;
   DLLM_RETURN_IF_ERROR(ReadEnum(body, "sampler", "SAMPLER_", v1::Sampler_Parse,
                                 v1::SAMPLER_UNSPECIFIED, "masked, entropy_bound", &sampler));
-  if (sampler) {
-    d->sampler =
-        *sampler == v1::SAMPLER_MASKED ? SamplerChoice::kMasked : SamplerChoice::kEntropyBound;
-  }
+  if (sampler) d->sampler = SamplerChoiceFromProto(*sampler);
   return absl::OkStatus();
 }
 
@@ -355,10 +352,7 @@ absl::Status ReadEntropyBound(const Json& body, GenerationRequest::Diffusion* d)
   DLLM_RETURN_IF_ERROR(ReadInto(body, "eb_entropy_bound", 0.0, 1e6, &eb.entropy_bound));
   DLLM_RETURN_IF_ERROR(
       ReadInto(body, "eb_confidence_threshold", 0.0, 1e6, &eb.confidence_threshold));
-  if (eb.max_steps || eb.stability_threshold || eb.t_min || eb.t_max || eb.entropy_bound ||
-      eb.confidence_threshold) {
-    d->entropy_bound = eb;
-  }
+  if (eb.any()) d->entropy_bound = eb;
   return absl::OkStatus();
 }
 

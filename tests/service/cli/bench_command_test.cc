@@ -127,6 +127,18 @@ TEST_P(BenchCommandTest, WritesAResultFileWhoseFiguresAgree) {
       }
     }
     EXPECT_NEAR(family_ops, ops, 1e-9 * ops);
+    // The head and the dense FFN, counted from the model's shape: every
+    // layer's FFN over the canvas but the last one's, which (as the head)
+    // runs only for the rows the sampler reads (a LLaDA block, a Dream
+    // generation).
+    const double d = m["n_embd"].get<double>(), ff = m["n_ff"].get<double>();
+    const double canvas = run["canvas"].get<double>();
+    const double read = std::min(canvas, arch == "llada" ? run["block_length"].get<double>()
+                                                         : run["gen_length"].get<double>());
+    EXPECT_DOUBLE_EQ(gemm["head"]["int8_ops"].get<double>(),
+                     2 * read * d * m["n_vocab"].get<double>());
+    EXPECT_DOUBLE_EQ(gemm["ffn"]["int8_ops"].get<double>(),
+                     2 * 3 * d * ff * ((m["n_layer"].get<double>() - 1) * canvas + read));
   }
   EXPECT_EQ(seen.size(), 4u);
   // More canvas, more work per step.
